@@ -1,0 +1,70 @@
+/* golden_json.c - see golden_json.h. */
+#include "golden_json.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+json_t *golden_json_load(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "%s: cannot open\n", path);
+		return NULL;
+	}
+	char *buf = NULL;
+	long size = -1;
+	if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0)
+		buf = malloc((size_t)size + 1);
+	size_t n = buf ? fread(buf, 1, (size_t)size, f) : 0;
+	fclose(f);
+	if (!buf || n != (size_t)size) {
+		fprintf(stderr, "%s: cannot read\n", path);
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	/* Infinity outside strings -> 1e308, space-padded to the same length */
+	int in_str = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (in_str) {
+			if (buf[i] == '\\')
+				i++;
+			else if (buf[i] == '"')
+				in_str = 0;
+		} else if (buf[i] == '"') {
+			in_str = 1;
+		} else if (strncmp(buf + i, "Infinity", 8) == 0) {
+			memcpy(buf + i, "1e308   ", 8);
+			i += 7;
+		}
+	}
+	json_error_t err;
+	json_t *root = json_loads(buf, 0, &err);
+	free(buf);
+	if (!root)
+		fprintf(stderr, "%s:%d: %s\n", path, err.line, err.text);
+	return root;
+}
+
+json_t *golden_json_seq(json_t *root, const char *name)
+{
+	json_t *seqs = json_object_get(root, "sequences");
+	size_t i;
+	json_t *s;
+	json_array_foreach(seqs, i, s) {
+		const char *nm = json_string_value(json_object_get(s, "name"));
+		if (nm && strcmp(nm, name) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+double golden_json_tol(json_t *seq, const char *tensor)
+{
+	json_t *d = json_object_get(json_object_get(seq, "fp32_vs_fp64_max_abs_diff"), tensor);
+	if (!json_is_number(d))
+		return -1.0;
+	double t = 10.0 * json_number_value(d);
+	return t < 1e-5 ? 1e-5 : t;
+}

@@ -1,0 +1,104 @@
+/* be.h - a compute backend: a struct of function pointers plus a context.
+ *
+ * Model code never calls these directly: it goes through the op layer
+ * (op.h), which checks shapes, skips work while planning and records the
+ * first failure.  Every backend implements every entry.  All tensors are
+ * row-major float32 in backend memory (host memory for the CPU backend,
+ * device memory for CUDA); strides are in elements.  Each entry returns 0 on
+ * success and a negative status on failure (never exits).
+ */
+#ifndef ESMBATCH_BE_H
+#define ESMBATCH_BE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct be be_t;
+
+/* C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] (+ bias[n] on every row),
+ * b = 0..batch-1; op(X) = X or X^T; row-major. */
+typedef struct {
+	int transa, transb;
+	int m, n, k;
+	float alpha, beta;
+	const float *a; int64_t lda, stride_a;
+	const float *b; int64_t ldb, stride_b;
+	float       *c; int64_t ldc, stride_c;
+	int batch;
+	const float *bias;       /* [n] or NULL */
+} be_gemm_t;
+
+/* o = softmax(scale * q k^T + bias + mask) v, per batch b and head h, with
+ * the head dimension d contiguous and every other dimension strided:
+ *   q: [B, Lq, H, D] at q + b*q_sb + i*q_sl + h*q_sh
+ *   k, v: [B, Lk, H, D], o: [B, Lq, H, D] likewise
+ *   bias: [B?, H, Lq, Lk] at bias + b*bias_sb + h*bias_sh + i*bias_sq + j
+ *         (bias_sb = 0 shares one bias across the batch), or NULL
+ *   mask: [B, Lk] at mask + b*mask_sb + j; 0 drops key j, or NULL
+ * Implementations stream over keys (online softmax): no [Lq, Lk] score
+ * matrix beyond a tile is ever materialised. */
+typedef struct {
+	int B, H, Lq, Lk, D;
+	float scale;
+	const float *q; int64_t q_sb, q_sl, q_sh;
+	const float *k; int64_t k_sb, k_sl, k_sh;
+	const float *v; int64_t v_sb, v_sl, v_sh;
+	float       *o; int64_t o_sb, o_sl, o_sh;
+	const float *bias; int64_t bias_sb, bias_sh, bias_sq;
+	const float *mask; int64_t mask_sb;
+} be_attn_t;
+
+typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
+typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
+
+struct be {
+	const char *name;
+	void       *ctx;
+
+	void (*destroy)(be_t *be);
+
+	/* memory */
+	int  (*alloc)(be_t *be, size_t nbytes, void **ptr);
+	void (*free)(be_t *be, void *ptr);
+	int  (*upload)(be_t *be, void *dst, const void *src, size_t nbytes);
+	int  (*download)(be_t *be, void *dst, const void *src, size_t nbytes);
+	int  (*sync)(be_t *be);
+
+	/* ops; shapes in comments, n = element count */
+	int (*gemm)(be_t *be, const be_gemm_t *g);
+	int (*attn)(be_t *be, const be_attn_t *a);
+	/* y, x: [rows, d]; w, b: [d]; y may alias x */
+	int (*layernorm)(be_t *be, float *y, const float *x, int64_t rows, int d,
+	                 const float *w, const float *b, float eps);
+	/* x: [rows, d] softmax over d, in place */
+	int (*softmax)(be_t *be, float *x, int64_t rows, int d);
+	/* x: [n] in place */
+	int (*act)(be_t *be, float *x, int64_t n, be_act_t kind);
+	/* y = a OP b, all [n]; y may alias a or b */
+	int (*binary)(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
+	/* y = alpha * x + beta * y, all [n] */
+	int (*axpby)(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta);
+	/* x: [n] = value */
+	int (*fill)(be_t *be, float *x, int64_t n, float value);
+	/* y: [rows, d] = scale * table[idx[r], :]; idx: host int32 [rows] */
+	int (*gather)(be_t *be, float *y, const float *table, const int32_t *idx,
+	              int64_t rows, int d, float scale);
+	/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
+	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
+	/* x: [T, H, D] in place, rotary embedding of position t (rotate-half
+	 * layout), inv_freq: [D/2] */
+	int (*rotary)(be_t *be, float *x, int T, int H, int D, const float *inv_freq);
+	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
+	 * y: [ni, L, 2c] with y[i,j] = (q[i0+i] * k[j], q[i0+i] - k[j]);
+	 * q, k: [L, c] */
+	int (*outer)(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
+};
+
+/* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */
+be_t *be_cpu_init(int threads);
+/* The CUDA backend for one device; NULL (logged) when there is none. */
+be_t *be_cuda_init(int device);
+/* destroys any backend (NULL is fine) */
+void  be_free(be_t *be);
+
+#endif

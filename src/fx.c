@@ -1,0 +1,138 @@
+/* fx.c - the forward context: placement, arena, tensors, sticky errors. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fx.h"
+#include "log.h"
+
+/* while planning, tensors point into a fake, never dereferenced range so
+ * that views and strides can still be computed */
+#define FX_FAKE_BASE ((char *)0 + 4096)
+
+void fx_plan_begin(fx_t *fx, be_t *be)
+{
+	memset(fx, 0, sizeof *fx);
+	fx->be = be;
+	fx->planning = 1;
+	mp_init(&fx->mp, 0);
+}
+
+int fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size)
+{
+	void *p = NULL;
+
+	memset(fx, 0, sizeof *fx);
+	fx->be = be;
+	mp_init(&fx->mp, arena_size);
+	if (arena_size && be->alloc(be, arena_size, &p) < 0)
+		return fx_fail(fx, -1, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
+	fx->arena = p;
+	fx->arena_size = arena_size;
+	return 0;
+}
+
+void fx_end(fx_t *fx)
+{
+	if (fx->arena) fx->be->free(fx->be, fx->arena);
+	fx->arena = NULL;
+	mp_free(&fx->mp);
+}
+
+int fx_fail(fx_t *fx, int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (fx->err) return status;
+	fx->err = status ? status : -1;
+	va_start(ap, fmt);
+	vsnprintf(fx->errmsg, sizeof fx->errmsg, fmt, ap);
+	va_end(ap);
+	return status;
+}
+
+tn_t fx_new(fx_t *fx, int nd, const int64_t *ne)
+{
+	tn_t t = { 0 };
+	size_t n = sizeof(float);
+
+	if (fx->err) return t;
+	if (nd < 1 || nd > TN_MAX_DIMS) {
+		fx_fail(fx, -1, "tensor of %d dimensions", nd);
+		return t;
+	}
+	for (int i = 0; i < nd; i++) {
+		if (ne[i] < 0) { fx_fail(fx, -1, "negative dimension"); return t; }
+		n *= (size_t)ne[i];
+	}
+	t.nd = nd;
+	memcpy(t.ne, ne, nd * sizeof *ne);
+	if (n == 0) return t;
+	if (mp_alloc(&fx->mp, n, &t.off) < 0) {
+		fx_fail(fx, -2, "arena of %zu bytes exhausted by a %zu-byte tensor (planner mismatch)",
+		        fx->arena_size, n);
+		return (tn_t){ 0 };
+	}
+	t.nbytes = n;
+	t.d = (float *)((fx->planning ? FX_FAKE_BASE : fx->arena) + t.off);
+	return t;
+}
+
+tn_t fx_new1(fx_t *fx, int64_t a) { return fx_new(fx, 1, (int64_t[]){ a }); }
+tn_t fx_new2(fx_t *fx, int64_t a, int64_t b) { return fx_new(fx, 2, (int64_t[]){ a, b }); }
+tn_t fx_new3(fx_t *fx, int64_t a, int64_t b, int64_t c) { return fx_new(fx, 3, (int64_t[]){ a, b, c }); }
+tn_t fx_new4(fx_t *fx, int64_t a, int64_t b, int64_t c, int64_t d)
+{
+	return fx_new(fx, 4, (int64_t[]){ a, b, c, d });
+}
+
+void fx_drop(fx_t *fx, tn_t *t)
+{
+	if (t->nbytes && mp_release(&fx->mp, t->off, t->nbytes) < 0)
+		fx_fail(fx, -1, "out of memory in the placement bookkeeping");
+	memset(t, 0, sizeof *t);
+}
+
+int64_t tn_numel(tn_t t)
+{
+	int64_t n = t.nd ? 1 : 0;
+	for (int i = 0; i < t.nd; i++) n *= t.ne[i];
+	return n;
+}
+
+tn_t tn_rows(tn_t t, int64_t r0, int64_t n)
+{
+	int64_t row = t.nd ? tn_numel(t) / (t.ne[0] ? t.ne[0] : 1) : 0;
+	tn_t v = t;
+
+	v.d = t.d ? t.d + r0 * row : NULL;
+	v.ne[0] = n;
+	v.nbytes = 0;
+	return v;
+}
+
+tn_t tn_reshape(tn_t t, int nd, const int64_t *ne)
+{
+	tn_t v = t;
+	v.nd = nd;
+	memcpy(v.ne, ne, nd * sizeof *ne);
+	v.nbytes = 0;
+	return v;
+}
+
+tn_t tn_reshape2(tn_t t, int64_t a, int64_t b) { return tn_reshape(t, 2, (int64_t[]){ a, b }); }
+tn_t tn_reshape3(tn_t t, int64_t a, int64_t b, int64_t c) { return tn_reshape(t, 3, (int64_t[]){ a, b, c }); }
+
+void fx_get(fx_t *fx, tn_t t, float *host)
+{
+	if (fx->planning || fx->err || !tn_numel(t)) return;
+	if (fx->be->download(fx->be, host, t.d, tn_numel(t) * sizeof(float)) < 0)
+		fx_fail(fx, -1, "%s: copy to host failed", fx->be->name);
+}
+
+void fx_set(fx_t *fx, tn_t t, const float *host)
+{
+	if (fx->planning || fx->err || !tn_numel(t)) return;
+	if (fx->be->upload(fx->be, t.d, host, tn_numel(t) * sizeof(float)) < 0)
+		fx_fail(fx, -1, "%s: copy to device failed", fx->be->name);
+}

@@ -1,0 +1,48 @@
+/* wt.h - model weights: the tensors the model asks for, by checkpoint name.
+ *
+ * A wt_t is either a safetensors file (its config from config.json beside it,
+ * or from a "config" entry of its __metadata__) or a manifest: a JSON list
+ * of names and shapes with a config and no data, against which the loaders
+ * can be checked without the 14 GB checkpoint.
+ *
+ * The model's loaders ask for every tensor with the shape the config implies
+ * (wt_get / wt_lin / wt_ln); a missing, mis-shaped or unconvertible tensor is
+ * one logged error naming it.  Data is converted to float32 and copied into
+ * backend memory; the wt_t owns those buffers until wt_close().  With be ==
+ * NULL, or on a manifest, the calls only check names and shapes.
+ */
+#ifndef ESMBATCH_WT_H
+#define ESMBATCH_WT_H
+
+#include <stdint.h>
+
+#include "be.h"
+#include "cfg.h"
+#include "op.h"
+
+typedef struct wt wt_t;
+
+wt_t *wt_open(const char *path);
+wt_t *wt_open_manifest(const char *path);
+void  wt_close(wt_t *w);
+
+const cfg_t *wt_cfg(const wt_t *w);
+/* 16 hex digits identifying the weights (hash of header and size) */
+const char  *wt_fingerprint(const wt_t *w);
+const char  *wt_path(const wt_t *w);
+
+/* *dst = tensor NAME (printf format) of shape [nd] as float32 in backend
+ * memory.  optional: a missing tensor gives 0 and *dst = NULL. */
+int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+           const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* PREFIX.weight [out, in] and, if bias, PREFIX.bias [out] */
+int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias,
+           const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* PREFIX.weight and PREFIX.bias [d] */
+int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps,
+          const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* Tensors of the file that no loader asked for: logged (debug level),
+ * counted.  Names in `ignore` (NULL-terminated prefixes) are not counted. */
+int wt_unused(const wt_t *w, const char *const *ignore);
+
+#endif

@@ -1,0 +1,53 @@
+/* pdb.h - PDB output in the fair-esm flavour.
+ *
+ * The body is the text fair-esm's output_to_pdb writes: "PARENT N/A" before
+ * each chain, one ATOM record per atom37 slot whose mask is >= 0.5, atom
+ * serials from 1 (a TER record takes a serial too), residue numbers
+ * residue_index + 1, chain ids A, B, ... from chain_index, a TER record
+ * after each chain's last residue, B-factor = 100 x pLDDT, occupancy 1.00,
+ * element from the atom name, then END.  Residues without atoms (X, the
+ * linker glycines of a multimer once masked) write no ATOM record but still
+ * count for the TER record of their chain, as in the reference.
+ *
+ * When a pdb_meta_t is given, HEADER and REMARK 250 lines describing the run
+ * come first (tools that reject bare PDBs need a HEADER).
+ */
+#ifndef ESMBATCH_PDB_H
+#define ESMBATCH_PDB_H
+
+#include <stdio.h>
+
+/* Run facts written as HEADER / REMARK 250 lines before the atoms. */
+typedef struct {
+	const char *version;        /* esmbatch version, e.g. "0.1.0"; NULL: omitted */
+	const char *weights;        /* weights fingerprint; NULL: omitted */
+	double      mean_plddt;     /* 0..100 */
+	double      ptm;            /* 0..1 */
+	int         recycles;       /* recycles run (trunk passes - 1) */
+	int         chunk_size;     /* trunk chunk size; 0 = unchunked */
+} pdb_meta_t;
+
+typedef struct {
+	int          L;              /* residues, linker included */
+	const int   *aatype;         /* [L] 0..20 (AF2 order, 20 = X) */
+	const float *atom37;         /* [L,37,3] coordinates, Angstrom */
+	const float *atom37_mask;    /* [L,37] atoms with mask < 0.5 are not written */
+	const float *plddt;          /* [L,37] 0..1; written as 100 x plddt */
+	const int   *residue_index;  /* [L] the model's residue index (0-based) */
+	const int   *chain_index;    /* [L] 0, 1, ... -> chain A, B, ...; NULL: all A */
+	const pdb_meta_t *meta;      /* NULL: no HEADER/REMARK lines */
+} pdb_input_t;
+
+/* Most chains a PDB can name (chain ids A-Z, a-z, 0-9). */
+#define PDB_MAX_CHAINS 62
+
+/* Write the PDB text to f.  Returns 0, or negative on bad input (aatype or
+ * chain index out of range, a non-finite written coordinate) or a write error;
+ * the reason is logged. */
+int pdb_write(FILE *f, const pdb_input_t *in);
+
+/* Write PATH.tmp, flush it to disk and rename it to PATH, so PATH is either
+ * absent or complete.  Returns 0 or negative (PATH.tmp removed). */
+int pdb_write_atomic(const char *path, const pdb_input_t *in);
+
+#endif

@@ -1,0 +1,365 @@
+/* test_pdb.c - the PDB writer: golden comparison with every fixture's
+ * expected_NAME.esm.pdb (fair-esm flavour), the HEADER/REMARK block, the
+ * atomic write and bad input. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "golden_json.h"
+#include "pdb.h"
+#include "rc.h"
+#include "st.h"
+
+#define LINKER_LEN 25
+/* one print quantum of the %8.3f coordinate columns */
+#define COORD_QUANTUM 1e-3
+
+static double worst_coord_ratio;
+static int n_bfactor_text_diff, n_coord_text_diff, n_atoms_total;
+
+typedef struct {
+	int L;
+	int *aatype, *residue_index, *chain_index;
+	float *atom37, *mask, *plddt;
+} seq_data_t;
+
+static void *load(const st_t *st, const char *seq, const char *tensor, int64_t want, int as_int)
+{
+	char key[256];
+	snprintf(key, sizeof key, "%s/%s", seq, tensor);
+	const st_tensor_t *t = st_find(st, key);
+	assert_non_null(t);
+	assert_int_equal(t->numel, want);
+	double *d = malloc(sizeof *d * (size_t)(want ? want : 1));
+	assert_non_null(d);
+	st_to_f64(t, d);
+	if (as_int) {
+		int *v = malloc(sizeof *v * (size_t)(want ? want : 1));
+		assert_non_null(v);
+		for (int64_t i = 0; i < want; i++)
+			v[i] = (int)d[i];
+		free(d);
+		return v;
+	}
+	float *v = malloc(sizeof *v * (size_t)(want ? want : 1));
+	assert_non_null(v);
+	for (int64_t i = 0; i < want; i++)
+		v[i] = (float)d[i];
+	free(d);
+	return v;
+}
+
+/* chain of each residue: ':' separates chains; the 25-glycine linker after
+ * chain c belongs to chain c (fair-esm's encoding) */
+static void chains_of(const char *sequence, int L, int *chain_index)
+{
+	int i = 0, chain = 0;
+	for (const char *p = sequence; *p; p++) {
+		if (*p == ':') {
+			for (int k = 0; k < LINKER_LEN; k++, i++) {
+				assert_true(i < L);
+				chain_index[i] = chain;
+			}
+			chain++;
+			continue;
+		}
+		assert_true(i < L);
+		chain_index[i++] = chain;
+	}
+	assert_int_equal(i, L);
+}
+
+static void seq_load(const st_t *st, const char *name, const char *sequence, seq_data_t *s)
+{
+	char key[256];
+	snprintf(key, sizeof key, "%s/aatype", name);
+	const st_tensor_t *t = st_find(st, key);
+	assert_non_null(t);
+	int L = s->L = (int)t->numel;
+	s->aatype = load(st, name, "aatype", L, 1);
+	s->residue_index = load(st, name, "residue_index", L, 1);
+	s->atom37 = load(st, name, "atom37_positions", (int64_t)L * RC_NUM_ATOM37 * 3, 0);
+	s->mask = load(st, name, "atom37_mask", (int64_t)L * RC_NUM_ATOM37, 0);
+	s->plddt = load(st, name, "plddt", (int64_t)L * RC_NUM_ATOM37, 0);
+	s->chain_index = malloc(sizeof(int) * (size_t)(L ? L : 1));
+	assert_non_null(s->chain_index);
+	chains_of(sequence, L, s->chain_index);
+}
+
+static void seq_free(seq_data_t *s)
+{
+	free(s->aatype), free(s->residue_index), free(s->chain_index);
+	free(s->atom37), free(s->mask), free(s->plddt);
+}
+
+static pdb_input_t input_of(const seq_data_t *s)
+{
+	pdb_input_t in = {
+		.L = s->L, .aatype = s->aatype, .atom37 = s->atom37, .atom37_mask = s->mask,
+		.plddt = s->plddt, .residue_index = s->residue_index,
+		.chain_index = s->chain_index, .meta = NULL,
+	};
+	return in;
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	long n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	char *buf = malloc((size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static char *render(const pdb_input_t *in, size_t *len)
+{
+	char *text = NULL;
+	FILE *f = open_memstream(&text, len);
+	assert_non_null(f);
+	assert_int_equal(pdb_write(f, in), 0);
+	assert_int_equal(fclose(f), 0);
+	return text;
+}
+
+/* next line of *p (without '\n') into a NUL-terminated copy; NULL at the end */
+static char *next_line(char **p)
+{
+	if (!**p)
+		return NULL;
+	char *start = *p, *nl = strchr(start, '\n');
+	assert_non_null(nl);   /* every line ends with a newline */
+	*nl = '\0';
+	*p = nl + 1;
+	return start;
+}
+
+/* ATOM lines: columns identical except x, y, z (31-54) within tol (plus one
+ * print quantum), and the B-factor (61-66) where float noise on pLDDT may
+ * move the last printed digit: there within 0.01. */
+static void compare_atom(const char *got, const char *exp, double tol, const char *where)
+{
+	assert_int_equal(strlen(got), 80);
+	assert_int_equal(strlen(exp), 80);
+	if (memcmp(got, exp, 30) != 0 || memcmp(got + 54, exp + 54, 6) != 0 ||
+	    memcmp(got + 66, exp + 66, 14) != 0)
+		fail_msg("%s: record differs\n got: %s\n exp: %s", where, got, exp);
+	n_atoms_total++;
+	for (int c = 0; c < 3; c++) {
+		char a[9], b[9];
+		memcpy(a, got + 30 + 8 * c, 8), a[8] = '\0';
+		memcpy(b, exp + 30 + 8 * c, 8), b[8] = '\0';
+		if (strcmp(a, b) != 0)
+			n_coord_text_diff++;
+		double r = fabs(atof(a) - atof(b)) / (tol + COORD_QUANTUM);
+		if (r > worst_coord_ratio)
+			worst_coord_ratio = r;
+		if (!(r <= 1.0))
+			fail_msg("%s: coordinate %s vs %s beyond %.3g\n got: %s\n exp: %s", where, a, b,
+			         tol, got, exp);
+	}
+	if (memcmp(got + 60, exp + 60, 6) != 0) {
+		char a[7], b[7];
+		memcpy(a, got + 60, 6), a[6] = '\0';
+		memcpy(b, exp + 60, 6), b[6] = '\0';
+		n_bfactor_text_diff++;
+		if (!(fabs(atof(a) - atof(b)) <= 0.0100001))
+			fail_msg("%s: B-factor %s vs %s\n got: %s\n exp: %s", where, a, b, got, exp);
+	}
+}
+
+static void golden_fixture(const char *fixture)
+{
+	char path[1024];
+	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
+	st_t *st = st_open(path);
+	assert_non_null(st);
+	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
+	json_t *root = golden_json_load(path);
+	assert_non_null(root);
+
+	int checked = 0;
+	size_t si;
+	json_t *jseq;
+	json_array_foreach(json_object_get(root, "sequences"), si, jseq) {
+		const char *name = json_string_value(json_object_get(jseq, "name"));
+		const char *sequence = json_string_value(json_object_get(jseq, "sequence"));
+		assert_non_null(name);
+		assert_non_null(sequence);
+		snprintf(path, sizeof path, "%s/%s/expected_%s.esm.pdb", TEST_DATA, fixture, name);
+		char *expected = slurp(path);
+		assert_non_null(expected);
+		double tol = golden_json_tol(jseq, "atom37_positions");
+		assert_true(tol > 0.0);
+
+		seq_data_t s;
+		seq_load(st, name, sequence, &s);
+		pdb_input_t in = input_of(&s);
+		size_t len;
+		char *text = render(&in, &len);
+		assert_int_equal(strlen(text), len);
+
+		char *pg = text, *pe = expected, *lg, *le;
+		int line = 0;
+		while ((le = next_line(&pe)) != NULL) {
+			line++;
+			lg = next_line(&pg);
+			char where[128];
+			snprintf(where, sizeof where, "%s/%s line %d", fixture, name, line);
+			if (!lg)
+				fail_msg("%s: output ends early", where);
+			if (strncmp(le, "ATOM  ", 6) == 0)
+				compare_atom(lg, le, tol, where);
+			else if (strcmp(lg, le) != 0)
+				fail_msg("%s:\n got: %s\n exp: %s", where, lg, le);
+		}
+		assert_null(next_line(&pg));
+		printf("  %s/%s: %d lines match\n", fixture, name, line);
+		checked++;
+		free(text);
+		free(expected);
+		seq_free(&s);
+	}
+	assert_true(checked > 0);
+	json_decref(root);
+	st_close(st);
+}
+
+static void test_golden_tiny_a(void **state)
+{
+	(void)state;
+	golden_fixture("tiny_a");
+}
+
+static void test_golden_tiny_b(void **state)
+{
+	(void)state;
+	golden_fixture("tiny_b");
+}
+
+/* a 2-residue, 2-chain protein: GLY A 1, ALA B 2 */
+static void tiny_input(pdb_input_t *in, int *aatype, int *resi, int *chain, float *xyz,
+                       float *mask, float *plddt)
+{
+	aatype[0] = rc_aatype_of('G'), aatype[1] = rc_aatype_of('A');
+	resi[0] = 0, resi[1] = 1;
+	chain[0] = 0, chain[1] = 1;
+	for (int i = 0; i < 2 * RC_NUM_ATOM37; i++) {
+		mask[i] = rc_atom37_mask[aatype[i / RC_NUM_ATOM37]][i % RC_NUM_ATOM37];
+		plddt[i] = 0.5f;
+		for (int d = 0; d < 3; d++)
+			xyz[3 * i + d] = (float)(i + d);
+	}
+	pdb_input_t t = { .L = 2, .aatype = aatype, .atom37 = xyz, .atom37_mask = mask,
+	                  .plddt = plddt, .residue_index = resi, .chain_index = chain };
+	*in = t;
+}
+
+static void test_meta_and_atomic(void **state)
+{
+	(void)state;
+	int aatype[2], resi[2], chain[2];
+	float xyz[2 * RC_NUM_ATOM37 * 3], mask[2 * RC_NUM_ATOM37], plddt[2 * RC_NUM_ATOM37];
+	pdb_input_t in;
+	tiny_input(&in, aatype, resi, chain, xyz, mask, plddt);
+	pdb_meta_t meta = { .version = "0.1.0", .weights = "sha256:0123abcd", .mean_plddt = 50.0,
+	                    .ptm = 0.25, .recycles = 3, .chunk_size = 0 };
+	in.meta = &meta;
+	size_t len;
+	char *text = render(&in, &len);
+	assert_true(strncmp(text, "HEADER    ", 10) == 0);
+	assert_non_null(strstr(text, "REMARK 250 PREDICTED WITH ESMBATCH 0.1.0"));
+	assert_non_null(strstr(text, "REMARK 250 WEIGHTS sha256:0123abcd"));
+	assert_non_null(strstr(text, "REMARK 250 MEAN PLDDT 50.00"));
+	assert_non_null(strstr(text, "REMARK 250 PTM 0.2500"));
+	assert_non_null(strstr(text, "REMARK 250 RECYCLES 3"));
+	assert_non_null(strstr(text, "REMARK 250 CHUNK SIZE NONE"));
+	assert_non_null(strstr(text, "\nTER       5      GLY A   1\nPARENT N/A\n"));
+	assert_non_null(strstr(text, "\nTER      11      ALA B   2\nEND\n"));
+	/* HEADER and REMARK records are full 80-column lines */
+	for (char *p = text; *p && strncmp(p, "PARENT", 6) != 0; p = strchr(p, '\n') + 1)
+		assert_int_equal(strchr(p, '\n') - p, 80);
+
+	char dir[] = "/tmp/test_pdb.XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	char path[256], tmp[320];
+	snprintf(path, sizeof path, "%s/out.pdb", dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	assert_int_equal(pdb_write_atomic(path, &in), 0);
+	char *back = slurp(path);
+	assert_non_null(back);
+	assert_string_equal(back, text);
+	assert_int_equal(access(tmp, F_OK), -1);
+	free(back);
+
+	/* a failing write leaves neither the file nor the temporary */
+	aatype[1] = 99;
+	char path2[300];
+	snprintf(path2, sizeof path2, "%s/bad.pdb", dir);
+	assert_true(pdb_write_atomic(path2, &in) < 0);
+	assert_int_equal(access(path2, F_OK), -1);
+	snprintf(tmp, sizeof tmp, "%s.tmp", path2);
+	assert_int_equal(access(tmp, F_OK), -1);
+	/* unwritable place */
+	snprintf(path2, sizeof path2, "%s/no/such/dir.pdb", dir);
+	aatype[1] = rc_aatype_of('A');
+	assert_true(pdb_write_atomic(path2, &in) < 0);
+
+	unlink(path);
+	rmdir(dir);
+	free(text);
+}
+
+static void test_bad_input(void **state)
+{
+	(void)state;
+	int aatype[2], resi[2], chain[2];
+	float xyz[2 * RC_NUM_ATOM37 * 3], mask[2 * RC_NUM_ATOM37], plddt[2 * RC_NUM_ATOM37];
+	pdb_input_t in;
+	FILE *f = fopen("/dev/null", "w");
+	assert_non_null(f);
+
+	tiny_input(&in, aatype, resi, chain, xyz, mask, plddt);
+	assert_int_equal(pdb_write(f, &in), 0);
+	chain[1] = PDB_MAX_CHAINS;
+	assert_true(pdb_write(f, &in) < 0);
+	chain[1] = 1;
+	aatype[0] = -1;
+	assert_true(pdb_write(f, &in) < 0);
+	aatype[0] = 7;
+	xyz[4] = NAN;                    /* CA of residue 0 */
+	assert_true(pdb_write(f, &in) < 0);
+	mask[1] = 0.0f;                  /* ... unless that atom is masked out */
+	assert_int_equal(pdb_write(f, &in), 0);
+	fclose(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_golden_tiny_a),
+		cmocka_unit_test(test_golden_tiny_b),
+		cmocka_unit_test(test_meta_and_atomic),
+		cmocka_unit_test(test_bad_input),
+	};
+	int rc = cmocka_run_group_tests(tests, NULL, NULL);
+	printf("atoms compared: %d; coordinates printed differently: %d; worst "
+	       "|diff|/(tol + 0.001): %.3f; B-factors printed differently (within 0.01): %d\n",
+	       n_atoms_total, n_coord_text_diff, worst_coord_ratio, n_bfactor_text_diff);
+	return rc;
+}

@@ -89,7 +89,7 @@ struct be {
 	 * layout), inv_freq: [D/2] */
 	int (*rotary)(be_t *be, float *x, int T, int H, int D, const float *inv_freq);
 	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
-	 * y: [ni, L, 2c] with y[i,j] = (q[i0+i] * k[j], q[i0+i] - k[j]);
+	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
 	 * q, k: [L, c] */
 	int (*outer)(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
 };

@@ -271,11 +271,11 @@ static int cpu_outer(be_t *be, float *y, const float *q, const float *k, int i0,
 	#pragma omp parallel for collapse(2) if ((int64_t)ni * L * c > 65536)
 	for (int i = 0; i < ni; i++)
 		for (int j = 0; j < L; j++) {
-			const float *qi = q + (int64_t)(i0 + i) * c, *kj = k + (int64_t)j * c;
+			const float *qj = q + (int64_t)j * c, *ki = k + (int64_t)(i0 + i) * c;
 			float *yij = y + ((int64_t)i * L + j) * 2 * c;
 			for (int t = 0; t < c; t++) {
-				yij[t] = qi[t] * kj[t];
-				yij[c + t] = qi[t] - kj[t];
+				yij[t] = qj[t] * ki[t];
+				yij[c + t] = qj[t] - ki[t];
 			}
 		}
 	return 0;

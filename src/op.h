@@ -34,7 +34,7 @@ void op_gather(fx_t *fx, tn_t y, const float *table, const int32_t *idx, float s
 void op_transpose(fx_t *fx, tn_t y, tn_t x);
 /* x: [T, H, D] rotary position embedding in place; inv_freq: [D/2] */
 void op_rotary(fx_t *fx, tn_t x, const float *inv_freq);
-/* y: [ni, L, 2c] = (q[i0+i] * k[j], q[i0+i] - k[j]); q, k: [L, c] */
+/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 void op_outer(fx_t *fx, tn_t y, tn_t q, tn_t k, int i0);
 /* raw strided-batched GEMM and fused attention (pointers from tensors) */
 void op_gemm(fx_t *fx, const be_gemm_t *g);

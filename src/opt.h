@@ -1,0 +1,70 @@
+/* opt.h - command line: the one options struct, its defaults, parsing and
+ * per-subcommand validation, and the process exit codes.
+ *
+ * Every default lives in opt_init().  opt_parse() never prints help or
+ * exits: it records what was asked (cmd, help, version) and main.c acts.
+ * Strings in opt_t are owned by it (copied from argv / the environment)
+ * and released by opt_free().
+ */
+#ifndef ESMBATCH_OPT_H
+#define ESMBATCH_OPT_H
+
+#include <stdio.h>
+
+/* Process exit codes (documented in README.md and `esmbatch --help`). */
+enum {
+	EXIT_OK      = 0,  /* done; every record folded (or planned) */
+	EXIT_FATAL   = 1,  /* fatal error: unreadable / corrupt input, bad
+	                      weights or quota table, I/O, a bad record under
+	                      --strict */
+	EXIT_USAGE   = 2,  /* usage error, or a subcommand not implemented */
+	EXIT_PARTIAL = 3   /* the run finished but some records failed */
+};
+
+typedef enum {
+	OPT_CMD_FOLD = 0,  /* the default */
+	OPT_CMD_PLAN,
+	OPT_CMD_CALIBRATE,
+	OPT_CMD_VERSION
+} opt_cmd_t;
+
+typedef enum {
+	OPT_PREC_AUTO = 0, OPT_PREC_FP32, OPT_PREC_BF16, OPT_PREC_FP16
+} opt_prec_t;
+
+typedef struct {
+	opt_cmd_t  cmd;
+	int        help;          /* -h/--help given: print usage, exit 0 */
+	char      *input;         /* -i: FASTA path, "-" = stdin; NULL = unset */
+	char      *outdir;        /* -o */
+	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS */
+	char      *names;         /* --names: file of record names to fold */
+	int        strict;        /* --strict: a bad record is fatal */
+	int        chunk_size;    /* --chunk-size: 0 = auto */
+	int        num_recycles;  /* --num-recycles: -1 = model default */
+	opt_prec_t precision;     /* --precision */
+	char      *devices;       /* --devices: NULL = all found, else e.g.
+	                             "cpu", "cuda", "cuda:0,2" */
+	char      *dump_tensors;  /* --dump-tensors FILE: intermediates out */
+	int        pae;           /* --pae: also write the PAE matrix */
+	char      *quota_table;   /* --quota-table TSV (see buckets/README) */
+	int        verbosity;     /* log level: LOG_INFO, -v +1, -q -1 */
+	int        no_split;      /* --no-split: fail instead of halving */
+	int        threads;       /* --threads: CPU threads, 0 = auto */
+} opt_t;
+
+void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS */
+void opt_free(opt_t *o);
+
+/* Parse argv (argv[1] may name a subcommand).  Returns 0, or -1 after
+ * logging one line on a usage error.  Reentrant for tests (resets getopt). */
+int  opt_parse(opt_t *o, int argc, char **argv);
+/* Check what o->cmd needs (fold: -i, -o, weights; plan: -i).  0 or -1
+ * after logging one line. */
+int  opt_validate(const opt_t *o);
+
+void        opt_usage(FILE *fp);
+const char *opt_cmd_name(opt_cmd_t c);
+const char *opt_prec_name(opt_prec_t p);
+
+#endif

@@ -1,6 +1,7 @@
 /* golden_json.c - see golden_json.h. */
 #include "golden_json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,4 +68,39 @@ double golden_json_tol(json_t *seq, const char *tensor)
 		return -1.0;
 	double t = 10.0 * json_number_value(d);
 	return t < 1e-5 ? 1e-5 : t;
+}
+
+double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
+                       const float *got, int64_t n)
+{
+	char key[256];
+	const st_tensor_t *t;
+	double *want, worst = 0.0;
+
+	snprintf(key, sizeof key, "%s/%s", seq, tensor);
+	if (!(t = st_find(exp, key)) || t->numel != n) {
+		fprintf(stderr, "%s: %s in expected (%lld values, engine has %lld)\n", key,
+		        t ? "size differs" : "absent", t ? (long long)t->numel : 0LL, (long long)n);
+		return -1.0;
+	}
+	if (!(want = malloc(sizeof *want * (n ? n : 1)))) return -1.0;
+	st_to_f64(t, want);
+	for (int64_t i = 0; i < n; i++) {
+		double d = fabs((double)got[i] - want[i]);
+		if (d > worst || d != d) worst = d;
+	}
+	free(want);
+	return worst;
+}
+
+int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *tensor,
+                 const float *got, int64_t n)
+{
+	double tol = golden_json_tol(seqj, tensor);
+	double d = golden_max_diff(exp, seq, tensor, got, n);
+	int ok = tol > 0 && d >= 0 && d <= tol;
+
+	fprintf(stderr, "%-8s %-28s max diff %.3g  tol %.3g  ratio %.3f  %s\n", seq, tensor, d, tol,
+	        tol > 0 ? d / tol : -1.0, ok ? "ok" : "FAIL");
+	return ok;
 }

@@ -7,7 +7,11 @@
 #ifndef ESMBATCH_GOLDEN_JSON_H
 #define ESMBATCH_GOLDEN_JSON_H
 
+#include <stdint.h>
+
 #include <jansson.h>
+
+#include "st.h"
 
 /* parsed expected.json, or NULL (reason printed to stderr) */
 json_t *golden_json_load(const char *path);
@@ -16,5 +20,14 @@ json_t *golden_json_seq(json_t *root, const char *name);
 /* tolerance for tensor of one sequence entry: 10 x fp32_vs_fp64_max_abs_diff,
  * at least 1e-5; negative when the entry has no figure for that tensor */
 double golden_json_tol(json_t *seq, const char *tensor);
+
+/* max |got - expected| against tensor SEQ/TENSOR of expected.safetensors;
+ * negative when the tensor is absent or has another element count */
+double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
+                       const float *got, int64_t n);
+/* golden_max_diff within golden_json_tol of seqj; prints one line with the
+ * ratio diff / tolerance and returns 1 when it passes, 0 otherwise */
+int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *tensor,
+                 const float *got, int64_t n);
 
 #endif

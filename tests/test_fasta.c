@@ -1,0 +1,446 @@
+/* test_fasta.c - FASTA intake: every accepted form, every bad input the
+ * issue lists (each asserting the job's status and exact reason), the
+ * compressed and stdin paths, fatal file errors, and --names with and
+ * without a .fai index. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include <htslib/faidx.h>
+
+#include "bucket.h"
+#include "fasta.h"
+#include "job.h"
+#include "log.h"
+
+#define FX TEST_DATA "/fasta/"
+#define MAXJ 64
+
+typedef struct { int n; job_t j[MAXJ]; } jobs_t;
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/esmbatch-fasta-XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void tmp_path(char *buf, size_t cap, const char *name)
+{
+	snprintf(buf, cap, "%s/%s", tmpdir, name);
+}
+
+static void write_file(const char *path, const char *data, size_t n)
+{
+	FILE *fp = fopen(path, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, n, fp), n);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* read every job; returns fasta_next's last status (0 or -1) */
+static int read_all(const char *path, const char *names, jobs_t *js)
+{
+	fasta_t *r = fasta_open(path, names);
+	job_t j;
+	int rc;
+
+	js->n = 0;
+	if (!r)
+		return -2;
+	job_init(&j);
+	while ((rc = fasta_next(r, &j)) > 0) {
+		assert_true(js->n < MAXJ);
+		js->j[js->n++] = j;       /* the copy owns the strings now */
+		job_init(&j);
+	}
+	job_free(&j);
+	fasta_close(r);
+	return rc;
+}
+
+static void free_all(jobs_t *js)
+{
+	for (int i = 0; i < js->n; i++)
+		job_free(&js->j[i]);
+	js->n = 0;
+}
+
+static void assert_ok(const job_t *j, const char *name, const char *seq)
+{
+	if (j->status != JOB_OK)
+		fail_msg("%s: expected ok, got failed: %s", name, j->reason);
+	assert_string_equal(j->name, name);
+	assert_string_equal(j->seq, seq);
+	assert_null(j->reason);
+}
+
+static void assert_failed(const job_t *j, const char *reason)
+{
+	if (j->status != JOB_FAILED)
+		fail_msg("expected failed '%s', got ok", reason);
+	assert_null(j->seq);
+	assert_int_equal(j->bucket, -1);
+	assert_non_null(j->reason);
+	assert_string_equal(j->reason, reason);
+}
+
+/* the five records of good.fa, from any container */
+static void check_good(jobs_t *js)
+{
+	assert_int_equal(js->n, 5);
+	assert_ok(&js->j[0], "seq1", "MKTAYIAKQRQISFVKSHFSRQ");
+	assert_string_equal(js->j[0].header, "seq1 first  record");
+	assert_int_equal(js->j[0].len, 22);
+	assert_int_equal(js->j[0].nchains, 1);
+	assert_int_equal(js->j[0].model_len, 22);
+	assert_int_equal(js->j[0].bucket, 0);
+	assert_ok(&js->j[1], "seq2", "MKTAYIAKQR");          /* lower case, '*' */
+	assert_ok(&js->j[2], "seq3", "ACDEFGHIKLMNPQRSTVWYXBZUOJ");
+	assert_ok(&js->j[3], "dimer", "MKTAYIAKQR:GSHMSELKNV"); /* trailing blanks */
+	assert_int_equal(js->j[3].len, 20);
+	assert_int_equal(js->j[3].nchains, 2);
+	assert_int_equal(js->j[3].model_len, 20 + JOB_LINKER_LEN);
+	assert_ok(&js->j[4], "one", "M");
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(js->j[i].index, i);
+		assert_int_equal(js->j[i].recno, i + 1);
+		assert_string_equal(js->j[i].outname, js->j[i].name);
+	}
+}
+
+static void test_good_plain(void **state)
+{
+	jobs_t js;
+	assert_int_equal(read_all(FX "good.fa", NULL, &js), 0);
+	check_good(&js);
+	free_all(&js);
+}
+
+static void test_good_gzip(void **state)
+{
+	jobs_t js;
+	assert_int_equal(read_all(FX "good.fa.gz", NULL, &js), 0);
+	check_good(&js);
+	free_all(&js);
+}
+
+static void test_good_bgzf(void **state)
+{
+	jobs_t js;
+	assert_int_equal(read_all(FX "good.fa.bgz", NULL, &js), 0);
+	check_good(&js);
+	free_all(&js);
+}
+
+static void test_stdin(void **state)
+{
+	jobs_t js;
+	int saved = dup(0), fd = open(FX "good.fa.gz", O_RDONLY);
+	assert_true(saved >= 0 && fd >= 0);
+	assert_int_equal(dup2(fd, 0), 0);
+	close(fd);
+	assert_int_equal(read_all("-", NULL, &js), 0);
+	dup2(saved, 0);
+	close(saved);
+	check_good(&js);
+	free_all(&js);
+}
+
+static void test_crlf_no_final_newline(void **state)
+{
+	jobs_t js;
+	assert_int_equal(read_all(FX "crlf_nonl.fa", NULL, &js), 0);
+	assert_int_equal(js.n, 2);
+	assert_ok(&js.j[0], "a", "MKVLAAG");
+	assert_string_equal(js.j[0].header, "a desc");
+	assert_ok(&js.j[1], "b", "GSHM");
+	free_all(&js);
+}
+
+static void test_bad_records(void **state)
+{
+	static const struct { const char *name, *seq, *reason; } want[] = {
+		{ "", NULL, "record 1: sequence before the first header (line 1)" },
+		{ "digit", NULL, "record 2 'digit': invalid character '7' at position 4 (line 4)" },
+		{ "ok1", "MKV", NULL },
+		{ "dash", NULL, "record 4 'dash': invalid character '-' at position 3 (line 8)" },
+		{ "dot", NULL, "record 5 'dot': invalid character '.' at position 5 (line 10)" },
+		{ "innerstar", NULL, "record 6 'innerstar': '*' inside the sequence at position 3 (line 12)" },
+		{ "ok2", "ACD", NULL },
+		{ "ctrl", NULL, "record 8 'ctrl': invalid byte 0x01 at position 3 (line 16)" },
+		{ "nul", NULL, "record 9 'nul': invalid byte 0x00 at position 4 (line 18)" },
+		{ "tab", NULL, "record 10 'tab': invalid byte 0x09 at position 3 (line 20)" },
+		{ "space", NULL, "record 11 'space': invalid byte 0x20 at position 3 (line 22)" },
+		{ "empty", NULL, "record 12 'empty': empty sequence" },
+		{ "emptystar", NULL, "record 13 'emptystar': empty sequence" },
+		{ "colonstart", NULL, "record 14 'colonstart': chain separator ':' at the start, position 1 (line 27)" },
+		{ "colonend", NULL, "record 15 'colonend': chain separator ':' at the end, position 4 (line 29)" },
+		{ "colonendstar", NULL, "record 16 'colonendstar': chain separator ':' at the end, position 4 (line 31)" },
+		{ "doublecolon", NULL, "record 17 'doublecolon': empty chain '::' at position 5 (line 33)" },
+		{ "twostars", NULL, "record 18 'twostars': '*' inside the sequence at position 4 (line 35)" },
+		{ "", NULL, "record 19: header has no name (line 36)" },
+		{ "", NULL, "record 20: header has no name (line 38)" },
+		{ "ok3", "MKVLAAG", NULL },
+	};
+	const int n = (int)(sizeof want / sizeof *want);
+	jobs_t js;
+
+	assert_int_equal(read_all(FX "bad.fa", NULL, &js), 0);
+	assert_int_equal(js.n, n);
+	for (int i = 0; i < n; i++) {
+		const job_t *j = &js.j[i];
+		assert_int_equal(j->index, i);
+		assert_int_equal(j->recno, i + 1);
+		assert_string_equal(j->name, want[i].name);
+		assert_non_null(j->outname);
+		if (want[i].seq)
+			assert_ok(j, want[i].name, want[i].seq);
+		else
+			assert_failed(j, want[i].reason);
+	}
+	/* names for records without one come from the record number */
+	assert_string_equal(js.j[0].outname, "record_1");
+	assert_string_equal(js.j[18].outname, "record_19");
+	assert_string_equal(js.j[20].header, "ok3 last");
+	free_all(&js);
+}
+
+static void test_check_seq(void **state)
+{
+	char s1[] = "mkv:aaG*", s2[] = "MK1", s3[] = "", why[128];
+	int64_t len = 0;
+	int nch = 0;
+	assert_int_equal(fasta_check_seq(s1, &len, &nch, why, sizeof why), 0);
+	assert_string_equal(s1, "MKV:AAG");
+	assert_int_equal(len, 6);
+	assert_int_equal(nch, 2);
+	assert_int_equal(fasta_check_seq(s2, &len, &nch, why, sizeof why), -1);
+	assert_string_equal(why, "invalid character '1' at position 3");
+	assert_int_equal(fasta_check_seq(s3, &len, &nch, why, sizeof why), -1);
+	assert_string_equal(why, "empty sequence");
+}
+
+static void test_too_long_and_long_lines(void **state)
+{
+	char path[128];
+	size_t n = FASTA_MAX_LEN + 1 + 5000000;   /* one 5+ MB line, > LINE_CHUNK */
+	char *buf = malloc(n + 64), *p = buf;
+	jobs_t js;
+
+	assert_non_null(buf);
+	/* a header longer than FASTA_MAX_HEADER is cut, not fatal */
+	p += sprintf(p, ">big\n");
+	memset(p, 'A', FASTA_MAX_LEN + 1);
+	p += FASTA_MAX_LEN + 1;
+	p += sprintf(p, "\n>max\n");
+	memset(p, 'a', FASTA_MAX_LEN);
+	p += FASTA_MAX_LEN;
+	p += sprintf(p, "\n>");
+	memset(p, 'h', FASTA_MAX_HEADER + 10);
+	p += FASTA_MAX_HEADER + 10;
+	p += sprintf(p, "\nMKV\n");
+	tmp_path(path, sizeof path, "long.fa");
+	write_file(path, buf, (size_t)(p - buf));
+	free(buf);
+
+	assert_int_equal(read_all(path, NULL, &js), 0);
+	assert_int_equal(js.n, 3);
+	assert_failed(&js.j[0], "record 1 'big': sequence longer than 1048576 residues");
+	assert_int_equal(js.j[1].status, JOB_OK);
+	assert_int_equal(js.j[1].len, FASTA_MAX_LEN);
+	assert_int_equal(js.j[1].bucket, bucket_over(NULL));
+	assert_int_equal(js.j[2].status, JOB_OK);
+	assert_int_equal(strlen(js.j[2].header), FASTA_MAX_HEADER);
+	assert_int_equal(strlen(js.j[2].outname), JOB_NAME_MAX);
+	free_all(&js);
+}
+
+static void test_binary_garbage(void **state)
+{
+	char path[128], buf[4096];
+	jobs_t js;
+	for (size_t i = 0; i < sizeof buf; i++)
+		buf[i] = (char)(i * 7 + 3);
+	buf[0] = 'x';
+	for (size_t i = 0; i < sizeof buf; i++)
+		if (buf[i] == '>' || buf[i] == '\n')
+			buf[i] = 'x';
+	tmp_path(path, sizeof path, "garbage.bin");
+	write_file(path, buf, sizeof buf);
+	assert_int_equal(read_all(path, NULL, &js), 0);
+	assert_int_equal(js.n, 1);
+	assert_failed(&js.j[0], "record 1: sequence before the first header (line 1)");
+	free_all(&js);
+}
+
+static void test_empty_inputs(void **state)
+{
+	char path[128];
+	jobs_t js;
+	tmp_path(path, sizeof path, "empty.fa");
+	write_file(path, "", 0);
+	assert_int_equal(read_all(path, NULL, &js), 0);
+	assert_int_equal(js.n, 0);
+	tmp_path(path, sizeof path, "blank.fa");
+	write_file(path, "\n\r\n  \n", 6);
+	assert_int_equal(read_all(path, NULL, &js), 0);
+	assert_int_equal(js.n, 0);
+	tmp_path(path, sizeof path, "lone.fa");
+	write_file(path, ">", 1);
+	assert_int_equal(read_all(path, NULL, &js), 0);
+	assert_int_equal(js.n, 1);
+	assert_failed(&js.j[0], "record 1: header has no name (line 1)");
+	free_all(&js);
+}
+
+static void test_duplicate_and_unsafe_names(void **state)
+{
+	static const char *out[] = {
+		"sp_P12345_.._.._etc_passwd", "sp_P12345_.._.._etc_passwd_2",
+		"hidden", "rf", "ABC", "abc_2", "abc_2_2", "record_8",
+	};
+	jobs_t js;
+	assert_int_equal(read_all(FX "dupnames.fa", NULL, &js), 0);
+	assert_int_equal(js.n, 8);
+	for (int i = 0; i < 8; i++) {
+		assert_int_equal(js.j[i].status, JOB_OK);
+		assert_string_equal(js.j[i].outname, out[i]);
+		assert_null(strchr(js.j[i].outname, '/'));
+	}
+	assert_string_equal(js.j[0].name, "sp|P12345|../../etc/passwd");
+	free_all(&js);
+}
+
+static void test_fatal_file_errors(void **state)
+{
+	jobs_t js;
+	fasta_t *r;
+	job_t j;
+
+	assert_null(fasta_open(FX "no-such-file.fa", NULL));
+	assert_null(fasta_open("", NULL));
+	assert_int_equal(read_all(FX "corrupt.fa.gz", NULL, &js), -1);
+	free_all(&js);
+	assert_int_equal(read_all(FX "truncated.fa.gz", NULL, &js), -1);
+	free_all(&js);
+	assert_int_equal(read_all(FX "truncated.fa.bgz", NULL, &js), -1);
+	free_all(&js);
+	/* a directory: refused at open or at the first read */
+	r = fasta_open(TEST_DATA, NULL);
+	if (r) {
+		job_init(&j);
+		assert_int_equal(fasta_next(r, &j), -1);
+		job_free(&j);
+		fasta_close(r);
+	}
+	/* unreadable (meaningless as root, who reads anything) */
+	if (geteuid() != 0) {
+		char path[128];
+		tmp_path(path, sizeof path, "noperm.fa");
+		write_file(path, ">a\nM\n", 5);
+		chmod(path, 0);
+		assert_null(fasta_open(path, NULL));
+	}
+	/* missing names file */
+	assert_null(fasta_open(FX "good.fa", FX "no-such-names.txt"));
+}
+
+static void check_names_result(jobs_t *js)
+{
+	/* names.txt: ok2, nosuch, (blank), ok1, ok2 again (ignored) */
+	assert_int_equal(js->n, 3);
+}
+
+static void test_names_streaming(void **state)
+{
+	jobs_t js;
+	assert_int_equal(read_all(FX "bad.fa", FX "names.txt", &js), 0);
+	check_names_result(&js);
+	/* stream order, then what was not found */
+	assert_ok(&js.j[0], "ok1", "MKV");
+	assert_int_equal(js.j[0].recno, 3);
+	assert_ok(&js.j[1], "ok2", "ACD");
+	assert_int_equal(js.j[1].recno, 7);
+	assert_failed(&js.j[2], "'nosuch' not found in " FX "bad.fa");
+	assert_int_equal(js.j[2].recno, 0);
+	assert_string_equal(js.j[2].name, "nosuch");
+	free_all(&js);
+}
+
+static void test_names_faidx(void **state)
+{
+	char fa[128], names[128];
+	FILE *in = fopen(FX "good.fa", "rb");
+	char buf[4096];
+	size_t n;
+	fasta_t *r;
+	jobs_t js;
+
+	assert_non_null(in);
+	n = fread(buf, 1, sizeof buf, in);
+	fclose(in);
+	tmp_path(fa, sizeof fa, "idx.fa");
+	write_file(fa, buf, n);
+	/* without an index: streaming */
+	tmp_path(names, sizeof names, "want.txt");
+	write_file(names, "dimer\nmissing\r\nseq1 trailing words\n", 35);
+	r = fasta_open(fa, names);
+	assert_non_null(r);
+	assert_int_equal(fasta_uses_index(r), 0);
+	fasta_close(r);
+	assert_int_equal(fai_build(fa), 0);
+	r = fasta_open(fa, names);
+	assert_non_null(r);
+	assert_int_equal(fasta_uses_index(r), 1);
+	fasta_close(r);
+
+	assert_int_equal(read_all(fa, names, &js), 0);
+	assert_int_equal(js.n, 3);                  /* names-file order */
+	assert_ok(&js.j[0], "dimer", "MKTAYIAKQR:GSHMSELKNV");
+	assert_int_equal(js.j[0].recno, 4);
+	assert_int_equal(js.j[0].nchains, 2);
+	snprintf(buf, sizeof buf, "'missing' not found in %s", fa);
+	assert_failed(&js.j[1], buf);
+	assert_ok(&js.j[2], "seq1", "MKTAYIAKQRQISFVKSHFSRQ");
+	assert_int_equal(js.j[2].recno, 1);
+	assert_string_equal(js.j[2].outname, "seq1");
+	free_all(&js);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_good_plain),
+		cmocka_unit_test(test_good_gzip),
+		cmocka_unit_test(test_good_bgzf),
+		cmocka_unit_test(test_stdin),
+		cmocka_unit_test(test_crlf_no_final_newline),
+		cmocka_unit_test(test_bad_records),
+		cmocka_unit_test(test_check_seq),
+		cmocka_unit_test(test_too_long_and_long_lines),
+		cmocka_unit_test(test_binary_garbage),
+		cmocka_unit_test(test_empty_inputs),
+		cmocka_unit_test(test_duplicate_and_unsafe_names),
+		cmocka_unit_test(test_fatal_file_errors),
+		cmocka_unit_test(test_names_streaming),
+		cmocka_unit_test(test_names_faidx),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

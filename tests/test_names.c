@@ -123,6 +123,8 @@ static void test_deterministic(void **state)
 		assert_string_equal(a[i], b[i]);
 		for (int k = 0; k < i; k++)
 			assert_string_not_equal(a[i], a[k]);
+	}
+	for (int i = 0; i < 6; i++) {
 		free(a[i]);
 		free(b[i]);
 	}

@@ -162,7 +162,7 @@ static int set_str(char **dst, const char *opt, const char *s)
 
 int opt_parse(opt_t *o, int argc, char **argv)
 {
-	int first = 1, c;
+	int first = 1, c, vdelta = 0;
 
 	if (argc > 1 && argv[1][0] != '-') {
 		size_t i;
@@ -219,8 +219,8 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
 				return -1;
 			break;
-		case 'v': if (o->verbosity < LOG_DEBUG) o->verbosity++; break;
-		case 'q': if (o->verbosity > LOG_ERROR) o->verbosity--; break;
+		case 'v': vdelta++; break;
+		case 'q': vdelta--; break;
 		case 'h': o->help = 1; break;
 		case 'V': o->cmd = OPT_CMD_VERSION; break;
 		case ':':
@@ -241,6 +241,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		log_error("unexpected argument '%s' (try --help)", argv[optind]);
 		return -1;
 	}
+	/* -v and -q count against each other, whatever their order */
+	o->verbosity += vdelta;
+	if (o->verbosity < LOG_ERROR) o->verbosity = LOG_ERROR;
+	if (o->verbosity > LOG_DEBUG) o->verbosity = LOG_DEBUG;
 	return 0;
 }
 
@@ -249,7 +253,7 @@ int opt_validate(const opt_t *o)
 	if (o->help || o->cmd == OPT_CMD_VERSION || o->cmd == OPT_CMD_CALIBRATE)
 		return 0;
 	if (!o->input) {
-		log_error("%s: no input: give -i FILE (or -i - for stdin)",
+		log_error("%s: no input: give -i FILE (or -i - for stdin); try --help",
 		          opt_cmd_name(o->cmd));
 		return -1;
 	}

@@ -1,0 +1,165 @@
+/* test_opt.c - option defaults, parsing into opt_t, per-command checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "log.h"
+#include "opt.h"
+
+/* parse a NULL-terminated list of arguments (argv[0] added) */
+static int parse(opt_t *o, const char *first, ...)
+{
+	char *argv[64];
+	int argc = 0;
+	va_list ap;
+	const char *a;
+
+	argv[argc++] = (char *)"esmbatch";
+	va_start(ap, first);
+	for (a = first; a; a = va_arg(ap, const char *))
+		argv[argc++] = (char *)a;
+	va_end(ap);
+	argv[argc] = NULL;
+	return opt_parse(o, argc, argv);
+}
+
+static void test_defaults(void **state)
+{
+	opt_t o;
+	unsetenv("ESMBATCH_WEIGHTS");
+	opt_init(&o);
+	assert_int_equal(o.cmd, OPT_CMD_FOLD);
+	assert_null(o.input);
+	assert_null(o.outdir);
+	assert_null(o.weights);
+	assert_null(o.names);
+	assert_null(o.devices);
+	assert_null(o.quota_table);
+	assert_null(o.dump_tensors);
+	assert_int_equal(o.strict, 0);
+	assert_int_equal(o.chunk_size, 0);
+	assert_int_equal(o.num_recycles, -1);
+	assert_int_equal(o.precision, OPT_PREC_AUTO);
+	assert_int_equal(o.pae, 0);
+	assert_int_equal(o.no_split, 0);
+	assert_int_equal(o.threads, 0);
+	assert_int_equal(o.verbosity, LOG_INFO);
+	assert_int_equal(parse(&o, NULL), 0);
+	assert_int_equal(opt_validate(&o), -1);       /* fold needs -i */
+	opt_free(&o);
+}
+
+static void test_env_weights(void **state)
+{
+	opt_t o;
+	setenv("ESMBATCH_WEIGHTS", "/w/env.safetensors", 1);
+	opt_init(&o);
+	assert_string_equal(o.weights, "/w/env.safetensors");
+	assert_int_equal(parse(&o, "-i", "a.fa", "-o", "out", NULL), 0);
+	assert_int_equal(opt_validate(&o), 0);
+	/* the option wins over the environment */
+	assert_int_equal(parse(&o, "--weights", "/w/opt.st", NULL), 0);
+	assert_string_equal(o.weights, "/w/opt.st");
+	opt_free(&o);
+	unsetenv("ESMBATCH_WEIGHTS");
+}
+
+static void test_all_options(void **state)
+{
+	opt_t o;
+	opt_init(&o);
+	assert_int_equal(parse(&o, "fold", "-i", "-", "--outdir", "o", "-w", "w.st",
+	                       "--names", "n.txt", "--strict", "--chunk-size", "64",
+	                       "--num-recycles", "0", "--precision", "bf16",
+	                       "--devices", "cuda:0,1", "--dump-tensors", "d.st",
+	                       "--pae", "--quota-table", "q.tsv", "--no-split",
+	                       "-t", "8", "-vv", "-q", NULL), 0);
+	assert_int_equal(o.cmd, OPT_CMD_FOLD);
+	assert_string_equal(o.input, "-");
+	assert_string_equal(o.outdir, "o");
+	assert_string_equal(o.weights, "w.st");
+	assert_string_equal(o.names, "n.txt");
+	assert_int_equal(o.strict, 1);
+	assert_int_equal(o.chunk_size, 64);
+	assert_int_equal(o.num_recycles, 0);
+	assert_int_equal(o.precision, OPT_PREC_BF16);
+	assert_string_equal(opt_prec_name(o.precision), "bf16");
+	assert_string_equal(o.devices, "cuda:0,1");
+	assert_string_equal(o.dump_tensors, "d.st");
+	assert_int_equal(o.pae, 1);
+	assert_string_equal(o.quota_table, "q.tsv");
+	assert_int_equal(o.no_split, 1);
+	assert_int_equal(o.threads, 8);
+	assert_int_equal(o.verbosity, LOG_INFO + 1);
+	assert_int_equal(opt_validate(&o), 0);
+	opt_free(&o);
+}
+
+static void test_commands(void **state)
+{
+	opt_t o;
+	opt_init(&o);
+	assert_int_equal(parse(&o, "plan", "-i", "x.fa", NULL), 0);
+	assert_int_equal(o.cmd, OPT_CMD_PLAN);
+	assert_int_equal(opt_validate(&o), 0);        /* plan needs no -o */
+	opt_free(&o);
+	opt_init(&o);
+	assert_int_equal(parse(&o, "version", NULL), 0);
+	assert_int_equal(o.cmd, OPT_CMD_VERSION);
+	opt_free(&o);
+	opt_init(&o);
+	assert_int_equal(parse(&o, "--version", NULL), 0);
+	assert_int_equal(o.cmd, OPT_CMD_VERSION);
+	opt_free(&o);
+	opt_init(&o);
+	assert_int_equal(parse(&o, "calibrate", NULL), 0);
+	assert_int_equal(o.cmd, OPT_CMD_CALIBRATE);
+	assert_string_equal(opt_cmd_name(o.cmd), "calibrate");
+	opt_free(&o);
+	opt_init(&o);
+	assert_int_equal(parse(&o, "plan", "-h", NULL), 0);
+	assert_int_equal(o.help, 1);
+	opt_free(&o);
+}
+
+static void test_errors(void **state)
+{
+	opt_t o;
+	opt_init(&o);
+	assert_int_equal(parse(&o, "fold-it", NULL), -1);
+	assert_int_equal(parse(&o, "--bogus", NULL), -1);
+	assert_int_equal(parse(&o, "-i", NULL), -1);
+	assert_int_equal(parse(&o, "-i", "a", "stray", NULL), -1);
+	assert_int_equal(parse(&o, "--precision", "fp64", NULL), -1);
+	assert_int_equal(parse(&o, "--chunk-size", "-1", NULL), -1);
+	assert_int_equal(parse(&o, "--chunk-size", "", NULL), -1);
+	assert_int_equal(parse(&o, "--num-recycles", "65", NULL), -1);
+	assert_int_equal(parse(&o, "--threads", "99999999999999", NULL), -1);
+	assert_int_equal(parse(&o, "-o", "", NULL), -1);
+	/* -q cannot go below errors, -v not above debug */
+	assert_int_equal(parse(&o, "-qqqqq", NULL), 0);
+	assert_int_equal(o.verbosity, LOG_ERROR);
+	assert_int_equal(parse(&o, "-vvvvvvv", NULL), 0);
+	assert_int_equal(o.verbosity, LOG_DEBUG);
+	opt_free(&o);
+	opt_init(&o);
+	assert_int_equal(parse(&o, "-i", "a.fa", "--weights", "w", NULL), 0);
+	assert_int_equal(opt_validate(&o), -1);       /* fold needs -o */
+	opt_free(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_env_weights),
+		cmocka_unit_test(test_all_options),
+		cmocka_unit_test(test_commands),
+		cmocka_unit_test(test_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -68,7 +68,8 @@ tn_t fx_new(fx_t *fx, int nd, const int64_t *ne)
 	t.nd = nd;
 	memcpy(t.ne, ne, nd * sizeof *ne);
 	if (n == 0) return t;
-	if (mp_alloc(&fx->mp, n, &t.off) < 0) {
+	/* executing, the arena is the bound (mp's limit 0 would mean unbounded) */
+	if (mp_alloc(&fx->mp, n, &t.off) < 0 || (!fx->planning && t.off + n > fx->arena_size)) {
 		fx_fail(fx, -2, "arena of %zu bytes exhausted by a %zu-byte tensor (planner mismatch)",
 		        fx->arena_size, n);
 		return (tn_t){ 0 };

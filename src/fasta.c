@@ -517,6 +517,15 @@ static void parse_header(char *h, kstring_t *name)
 			h[i] = ' ';
 }
 
+/* a name asked for with --names and absent from the input: a failed job */
+static int job_not_found(fasta_t *r, job_t *j, const char *name)
+{
+	if (job_start(r, j, 0, "", name) < 0)
+		return -1;
+	job_fail(j, "'%.64s' not found in %s", name, r->path);
+	return 1;
+}
+
 /* the names of --names not seen while streaming, as failed jobs */
 static int next_missing(fasta_t *r, job_t *j)
 {
@@ -524,10 +533,7 @@ static int next_missing(fasta_t *r, job_t *j)
 		int i = r->want_pos++;
 		if (r->seen[i])
 			continue;
-		if (job_start(r, j, 0, "", r->want[i]) < 0)
-			return -1;
-		job_fail(j, "'%.64s' not found in %s", r->want[i], r->path);
-		return 1;
+		return job_not_found(r, j, r->want[i]);
 	}
 	return 0;
 }
@@ -542,12 +548,8 @@ static int next_indexed(fasta_t *r, job_t *j)
 		return 0;
 	idx = r->want_pos++;
 	name = r->want[idx];
-	if (!faidx_has_seq(r->fai, name)) {
-		if (job_start(r, j, 0, "", name) < 0)
-			return -1;
-		job_fail(j, "'%.64s' not found in %s", name, r->path);
-		return 1;
-	}
+	if (!faidx_has_seq(r->fai, name))
+		return job_not_found(r, j, name);
 	int rn = 0;
 	khash_str2int_get(r->fai_recno, name, &rn);
 	recno = rn;

@@ -125,28 +125,16 @@ static void check_good(jobs_t *js)
 	}
 }
 
-static void test_good_plain(void **state)
+/* the same records, plain, gzip and BGZF */
+static void test_good_containers(void **state)
 {
-	jobs_t js;
-	assert_int_equal(read_all(FX "good.fa", NULL, &js), 0);
-	check_good(&js);
-	free_all(&js);
-}
-
-static void test_good_gzip(void **state)
-{
-	jobs_t js;
-	assert_int_equal(read_all(FX "good.fa.gz", NULL, &js), 0);
-	check_good(&js);
-	free_all(&js);
-}
-
-static void test_good_bgzf(void **state)
-{
-	jobs_t js;
-	assert_int_equal(read_all(FX "good.fa.bgz", NULL, &js), 0);
-	check_good(&js);
-	free_all(&js);
+	static const char *files[] = { FX "good.fa", FX "good.fa.gz", FX "good.fa.bgz" };
+	for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+		jobs_t js;
+		assert_int_equal(read_all(files[i], NULL, &js), 0);
+		check_good(&js);
+		free_all(&js);
+	}
 }
 
 static void test_stdin(void **state)
@@ -427,9 +415,7 @@ static void test_names_faidx(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_good_plain),
-		cmocka_unit_test(test_good_gzip),
-		cmocka_unit_test(test_good_bgzf),
+		cmocka_unit_test(test_good_containers),
 		cmocka_unit_test(test_stdin),
 		cmocka_unit_test(test_crlf_no_final_newline),
 		cmocka_unit_test(test_bad_records),

@@ -85,6 +85,8 @@ struct be {
 	              int64_t rows, int d, float scale);
 	/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
 	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
+	/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
+	int (*transpose_inplace)(be_t *be, float *x, int64_t A, int64_t C);
 	/* x: [T, H, D] in place, rotary embedding of position t (rotate-half
 	 * layout), inv_freq: [D/2] */
 	int (*rotary)(be_t *be, float *x, int T, int H, int D, const float *inv_freq);

@@ -248,6 +248,21 @@ static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 	return 0;
 }
 
+/* each pair a < b swapped once: tile pairs (ta <= tb), above the diagonal */
+static int cpu_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
+{
+	const int64_t T = 32, nt = (A + T - 1) / T;
+	#pragma omp parallel for schedule(dynamic) if (A * A * C > 65536)
+	for (int64_t ta = 0; ta < nt; ta++)
+		for (int64_t tb = ta; tb < nt; tb++)
+			for (int64_t a = ta * T; a < ta * T + T && a < A; a++)
+				for (int64_t b = ta == tb ? a + 1 : tb * T; b < tb * T + T && b < A; b++) {
+					float *p = x + (a * A + b) * C, *q = x + (b * A + a) * C;
+					for (int64_t c = 0; c < C; c++) { float t = p[c]; p[c] = q[c]; q[c] = t; }
+				}
+	return 0;
+}
+
 static int cpu_rotary(be_t *be, float *x, int T, int H, int D, const float *inv_freq)
 {
 	int half = D / 2;
@@ -297,6 +312,7 @@ be_t *be_cpu_init(int threads)
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
+		.transpose_inplace = cpu_transpose_inplace,
 		.rotary = cpu_rotary, .outer = cpu_outer,
 	};
 	return be;

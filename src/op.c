@@ -95,6 +95,14 @@ void op_transpose(fx_t *fx, tn_t y, tn_t x)
 	                                tn_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
 }
 
+void op_transpose_inplace(fx_t *fx, tn_t x)
+{
+	if (!op_check(fx, x.nd >= 2 && x.ne[0] == x.ne[1], "transpose_inplace", "[A, A, ..]")) return;
+	if (!op_run(fx) || !tn_numel(x)) return;
+	op_status(fx, fx->be->transpose_inplace(fx->be, x.d, x.ne[0], tn_numel(x) / (x.ne[0] * x.ne[1])),
+	          "transpose_inplace");
+}
+
 void op_rotary(fx_t *fx, tn_t x, const float *inv_freq)
 {
 	if (!op_check(fx, x.nd == 3 && x.ne[2] % 2 == 0, "rotary", "x [T, H, D], D even")) return;

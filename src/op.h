@@ -32,6 +32,8 @@ void op_softmax(fx_t *fx, tn_t x);
 void op_gather(fx_t *fx, tn_t y, const float *table, const int32_t *idx, float scale);
 /* y: [B, A, ...] = x: [A, B, ...] */
 void op_transpose(fx_t *fx, tn_t y, tn_t x);
+/* x: [A, A, ...] in place, x[a, b] <-> x[b, a] */
+void op_transpose_inplace(fx_t *fx, tn_t x);
 /* x: [T, H, D] rotary position embedding in place; inv_freq: [D/2] */
 void op_rotary(fx_t *fx, tn_t x, const float *inv_freq);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */

@@ -3,10 +3,11 @@
  * Layout notes.  Pair tensors are row-major [L, L, c].  Per-head biases
  * shared by all rows of an attention are [H, L, L] with the key index
  * contiguous; they are written straight in that layout by a GEMM that
- * computes W x^T.  The triangle-multiplication projections a and b are kept
- * in row blocks (one block per chunk of rows r0..r0+nr), each block
- * channel-major [c][nr][L], so that both the outgoing and the incoming
- * products are batched (over channels) GEMMs on block pairs.
+ * computes W x^T.  The triangle multiplication keeps one projection for all
+ * rows, in row blocks (one block per chunk of rows r0..r0+nr), each block
+ * channel-major [c][nr][L], so that its products are batched (over
+ * channels) GEMMs on block pairs.  Incoming updates and the ending-node
+ * attention work on z transposed in place, so neither needs a second z.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -292,62 +293,64 @@ static void tk_trimul_proj(fx_t *fx, tn_t dst, tn_t xv, const lin_t *p, const li
 }
 
 /* z: [L, L, c] += triangle multiplicative update, outgoing
- * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]) */
+ * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]).
+ * Both are computed as x[i,j] = sum_k r[i,k] f[j,k]: f, the projection
+ * needed for every row, is made once for all rows; r only for the chunk of
+ * rows being updated.  Outgoing: r = a, f = b.  Incoming works on z^T (in
+ * place), where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a. */
 static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tn_t a = fx_new3(fx, L, L, c), b = fx_new3(fx, L, L, c);   /* row blocks [c][nr][L] */
-	tn_t zn = fx_new3(fx, n, L, c), t = fx_new3(fx, n, L, c), g = fx_new3(fx, n, L, c);
-	tn_t x;
+	const lin_t *r_p = outgoing ? &m->a_p : &m->b_p, *r_g = outgoing ? &m->a_g : &m->b_g;
+	const lin_t *f_p = outgoing ? &m->b_p : &m->a_p, *f_g = outgoing ? &m->b_g : &m->a_g;
+	tn_t f, zn, t, g, r, x;
 
+	if (!outgoing) op_transpose_inplace(fx, z);
+	f = fx_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
+	zn = fx_new3(fx, n, L, c);
+	t = fx_new3(fx, n, L, c);
+	g = fx_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tn_t znv = tn_rows(zn, 0, nc), tv = tn_rows(t, 0, nc), gv = tn_rows(g, 0, nc);
+		tn_t znv = tn_rows(zn, 0, nc);
 		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
-		tk_trimul_proj(fx, tn_rows(a, i0, nc), znv, &m->a_p, &m->a_g, tv, gv);
-		tk_trimul_proj(fx, tn_rows(b, i0, nc), znv, &m->b_p, &m->b_g, tv, gv);
+		tk_trimul_proj(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(t, 0, nc), tn_rows(g, 0, nc));
 	}
+	r = fx_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fx_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t znv = tn_rows(zn, 0, nc), tv = tn_rows(t, 0, nc), gv = tn_rows(g, 0, nc);
+		tn_t zv = tn_rows(z, i0, nc);
+		op_layernorm(fx, znv, zv, &m->ln_in);
+		tk_trimul_proj(fx, r, znv, r_p, r_g, tv, gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
+			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
-			const float *ab = a.d + (int64_t)r0 * L * c, *bb = b.d + (int64_t)r0 * L * c;
-			be_gemm_t p;
-			if (outgoing) /* x[:, :, r0:r0+nr] = a[i-block] b[r-block]^T over k */
-				p = (be_gemm_t){
-					.transa = 0, .transb = 1, .m = nc, .n = nr, .k = L,
-					.alpha = 1.0f, .beta = 0.0f,
-					.a = a.d + (int64_t)i0 * L * c, .lda = L, .stride_a = (int64_t)nc * L,
-					.b = bb, .ldb = L, .stride_b = (int64_t)nr * L,
-					.c = x.d + r0, .ldc = L, .stride_c = (int64_t)nc * L, .batch = c,
-				};
-			else          /* x += a[r-block][:, i0:i0+nc]^T b[r-block] */
-				p = (be_gemm_t){
-					.transa = 1, .transb = 0, .m = nc, .n = L, .k = nr,
-					.alpha = 1.0f, .beta = r0 ? 1.0f : 0.0f,
-					.a = ab + i0, .lda = L, .stride_a = (int64_t)nr * L,
-					.b = bb, .ldb = L, .stride_b = (int64_t)nr * L,
-					.c = x.d, .ldc = L, .stride_c = (int64_t)nc * L, .batch = c,
-				};
+			be_gemm_t p = {
+				.transa = 0, .transb = 1, .m = nc, .n = nr, .k = L,
+				.alpha = 1.0f, .beta = 0.0f,
+				.a = r.d, .lda = L, .stride_a = (int64_t)nc * L,
+				.b = f.d + (int64_t)r0 * L * c, .ldb = L, .stride_b = (int64_t)nr * L,
+				.c = x.d + r0, .ldc = L, .stride_c = (int64_t)nc * L, .batch = c,
+			};
 			op_gemm(fx, &p);
 		}
 		/* z rows += linear_z(layer_norm_out(x)) * sigmoid(linear_g(layer_norm_in(z rows))) */
 		op_transpose(fx, tn_reshape3(tv, (int64_t)nc * L, c, 1), tn_reshape3(x, c, (int64_t)nc * L, 1));
 		op_layernorm(fx, tv, tv, &m->ln_out);
-		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
 		op_linear(fx, gv, znv, &m->g, 0.0f);
 		op_linear(fx, znv, tv, &m->z, 0.0f);
 		op_binary(fx, znv, znv, gv, BE_GATE);
-		op_binary(fx, tn_rows(z, i0, nc), tn_rows(z, i0, nc), znv, BE_ADD);
+		op_binary(fx, zv, zv, znv, BE_ADD);
 	}
 	fx_drop(fx, &x);
+	fx_drop(fx, &r);
 	fx_drop(fx, &g);
 	fx_drop(fx, &t);
 	fx_drop(fx, &zn);
-	fx_drop(fx, &b);
-	fx_drop(fx, &a);
+	fx_drop(fx, &f);
+	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
 /* z: [L, L, c] += triangle attention around the starting node: row i attends
@@ -394,15 +397,12 @@ static void tk_triatt(fx_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tn_t z
 }
 
 /* z: [L, L, c] += triangle attention around the ending node: the starting
- * node's update on z^T, transposed back */
+ * node's update on z^T (transposed in place and back) */
 static void tk_triatt_end(fx_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tn_t z, int n)
 {
-	tn_t zt = fx_new3(fx, z.ne[1], z.ne[0], z.ne[2]);
-
-	op_transpose(fx, zt, z);
-	tk_triatt(fx, m, cf, zt, n);
-	op_transpose(fx, z, zt);
-	fx_drop(fx, &zt);
+	op_transpose_inplace(fx, z);
+	tk_triatt(fx, m, cf, z, n);
+	op_transpose_inplace(fx, z);
 }
 
 /* ---- public ---------------------------------------------------------------- */

@@ -2,8 +2,8 @@
  * self-attention blocks and the recycling input.
  *
  * Every pair operation works on row chunks of the pair state, so that
- * besides z itself (and the two triangle-multiplication projections, each
- * the size of z) only a transient proportional to the chunk is alive.
+ * besides z itself (and one triangle-multiplication projection the size of
+ * z) only a transient proportional to the chunk is alive.
  * Triangle and sequence attention use the backend's streaming attention,
  * so no [L, L, L] score tensor exists at any chunk size.
  *

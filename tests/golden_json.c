@@ -104,3 +104,17 @@ int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *ten
 	        tol > 0 ? d / tol : -1.0, ok ? "ok" : "FAIL");
 	return ok;
 }
+
+float *golden_f32(const st_t *exp, const char *seq, const char *tensor, int64_t *numel)
+{
+	char key[256];
+	const st_tensor_t *t;
+	float *v;
+
+	snprintf(key, sizeof key, "%s/%s", seq, tensor);
+	if (!(t = st_find(exp, key)) || !(v = malloc(sizeof *v * (t->numel ? t->numel : 1))))
+		return NULL;
+	st_to_f32(t, v);
+	if (numel) *numel = t->numel;
+	return v;
+}

@@ -1,0 +1,165 @@
+/* test_sm.c - golden test of the structure module and, on its output, the
+ * lDDT head: for every fixture sequence with stored trunk outputs s_s and
+ * s_z, run trunk2sm_s / trunk2sm_z, the structure module and lddt_head, and
+ * compare frames, positions, angles, unnormalized_angles and states (where
+ * stored), sidechain_frames, atom37_positions, the atom masks, plddt,
+ * plddt_residue and mean_plddt within the fixtures' tolerance rule.  The
+ * pass is planned first and then run in exactly the planned arena. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "be.h"
+#include "golden_json.h"
+#include "heads.h"
+#include "rc.h"
+#include "sm.h"
+#include "st.h"
+#include "wt.h"
+
+typedef struct {
+	const cfg_t *c;
+	const sm_t  *sm;
+	const heads_t *hd;
+	lin_t t2s, t2z;          /* trunk.trunk2sm_s, trunk.trunk2sm_z */
+	int L;
+	const float *s_s, *s_z;  /* host inputs [L, c_s], [L, L, c_z] */
+	const int *aatype;
+	sm_out_t *out;
+	float *plddt, *plddt_res;
+} pass_t;
+
+/* one planning or executing pass; returns the arena high-water mark */
+static size_t run_pass(fx_t *fx, const pass_t *p)
+{
+	const cfg_t *c = p->c;
+	int L = p->L;
+
+	tn_t s_s = fx_new2(fx, L, c->c_s), s_z = fx_new3(fx, L, L, c->c_z);
+	tn_t s = fx_new2(fx, L, c->sm_c_s), z = fx_new3(fx, L, L, c->sm_c_z);
+	fx_set(fx, s_s, p->s_s);
+	fx_set(fx, s_z, p->s_z);
+	op_linear(fx, s, s_s, &p->t2s, 0.0f);
+	op_linear(fx, z, s_z, &p->t2z, 0.0f);
+	sm_forward(fx, p->sm, c, s, z, p->aatype, p->out);
+	heads_plddt(fx, p->hd, s, p->plddt, p->plddt_res);
+	fx_drop(fx, &z);
+	fx_drop(fx, &s);
+	fx_drop(fx, &s_z);
+	fx_drop(fx, &s_s);
+	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
+	return fx->mp.high;
+}
+
+static void run_fixture(const char *fixture)
+{
+	char path[1024];
+	be_t *be = be_cpu_init(1);
+	wt_t *w;
+	sm_t sm;
+	heads_t hd;
+	st_t *exp;
+	json_t *ej, *sj;
+	size_t i;
+	int failures = 0, nseq = 0;
+
+	assert_non_null(be);
+	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
+	assert_non_null(w = wt_open(path));
+	const cfg_t *c = wt_cfg(w);
+	assert_int_equal(sm_load(&sm, c, w, NULL), 0);   /* names and shapes only */
+	sm_free(&sm);
+	assert_int_equal(sm_load(&sm, c, w, be), 0);
+	assert_int_equal(heads_load(&hd, c, w, be), 0);
+	pass_t p = { .c = c, .sm = &sm, .hd = &hd };
+	assert_int_equal(wt_lin(w, be, &p.t2s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s"), 0);
+	assert_int_equal(wt_lin(w, be, &p.t2z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z"), 0);
+	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
+	assert_non_null(exp = st_open(path));
+	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
+	assert_non_null(ej = golden_json_load(path));
+
+	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
+		const char *name = json_string_value(json_object_get(sj, "name"));
+		int64_t ns, nz, L;
+		float *s_s = golden_f32(exp, name, "s_s", &ns), *s_z = golden_f32(exp, name, "s_z", &nz);
+		float *aa = golden_f32(exp, name, "aatype", &L);
+		sm_out_t out;
+		fx_t fx;
+
+		if (!s_s || !s_z) {   /* s_z is stored for L <= 40 only */
+			free(s_s), free(s_z), free(aa);
+			continue;
+		}
+		assert_non_null(aa);
+		assert_true(ns == L * c->c_s && nz == L * L * c->c_z);
+		int aatype[L];
+		for (int k = 0; k < L; k++) aatype[k] = (int)aa[k];
+		float *plddt = malloc(sizeof(float) * L * RC_NUM_ATOM37), *plddt_res = malloc(sizeof(float) * L);
+		assert_true(plddt && plddt_res);
+		assert_int_equal(sm_out_alloc(&out, c, (int)L), 0);
+		p.L = (int)L, p.s_s = s_s, p.s_z = s_z, p.aatype = aatype, p.out = &out;
+		p.plddt = plddt, p.plddt_res = plddt_res;
+
+		fx_plan_begin(&fx, be);
+		size_t arena = run_pass(&fx, &p);
+		assert_int_equal(fx.err, 0);
+		fx_end(&fx);
+		assert_int_equal(fx_exec_begin(&fx, be, arena), 0);
+		run_pass(&fx, &p);
+		assert_int_equal(fx.err, 0);
+		fx_end(&fx);
+
+		int B = c->sm_blocks, A = c->sm_angles;
+		failures += !golden_check(exp, sj, name, "frames", out.frames, (int64_t)B * L * 7);
+		failures += !golden_check(exp, sj, name, "positions", out.positions,
+		                          (int64_t)B * L * RC_NUM_ATOM14 * 3);
+		failures += !golden_check(exp, sj, name, "angles", out.angles, (int64_t)B * L * A * 2);
+		char key[256];
+		snprintf(key, sizeof key, "%s/states", name);
+		if (st_find(exp, key)) {   /* the recycle-detail sequence only */
+			failures += !golden_check(exp, sj, name, "unnormalized_angles", out.unnorm_angles,
+			                          (int64_t)B * L * A * 2);
+			failures += !golden_check(exp, sj, name, "states", out.states,
+			                          (int64_t)B * L * c->sm_c_s);
+		}
+		failures += !golden_check(exp, sj, name, "sidechain_frames", out.sidechain,
+		                          L * RC_NUM_GROUPS * 16);
+		failures += !golden_check(exp, sj, name, "atom37_positions", out.atom37, L * RC_NUM_ATOM37 * 3);
+		failures += !golden_check(exp, sj, name, "atom14_mask", out.atom14_mask, L * RC_NUM_ATOM14);
+		failures += !golden_check(exp, sj, name, "atom37_mask", out.atom37_mask, L * RC_NUM_ATOM37);
+		failures += !golden_check(exp, sj, name, "plddt", plddt, L * RC_NUM_ATOM37);
+		failures += !golden_check(exp, sj, name, "plddt_residue", plddt_res, L);
+		/* none of these sequences has a ':' linker, so atom37_mask is unmasked */
+		float mean = (float)heads_mean_plddt((int)L, plddt, out.atom37_mask);
+		failures += !golden_check(exp, sj, name, "mean_plddt", &mean, 1);
+		nseq++;
+		sm_out_free(&out);
+		free(plddt), free(plddt_res);
+		free(s_s), free(s_z), free(aa);
+	}
+	assert_true(nseq >= 3);
+	assert_int_equal(failures, 0);
+	json_decref(ej);
+	st_close(exp);
+	sm_free(&sm);
+	wt_close(w);
+	be_free(be);
+}
+
+static void test_sm_tiny_a(void **state) { (void)state; run_fixture("tiny_a"); }
+static void test_sm_tiny_b(void **state) { (void)state; run_fixture("tiny_b"); }
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_sm_tiny_a),
+		cmocka_unit_test(test_sm_tiny_b),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,29 @@
+/* common.cuh - what the kernel files share: the launch check and warp
+ * reductions.  CUDA C++, included by kernels/*.cu only. */
+#ifndef ESMBATCH_COMMON_CUH
+#define ESMBATCH_COMMON_CUH
+
+#include <errno.h>
+
+#include "kernels.h"
+
+/* 0 when e is cudaSuccess; otherwise -EIO, keeping e for cu_last_error()
+ * and clearing the thread's last error (elementwise.cu) */
+int cu_check(cudaError_t e);
+/* cu_check of the last launch of this host thread */
+int cu_launched(void);
+
+/* the sum / maximum of v over the 32 lanes of a warp, in every lane */
+static __device__ __forceinline__ float cu_warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+static __device__ __forceinline__ float cu_warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+#endif

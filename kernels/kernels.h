@@ -1,0 +1,69 @@
+/* kernels.h - the launchers of the CUDA kernels, callable from C.
+ *
+ * Every launcher enqueues its kernel(s) on the given stream, checks the
+ * launch (cudaGetLastError) and returns 0, or a negative status: -EINVAL for
+ * a shape it does not support, -EIO for a failed launch.  Nothing waits for
+ * the kernel to finish.  All tensors are row-major float32 in device memory;
+ * strides are in elements; shapes are written outermost first.
+ */
+#ifndef ESMBATCH_KERNELS_H
+#define ESMBATCH_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "be.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* the CUDA error behind this host thread's last -EIO from a launcher */
+const char *cu_last_error(void);
+
+/* the largest head dimension cu_attn accepts */
+#define CU_ATTN_DMAX 256
+
+/* --- norm.cu --- */
+/* y, x: [rows, d]; w, b: [d]; y may alias x */
+int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
+                 const float *w, const float *b, float eps);
+/* x: [rows, d], softmax over d in place */
+int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
+
+/* --- elementwise.cu --- */
+/* x: [n] = act(x) */
+int cu_act(cudaStream_t s, float *x, int64_t n, be_act_t kind);
+/* y, a, b: [n], y = a OP b; y may alias a or b */
+int cu_binary(cudaStream_t s, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
+/* y, x: [n], y = alpha * x + beta * y (beta == 0 ignores y) */
+int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta);
+/* x: [n] = value */
+int cu_fill(cudaStream_t s, float *x, int64_t n, float value);
+/* y: [rows, d] = scale * table[idx[r], :]; idx: device int32 [rows] */
+int cu_gather(cudaStream_t s, float *y, const float *table, const int32_t *idx,
+              int64_t rows, int d, float scale);
+/* y: [B, A, C] = x: [A, B, C] with the two leading dims swapped */
+int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A, int64_t B, int64_t C);
+/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
+int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C);
+/* x: [T, H, D] in place, rotate-half rotary embedding of position t;
+ * inv_freq: [D/2] */
+int cu_rotary(cudaStream_t s, float *x, int T, int H, int D, const float *inv_freq);
+/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
+int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
+/* c: batch x [m, n] rows of stride ldc, batch stride stride_c:
+ * c = beta * c + bias[n] (beta == 0 ignores c; bias may be NULL) */
+int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,
+                     int m, int n, float beta, const float *bias);
+
+/* --- attn.cu --- */
+/* fused streaming attention as described by be_attn_t (be.h); D <= CU_ATTN_DMAX */
+int cu_attn(cudaStream_t s, const be_attn_t *a);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

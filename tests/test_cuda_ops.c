@@ -1,0 +1,415 @@
+/* test_cuda_ops.c - every op of the CUDA backend against the CPU backend on
+ * random inputs of awkward shapes, within a normalised-mean-square-error
+ * bound per op (float32 unless a case says otherwise).  Exits 77 (skip)
+ * when there is no CUDA device, so `make check` skips it on such hosts. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "be.h"
+#include "be_cuda.h"
+
+static be_t *cpu, *gpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+/* uniform in [-1, 1) */
+static float urand(void)
+{
+	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+	return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+/* one tensor on both backends, same contents */
+typedef struct { float *c, *g; int64_t n; } pair_t;
+
+static pair_t pair_new(int64_t n)
+{
+	pair_t p = { .n = n };
+	size_t nb = sizeof(float) * (size_t)(n ? n : 1);
+	assert_int_equal(cpu->alloc(cpu, nb, (void **)&p.c), 0);
+	assert_int_equal(gpu->alloc(gpu, nb, (void **)&p.g), 0);
+	for (int64_t i = 0; i < n; i++) p.c[i] = urand();
+	assert_int_equal(gpu->upload(gpu, p.g, p.c, nb), 0);
+	return p;
+}
+
+static void pair_free(pair_t *p)
+{
+	cpu->free(cpu, p->c);
+	gpu->free(gpu, p->g);
+}
+
+/* NMSE of the GPU copy against the CPU copy, printed and checked */
+static void pair_check(const pair_t *p, double bound, const char *what)
+{
+	float *h = malloc(sizeof *h * (size_t)(p->n ? p->n : 1));
+	double num = 0.0, den = 0.0;
+
+	assert_non_null(h);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, h, p->g, sizeof *h * (size_t)p->n), 0);
+	for (int64_t i = 0; i < p->n; i++) {
+		double d = (double)h[i] - p->c[i];
+		num += d * d;
+		den += (double)p->c[i] * p->c[i];
+	}
+	free(h);
+	double nmse = den > 0.0 ? num / den : num;
+	printf("  %-48s nmse %.3g (bound %.1g)\n", what, nmse, bound);
+	assert_true(nmse <= bound);   /* false for NaN too */
+}
+
+/* --- gemm --- */
+
+static void gemm_case(int ta, int tb, int m, int n, int k, int batch, int shared_a,
+                      int bias, float beta, double bound, const char *tag)
+{
+	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+	int64_t lda = ca + 3, ldb = cb + 1, ldc = n + 2;
+	int64_t sa = shared_a ? 0 : ra * lda, sb = rb * ldb, sc = m * ldc;
+	pair_t A = pair_new(shared_a ? sa + ra * lda : sa * batch), B = pair_new(sb * batch),
+	       C = pair_new(sc * batch), bi = pair_new(n);
+	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
+	                .beta = beta, .lda = lda, .stride_a = sa, .ldb = ldb, .stride_b = sb,
+	                .ldc = ldc, .stride_c = sc, .batch = batch };
+	char what[128];
+
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	assert_int_equal(cpu->gemm(cpu, &g), 0);
+	g.a = A.g; g.b = B.g; g.c = C.g; g.bias = bias ? bi.g : NULL;
+	assert_int_equal(gpu->gemm(gpu, &g), 0);
+	snprintf(what, sizeof what, "gemm%s %c%c m%d n%d k%d b%d%s%s beta%g", tag, ta ? 'T' : 'N',
+	         tb ? 'T' : 'N', m, n, k, batch, shared_a ? " sharedA" : "", bias ? " bias" : "",
+	         beta);
+	pair_check(&C, bound, what);
+	pair_free(&A); pair_free(&B); pair_free(&C); pair_free(&bi);
+}
+
+static void gemm_cases(const char *tag, double bound)
+{
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++) {
+			gemm_case(ta, tb, 37, 53, 29, 1, 0, 1, 0.0f, bound, tag);
+			gemm_case(ta, tb, 130, 7, 200, 3, 0, 0, 0.5f, bound, tag);
+			gemm_case(ta, tb, 65, 129, 33, 2, 1, 1, 1.0f, bound, tag);
+		}
+	gemm_case(0, 1, 1, 1, 1, 1, 0, 1, 0.0f, bound, tag);
+	gemm_case(0, 1, 1000, 320, 1024, 1, 0, 1, 1.0f, bound, tag);
+}
+
+static void test_gemm(void **state)
+{
+	gemm_cases("", 1e-10);
+}
+
+/* the reduced-precision GEMMs: looser bounds, same results otherwise */
+static void test_gemm_lowp(void **state)
+{
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_TF32), 0);
+	gemm_cases(" tf32", 1e-5);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	gemm_cases(" bf16", 1e-4);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_int_not_equal(be_cuda_set_precision(cpu, BE_CUDA_FP32), 0);
+}
+
+/* --- attention --- */
+
+enum { LAY_INTERLEAVED, LAY_HEAD_MAJOR, LAY_PADDED };
+enum { BIAS_NONE, BIAS_PER_BATCH, BIAS_SHARED };
+enum { MASK_NONE, MASK_RANDOM, MASK_ONE_EMPTY };
+
+/* strides of a [B, L, H, D] tensor in one of the layouts; returns its size */
+static int64_t attn_layout(int lay, int B, int L, int H, int D,
+                           int64_t *sb, int64_t *sl, int64_t *sh)
+{
+	switch (lay) {
+	case LAY_HEAD_MAJOR: *sh = (int64_t)L * D; *sl = D; *sb = (int64_t)H * L * D; break;
+	case LAY_PADDED:     *sh = D; *sl = (int64_t)H * D + 3; *sb = L * *sl + 5; break;
+	default:             *sh = D; *sl = (int64_t)H * D; *sb = L * *sl; break;
+	}
+	return B * *sb;
+}
+
+static void attn_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask)
+{
+	be_attn_t a = { .B = B, .H = H, .Lq = Lq, .Lk = Lk, .D = D, .scale = 1.0f / sqrtf((float)D) };
+	int64_t nq = attn_layout(lay, B, Lq, H, D, &a.q_sb, &a.q_sl, &a.q_sh);
+	int64_t nk = attn_layout(lay, B, Lk, H, D, &a.k_sb, &a.k_sl, &a.k_sh);
+	attn_layout(lay, B, Lk, H, D, &a.v_sb, &a.v_sl, &a.v_sh);
+	attn_layout(lay, B, Lq, H, D, &a.o_sb, &a.o_sl, &a.o_sh);
+	a.bias_sq = Lk + 1;
+	a.bias_sh = Lq * a.bias_sq;
+	a.bias_sb = bias == BIAS_SHARED ? 0 : H * a.bias_sh;
+	a.mask_sb = Lk;
+	pair_t q = pair_new(nq), k = pair_new(nk), v = pair_new(nk), o = pair_new(nq),
+	       bi = pair_new(bias == BIAS_SHARED ? H * a.bias_sh : B * H * a.bias_sh),
+	       mk = pair_new((int64_t)B * Lk);
+	char what[128];
+
+	for (int64_t i = 0; i < bi.n; i++) bi.c[i] *= 3.0f;
+	for (int64_t i = 0; i < mk.n; i++)
+		mk.c[i] = mask == MASK_ONE_EMPTY && i / Lk == B - 1 ? 0.0f : mk.c[i] > -0.6f;
+	assert_int_equal(gpu->upload(gpu, bi.g, bi.c, sizeof(float) * bi.n), 0);
+	assert_int_equal(gpu->upload(gpu, mk.g, mk.c, sizeof(float) * mk.n), 0);
+
+	a.q = q.c; a.k = k.c; a.v = v.c; a.o = o.c;
+	a.bias = bias ? bi.c : NULL; a.mask = mask ? mk.c : NULL;
+	assert_int_equal(cpu->attn(cpu, &a), 0);
+	a.q = q.g; a.k = k.g; a.v = v.g; a.o = o.g;
+	a.bias = bias ? bi.g : NULL; a.mask = mask ? mk.g : NULL;
+	assert_int_equal(gpu->attn(gpu, &a), 0);
+	snprintf(what, sizeof what, "attn B%d H%d Lq%d Lk%d D%d lay%d bias%d mask%d",
+	         B, H, Lq, Lk, D, lay, bias, mask);
+	pair_check(&o, 1e-9, what);
+	pair_free(&q); pair_free(&k); pair_free(&v); pair_free(&o);
+	pair_free(&bi); pair_free(&mk);
+}
+
+static void test_attn(void **state)
+{
+	static const int Ds[] = { 1, 7, 16, 24, 32, 33, 48, 64, 100, 128, 129, 200, 256 };
+	for (size_t i = 0; i < sizeof Ds / sizeof *Ds; i++)
+		attn_case(2, 3, 37, 45, Ds[i], (int)(i % 3), (int)(i % 3), (int)((i + 1) % 3));
+	attn_case(1, 1, 1, 1, 32, LAY_INTERLEAVED, BIAS_NONE, MASK_NONE);
+	attn_case(3, 4, 1, 70, 32, LAY_HEAD_MAJOR, BIAS_PER_BATCH, MASK_RANDOM);
+	attn_case(3, 4, 70, 1, 32, LAY_HEAD_MAJOR, BIAS_SHARED, MASK_NONE);
+	attn_case(2, 4, 77, 77, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY);
+	attn_case(5, 8, 129, 129, 64, LAY_PADDED, BIAS_PER_BATCH, MASK_RANDOM);
+	attn_case(1, 20, 300, 300, 64, LAY_INTERLEAVED, BIAS_NONE, MASK_NONE);
+	attn_case(1, 2, 33, 1000, 128, LAY_HEAD_MAJOR, BIAS_NONE, MASK_RANDOM);
+}
+
+/* --- row ops --- */
+
+static void test_layernorm(void **state)
+{
+	static const int ds[] = { 1, 7, 32, 128, 1030, 2560 };
+	for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) {
+		int d = ds[i];
+		int64_t rows = 333;
+		pair_t x = pair_new(rows * d), y = pair_new(rows * d), w = pair_new(d), b = pair_new(d);
+		char what[64];
+		for (int64_t j = 0; j < x.n; j++) x.c[j] = 4.0f * x.c[j] + 2.0f;
+		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * x.n), 0);
+		assert_int_equal(cpu->layernorm(cpu, y.c, x.c, rows, d, w.c, b.c, 1e-5f), 0);
+		assert_int_equal(gpu->layernorm(gpu, y.g, x.g, rows, d, w.g, b.g, 1e-5f), 0);
+		snprintf(what, sizeof what, "layernorm rows%lld d%d", (long long)rows, d);
+		pair_check(&y, 1e-10, what);
+		/* in place */
+		assert_int_equal(cpu->layernorm(cpu, x.c, x.c, rows, d, w.c, b.c, 1e-5f), 0);
+		assert_int_equal(gpu->layernorm(gpu, x.g, x.g, rows, d, w.g, b.g, 1e-5f), 0);
+		snprintf(what, sizeof what, "layernorm in place rows%lld d%d", (long long)rows, d);
+		pair_check(&x, 1e-10, what);
+		pair_free(&x); pair_free(&y); pair_free(&w); pair_free(&b);
+	}
+}
+
+static void test_softmax(void **state)
+{
+	static const int ds[] = { 1, 5, 33, 1500 };
+	for (size_t i = 0; i < sizeof ds / sizeof *ds; i++) {
+		int d = ds[i];
+		int64_t rows = 77;
+		pair_t x = pair_new(rows * d);
+		char what[64];
+		for (int64_t j = 0; j < x.n; j++) x.c[j] *= 20.0f;
+		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * x.n), 0);
+		assert_int_equal(cpu->softmax(cpu, x.c, rows, d), 0);
+		assert_int_equal(gpu->softmax(gpu, x.g, rows, d), 0);
+		snprintf(what, sizeof what, "softmax rows%lld d%d", (long long)rows, d);
+		pair_check(&x, 1e-10, what);
+		pair_free(&x);
+	}
+}
+
+/* --- elementwise --- */
+
+static void test_act_binary(void **state)
+{
+	static const char *an[] = { "relu", "gelu", "sigmoid" }, *bn[] = { "add", "mul", "gate" };
+	const int64_t n = 100003;
+	char what[64];
+
+	for (int kind = 0; kind < 3; kind++) {
+		pair_t x = pair_new(n);
+		for (int64_t j = 0; j < n; j++) x.c[j] *= 6.0f;
+		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * n), 0);
+		assert_int_equal(cpu->act(cpu, x.c, n, (be_act_t)kind), 0);
+		assert_int_equal(gpu->act(gpu, x.g, n, (be_act_t)kind), 0);
+		snprintf(what, sizeof what, "act %s n%lld", an[kind], (long long)n);
+		pair_check(&x, 1e-10, what);
+		pair_free(&x);
+	}
+	for (int kind = 0; kind < 3; kind++) {
+		pair_t a = pair_new(n), b = pair_new(n), y = pair_new(n);
+		assert_int_equal(cpu->binary(cpu, y.c, a.c, b.c, n, (be_bin_t)kind), 0);
+		assert_int_equal(gpu->binary(gpu, y.g, a.g, b.g, n, (be_bin_t)kind), 0);
+		snprintf(what, sizeof what, "binary %s n%lld", bn[kind], (long long)n);
+		pair_check(&y, 1e-10, what);
+		/* y aliasing b */
+		assert_int_equal(cpu->binary(cpu, b.c, a.c, b.c, n, (be_bin_t)kind), 0);
+		assert_int_equal(gpu->binary(gpu, b.g, a.g, b.g, n, (be_bin_t)kind), 0);
+		snprintf(what, sizeof what, "binary %s in place", bn[kind]);
+		pair_check(&b, 1e-10, what);
+		pair_free(&a); pair_free(&b); pair_free(&y);
+	}
+}
+
+static void test_axpby_fill(void **state)
+{
+	const int64_t n = 70001;
+	pair_t x = pair_new(n), y = pair_new(n);
+
+	assert_int_equal(cpu->axpby(cpu, y.c, x.c, n, 0.3f, -1.7f), 0);
+	assert_int_equal(gpu->axpby(gpu, y.g, x.g, n, 0.3f, -1.7f), 0);
+	pair_check(&y, 1e-12, "axpby beta -1.7");
+	assert_int_equal(cpu->fill(cpu, y.c, n, NAN), 0);
+	assert_int_equal(gpu->fill(gpu, y.g, n, NAN), 0);
+	assert_int_equal(cpu->axpby(cpu, y.c, x.c, n, 2.0f, 0.0f), 0);
+	assert_int_equal(gpu->axpby(gpu, y.g, x.g, n, 2.0f, 0.0f), 0);
+	pair_check(&y, 0.0, "axpby beta 0 over NaN");
+	assert_int_equal(cpu->fill(cpu, x.c, n - 1, 0.625f), 0);
+	assert_int_equal(gpu->fill(gpu, x.g, n - 1, 0.625f), 0);
+	pair_check(&x, 0.0, "fill n-1");
+	pair_free(&x); pair_free(&y);
+}
+
+static void test_gather(void **state)
+{
+	const int64_t rows = 1001, ntab = 33;
+	const int d = 37;
+	int32_t *idx = malloc(sizeof *idx * rows);
+	pair_t t = pair_new(ntab * d), y = pair_new(rows * d);
+
+	assert_non_null(idx);
+	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((urand() + 1.0f) * 0.5f * ntab) % ntab;
+	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 1.5f), 0);
+	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 1.5f), 0);
+	pair_check(&y, 0.0, "gather rows1001 d37");
+	/* fewer rows, then more (the index buffer grows) */
+	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx + 5, 3, d, -1.0f), 0);
+	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx + 5, 3, d, -1.0f), 0);
+	pair_check(&y, 0.0, "gather rows3");
+	free(idx);
+	pair_free(&t); pair_free(&y);
+}
+
+static void test_transpose(void **state)
+{
+	static const int64_t s[][3] = { { 37, 53, 1 }, { 5, 70, 3 }, { 33, 31, 8 }, { 17, 19, 9 },
+	                                { 40, 3, 128 }, { 1, 1, 1 }, { 1, 77, 2 }, { 300, 257, 4 } };
+	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+		int64_t A = s[i][0], B = s[i][1], C = s[i][2];
+		pair_t x = pair_new(A * B * C), y = pair_new(A * B * C);
+		char what[64];
+		assert_int_equal(cpu->transpose(cpu, y.c, x.c, A, B, C), 0);
+		assert_int_equal(gpu->transpose(gpu, y.g, x.g, A, B, C), 0);
+		snprintf(what, sizeof what, "transpose A%lld B%lld C%lld",
+		         (long long)A, (long long)B, (long long)C);
+		pair_check(&y, 0.0, what);
+		pair_free(&x); pair_free(&y);
+	}
+}
+
+static void test_transpose_inplace(void **state)
+{
+	static const int64_t s[][2] = { { 37, 1 }, { 33, 5 }, { 70, 128 }, { 1, 3 }, { 2, 1 } };
+	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+		int64_t A = s[i][0], C = s[i][1];
+		pair_t x = pair_new(A * A * C);
+		char what[64];
+		assert_int_equal(cpu->transpose_inplace(cpu, x.c, A, C), 0);
+		assert_int_equal(gpu->transpose_inplace(gpu, x.g, A, C), 0);
+		snprintf(what, sizeof what, "transpose in place A%lld C%lld", (long long)A, (long long)C);
+		pair_check(&x, 0.0, what);
+		pair_free(&x);
+	}
+}
+
+static void test_rotary(void **state)
+{
+	static const int s[][3] = { { 37, 3, 10 }, { 300, 2, 64 }, { 1, 1, 2 }, { 1100, 20, 128 } };
+	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+		int T = s[i][0], H = s[i][1], D = s[i][2];
+		pair_t x = pair_new((int64_t)T * H * D), f = pair_new(D / 2);
+		char what[64];
+		for (int j = 0; j < D / 2; j++) f.c[j] = powf(10000.0f, -2.0f * j / D);
+		assert_int_equal(gpu->upload(gpu, f.g, f.c, sizeof(float) * f.n), 0);
+		assert_int_equal(cpu->rotary(cpu, x.c, T, H, D, f.c), 0);
+		assert_int_equal(gpu->rotary(gpu, x.g, T, H, D, f.g), 0);
+		snprintf(what, sizeof what, "rotary T%d H%d D%d", T, H, D);
+		pair_check(&x, 1e-10, what);
+		pair_free(&x); pair_free(&f);
+	}
+}
+
+static void test_outer(void **state)
+{
+	static const int s[][4] = { { 37, 5, 3, 11 }, { 64, 32, 0, 64 }, { 1, 1, 0, 1 }, { 130, 33, 129, 1 } };
+	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
+		int L = s[i][0], c = s[i][1], i0 = s[i][2], ni = s[i][3];
+		pair_t q = pair_new((int64_t)L * c), k = pair_new((int64_t)L * c),
+		       y = pair_new((int64_t)ni * L * 2 * c);
+		char what[64];
+		assert_int_equal(cpu->outer(cpu, y.c, q.c, k.c, i0, ni, L, c), 0);
+		assert_int_equal(gpu->outer(gpu, y.g, q.g, k.g, i0, ni, L, c), 0);
+		snprintf(what, sizeof what, "outer L%d c%d i0 %d ni%d", L, c, i0, ni);
+		pair_check(&y, 0.0, what);
+		pair_free(&q); pair_free(&k); pair_free(&y);
+	}
+}
+
+/* an allocation the device cannot satisfy is a status, and the backend
+ * still works afterwards */
+static void test_oom(void **state)
+{
+	void *p = (void *)1;
+	assert_true(gpu->alloc(gpu, (size_t)1 << 50, &p) < 0);
+	assert_null(p);
+	pair_t x = pair_new(1000);
+	assert_int_equal(cpu->fill(cpu, x.c, x.n, 3.0f), 0);
+	assert_int_equal(gpu->fill(gpu, x.g, x.n, 3.0f), 0);
+	pair_check(&x, 0.0, "fill after a refused allocation");
+	pair_free(&x);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_gemm),
+		cmocka_unit_test(test_gemm_lowp),
+		cmocka_unit_test(test_attn),
+		cmocka_unit_test(test_layernorm),
+		cmocka_unit_test(test_softmax),
+		cmocka_unit_test(test_act_binary),
+		cmocka_unit_test(test_axpby_fill),
+		cmocka_unit_test(test_gather),
+		cmocka_unit_test(test_transpose),
+		cmocka_unit_test(test_transpose_inplace),
+		cmocka_unit_test(test_rotary),
+		cmocka_unit_test(test_outer),
+		cmocka_unit_test(test_oom),
+	};
+	int rc;
+
+	if (!(gpu = be_cuda_init(0))) {
+		fprintf(stderr, "test_cuda_ops: no CUDA device, skipped\n");
+		return 77;
+	}
+	if (!(cpu = be_cpu_init(0))) {
+		be_free(gpu);
+		return 1;
+	}
+	rc = cmocka_run_group_tests(tests, NULL, NULL);
+	be_free(cpu);
+	be_free(gpu);
+	return rc;
+}

@@ -1,0 +1,70 @@
+/* model.h - the whole ESMFold model on one backend, and one fold.
+ *
+ * model_load() asks every part (language model, trunk, structure module,
+ * heads) for its tensors; the model_t then holds them in backend memory,
+ * owned by the wt_t it was loaded from (keep it open).  model_fold() runs
+ * the forward pass twice: once planning (shapes and placement only, giving
+ * the arena size and the peak allocated bytes), once for real inside an
+ * arena reserved at exactly that size.
+ */
+#ifndef ESMBATCH_MODEL_H
+#define ESMBATCH_MODEL_H
+
+#include <stddef.h>
+
+#include "be.h"
+#include "cfg.h"
+#include "heads.h"
+#include "lm.h"
+#include "sm.h"
+#include "st.h"
+#include "tok.h"
+#include "trunk.h"
+#include "wt.h"
+
+typedef struct {
+	const cfg_t *cfg;
+	be_t        *be;
+	lm_t         lm;
+	trunk_t      trunk;
+	sm_t         sm;
+	heads_t      heads;
+} model_t;
+
+/* How to run one fold. */
+typedef struct {
+	int          chunk;    /* rows per chunk of every pair op; 0 = unchunked */
+	int          passes;   /* trunk passes (recycles + 1); 0 = the config's max_recycles */
+	st_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
+	const char  *name;     /* NAME for the dump */
+} model_run_t;
+
+/* Host results of one fold (model_out_free releases them). */
+typedef struct {
+	int    L;
+	float *atom37;         /* [L, 37, 3] Angstrom */
+	float *atom37_mask;    /* [L, 37] linker residues masked */
+	float *plddt;          /* [L, 37] 0..1 */
+	float *pae;            /* [L, L] Angstrom */
+	float  mean_plddt;     /* 0..1 */
+	float  ptm;
+	float  max_pae;
+	int    passes;         /* trunk passes run */
+	size_t arena;          /* planned = reserved activation bytes */
+	size_t peak_live;      /* planned peak allocated bytes */
+} model_out_t;
+
+/* be == NULL only checks names and shapes (e.g. against a manifest). */
+int  model_load(model_t *m, wt_t *w, be_t *be);
+void model_free(model_t *m);
+
+/* Planned activation arena and peak allocated bytes of one fold. */
+int  model_plan(const model_t *m, const tok_t *t, const model_run_t *r,
+                size_t *arena, size_t *peak_live);
+/* Fold one encoded sequence.  0, or negative with a one-line reason in err
+ * (an arena that cannot be reserved is an out-of-memory event: -2). */
+int  model_fold(const model_t *m, const tok_t *t, const model_run_t *r,
+                model_out_t *out, char *err, size_t errcap);
+void model_out_free(model_out_t *o);
+
+#endif

@@ -34,7 +34,8 @@ typedef struct {
  *   k, v: [B, Lk, H, D], o: [B, Lq, H, D] likewise
  *   bias: [B?, H, Lq, Lk] at bias + b*bias_sb + h*bias_sh + i*bias_sq + j
  *         (bias_sb = 0 shares one bias across the batch), or NULL
- *   mask: [B, Lk] at mask + b*mask_sb + j; 0 drops key j, or NULL
+ *   mask: [B, Lk] at mask + b*mask_sb + j; 0 drops key j, or NULL;
+ *         a query row whose keys are all dropped gets o = 0
  * Implementations stream over keys (online softmax): no [Lq, Lk] score
  * matrix beyond a tile is ever materialised. */
 typedef struct {

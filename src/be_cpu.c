@@ -127,16 +127,15 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 		float *s = malloc(sizeof(float) * BE_CPU_TQ * BE_CPU_TK);
 		float *acc = malloc(sizeof(float) * BE_CPU_TQ * a->D);
 		float *m = malloc(sizeof(float) * BE_CPU_TQ), *l = malloc(sizeof(float) * BE_CPU_TQ);
-		if (!s || !acc || !m || !l) {
-			fail = 1;
-		} else {
-			#pragma omp for schedule(dynamic)
-			for (int64_t t = 0; t < ntask; t++) {
-				int qt = (int)(t % nqt), h = (int)(t / nqt % a->H), b = (int)(t / nqt / a->H);
-				int i0 = qt * BE_CPU_TQ;
-				int tq = a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ;
-				cpu_attn_tile(a, b, h, i0, tq, s, acc, m, l);
-			}
+		/* every thread must reach the worksharing loop, even one whose
+		 * buffers failed: it then only records the failure */
+		#pragma omp for schedule(dynamic)
+		for (int64_t t = 0; t < ntask; t++) {
+			int qt = (int)(t % nqt), h = (int)(t / nqt % a->H), b = (int)(t / nqt / a->H);
+			int i0 = qt * BE_CPU_TQ;
+			int tq = a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ;
+			if (!s || !acc || !m || !l) { fail = 1; continue; }
+			cpu_attn_tile(a, b, h, i0, tq, s, acc, m, l);
 		}
 		free(s); free(acc); free(m); free(l);
 	}

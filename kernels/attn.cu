@@ -66,7 +66,7 @@ k_attn(be_attn_t a, int ntiles)
 
 	for (int j0 = 0; j0 < a.Lk; j0 += ATTN_BK) {
 		int tk = a.Lk - j0 < ATTN_BK ? a.Lk - j0 : ATTN_BK;
-		__syncthreads();   /* the previous tile is consumed (and Qs written) */
+		__syncthreads();   /* Qs written; the previous tile (Ks, Vs, Ps) consumed */
 		for (int e = tid; e < ATTN_BK * dp; e += ATTN_WARPS * 32) {
 			int r = e / dp, c = e - r * dp;
 			int ok = r < tk && c < D;
@@ -120,7 +120,6 @@ k_attn(be_attn_t a, int ntiles)
 				for (int qi = 0; qi < QW; qi++) acc[qi][t] += p[qi] * vv;
 			}
 		}
-		__syncwarp();   /* ps is rewritten by the next tile */
 	}
 
 	for (int qi = 0; qi < QW; qi++) {

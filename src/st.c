@@ -152,8 +152,10 @@ st_t *st_open(const char *path)
 	}
 	st->header = json_loadb((const char *)st->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
 	if (!st->header || !json_is_object(st->header)) {
-		log_error("%s: malformed JSON header: %s (line %d)", path,
-		          st->header ? "not an object" : jerr.text, jerr.line);
+		if (st->header)
+			log_error("%s: malformed header: not a JSON object", path);
+		else
+			log_error("%s: malformed JSON header: %s (line %d)", path, jerr.text, jerr.line);
 		goto fail;
 	}
 	size_t data_size = st->map_size - 8 - (size_t)hlen;
@@ -182,11 +184,16 @@ st_t *st_open(const char *path)
 		st->n++;
 	}
 	qsort(rg, st->n, sizeof *rg, st_cmp_range);
-	for (int i = 1; i < st->n; i++)
-		if (rg[i].begin < rg[i - 1].end && rg[i].end > rg[i].begin) {
-			log_error("%s: tensors '%s' and '%s' overlap", path, rg[i - 1].name, rg[i].name);
+	/* sorted by start: a non-empty range overlaps an earlier one exactly
+	 * when it starts before the furthest end seen so far */
+	for (int i = 0, far = -1; i < st->n; i++) {
+		if (rg[i].end == rg[i].begin) continue;
+		if (far >= 0 && rg[i].begin < rg[far].end) {
+			log_error("%s: tensors '%s' and '%s' overlap", path, rg[far].name, rg[i].name);
 			goto fail;
 		}
+		if (far < 0 || rg[i].end > rg[far].end) far = i;
+	}
 	qsort(st->t, st->n, sizeof *st->t, st_cmp_name);
 	free(rg);
 	close(fd);

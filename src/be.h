@@ -2,7 +2,8 @@
  *
  * Model code never calls these directly: it goes through the op layer
  * (op.h), which checks shapes, skips work while planning and records the
- * first failure.  Every backend implements every entry.  All tensors are
+ * first failure.  Every backend implements every entry (mem_info is
+ * optional).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
  * device memory for CUDA); strides are in elements.  Each entry returns 0 on
  * success and a negative status on failure (never exits).
@@ -64,6 +65,12 @@ struct be {
 	int  (*upload)(be_t *be, void *dst, const void *src, size_t nbytes);
 	int  (*download)(be_t *be, void *dst, const void *src, size_t nbytes);
 	int  (*sync)(be_t *be);
+	/* optional (may be NULL): the device's free and total bytes as its
+	 * driver reports them (CUDA: cudaMemGetInfo) */
+	int  (*mem_info)(be_t *be, size_t *free, size_t *total);
+	/* bytes the backend holds per worker outside the arenas (e.g. a
+	 * cuBLAS workspace); counted in a job's peak reserved */
+	size_t      workspace;
 
 	/* ops; shapes in comments, n = element count */
 	int (*gemm)(be_t *be, const be_gemm_t *g);

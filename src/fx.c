@@ -79,6 +79,57 @@ tn_t fx_new(fx_t *fx, int nd, const int64_t *ne)
 	return t;
 }
 
+void fx_memo_init(fx_memo_t *m)
+{
+	memset(m, 0, sizeof *m);
+	mp_init(&m->in, 0);
+	mp_init(&m->out, 0);
+}
+
+void fx_memo_free(fx_memo_t *m)
+{
+	mp_free(&m->in);
+	mp_free(&m->out);
+	memset(m, 0, sizeof *m);
+}
+
+static size_t fx_max(size_t a, size_t b) { return a > b ? a : b; }
+
+int fx_memo_begin(fx_t *fx, fx_memo_t *m)
+{
+	size_t high = fx->mp.high, peak = fx->mp.peak_live;
+
+	if (!fx->planning || fx->err) return 0;
+	if (m->valid && !fx->no_memo && mp_same(&fx->mp, &m->in)) {
+		if (mp_copy(&fx->mp, &m->out) < 0) {
+			fx_fail(fx, -1, "out of memory in the placement bookkeeping");
+			return 1;
+		}
+		fx->mp.high = fx_max(high, m->high);
+		fx->mp.peak_live = fx_max(peak, m->peak);
+		return 1;
+	}
+	m->valid = 0;
+	if (mp_copy(&m->in, &fx->mp) < 0) return 0;
+	/* measure the step alone: its own highest top and live bytes */
+	m->saved_high = high;
+	m->saved_peak = peak;
+	fx->mp.high = fx->mp.top;
+	fx->mp.peak_live = fx->mp.live;
+	m->valid = -1;   /* recording */
+	return 0;
+}
+
+void fx_memo_end(fx_t *fx, fx_memo_t *m)
+{
+	if (m->valid != -1) return;
+	m->high = fx->mp.high;
+	m->peak = fx->mp.peak_live;
+	fx->mp.high = fx_max(m->saved_high, m->high);
+	fx->mp.peak_live = fx_max(m->saved_peak, m->peak);
+	m->valid = !fx->err && mp_copy(&m->out, &fx->mp) == 0;
+}
+
 tn_t fx_new1(fx_t *fx, int64_t a) { return fx_new(fx, 1, (int64_t[]){ a }); }
 tn_t fx_new2(fx_t *fx, int64_t a, int64_t b) { return fx_new(fx, 2, (int64_t[]){ a, b }); }
 tn_t fx_new3(fx_t *fx, int64_t a, int64_t b, int64_t c) { return fx_new(fx, 3, (int64_t[]){ a, b, c }); }

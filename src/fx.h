@@ -34,6 +34,7 @@ typedef struct {
 typedef struct {
 	be_t   *be;
 	int     planning;     /* 1: shapes and placement only */
+	int     no_memo;      /* 1: fx_memo_begin never skips (tests) */
 	mp_t    mp;
 	char   *arena;        /* executing: arena base in backend memory */
 	size_t  arena_size;
@@ -49,6 +50,27 @@ void fx_plan_begin(fx_t *fx, be_t *be);
 int  fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size);
 /* Release the arena and the placement state. */
 void fx_end(fx_t *fx);
+
+/* Planning shortcut for a run of identical steps (trunk blocks, LM layers).
+ * A step's effect on the placement depends only on the placement state it
+ * starts from; when a step starts from the state the memo's step started
+ * from, its outcome (end state, highest top, highest live bytes) is the
+ * memo's, and planning applies it without running the step.  Every step
+ * tried against one memo must make the same sequence of fx_new/fx_drop
+ * calls, and leave every tensor it returns in place (in-place updates). */
+typedef struct {
+	int    valid;
+	mp_t   in, out;       /* placement state at the step's start and end */
+	size_t high, peak;    /* highest top and live bytes during the step */
+	size_t saved_high, saved_peak;
+} fx_memo_t;
+
+void fx_memo_init(fx_memo_t *m);
+void fx_memo_free(fx_memo_t *m);
+/* 1: planning, and the step is known: its outcome was applied, skip it.
+ * 0: run the step, then call fx_memo_end. */
+int  fx_memo_begin(fx_t *fx, fx_memo_t *m);
+void fx_memo_end(fx_t *fx, fx_memo_t *m);
 
 /* New tensor of the given shape, placed in the arena.  On failure fx->err is
  * set and an empty tensor returned. */

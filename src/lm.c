@@ -147,11 +147,17 @@ void lm_forward(fx_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
 	op_gather(fx, x, lm->embed, tokens, scale);
 	op_fill(fx, acc, 0.0f);
 	lm_collect(fx, acc, x, lm->combine[0], hidden);
+	/* every layer makes the same placement calls (see fx_memo_t) */
+	fx_memo_t memo;
+	fx_memo_init(&memo);
 	for (int i = 0; i < lm->nlayers; i++) {
+		if (fx_memo_begin(fx, &memo)) continue;
 		lm_layer(fx, &lm->layers[i], c, x);
+		fx_memo_end(fx, &memo);
 		if (i == lm->nlayers - 1) op_layernorm(fx, x, x, &lm->final_ln);
 		lm_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
 	}
+	fx_memo_free(&memo);
 	fx_drop(fx, &x);
 	if (combined) fx_get(fx, acc, combined);
 

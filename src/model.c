@@ -256,6 +256,7 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *a
 	int rc;
 
 	fx_plan_begin(&fx, m->be);
+	fx.no_memo = r->no_memo;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
 	*arena = fx.mp.high;
 	*peak_live = fx.mp.peak_live;
@@ -302,6 +303,13 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 		goto done;
 	}
 	model_forward(&fx, m, t, r, passes, &h);
+	out->exec_arena = fx.mp.high;
+	out->exec_peak_live = fx.mp.peak_live;
+	out->device_used = -1;
+	if (m->be->mem_info && m->be->sync(m->be) == 0) {
+		size_t fr, tot;
+		if (m->be->mem_info(m->be, &fr, &tot) == 0) out->device_used = (int64_t)(tot - fr);
+	}
 	if (fx.err) {
 		snprintf(err, errcap, "%s", fx.errmsg);
 		rc = fx.err == -2 ? -2 : -1;

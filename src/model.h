@@ -37,6 +37,7 @@ typedef struct {
 	int          passes;   /* trunk passes (recycles + 1); 0 = the config's max_recycles */
 	st_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
 	const char  *name;     /* NAME for the dump */
+	int          no_memo;  /* planning runs every block (fx_memo_t; tests) */
 } model_run_t;
 
 /* Host results of one fold (model_out_free releases them). */
@@ -52,6 +53,10 @@ typedef struct {
 	int    passes;         /* trunk passes run */
 	size_t arena;          /* planned = reserved activation bytes */
 	size_t peak_live;      /* planned peak allocated bytes */
+	size_t exec_arena;     /* the executing pass's own high-water mark */
+	size_t exec_peak_live; /* and its own peak allocated bytes */
+	int64_t device_used;   /* driver total - free with the arena held
+	                          (be->mem_info); -1 without one */
 } model_out_t;
 
 /* be == NULL only checks names and shapes (e.g. against a manifest). */

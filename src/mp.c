@@ -100,3 +100,27 @@ int mp_release(mp_t *mp, size_t off, size_t nbytes)
 	}
 	return mp_insert(mp, at, off, n);
 }
+
+int mp_copy(mp_t *dst, const mp_t *src)
+{
+	if (dst->cap < src->nfree) {
+		mp_block_t *nb = realloc(dst->free, (src->nfree ? src->nfree : 1) * sizeof *nb);
+		if (!nb) return -1;
+		dst->free = nb;
+		dst->cap = src->nfree;
+	}
+	if (src->nfree) memcpy(dst->free, src->free, src->nfree * sizeof *src->free);
+	dst->nfree = src->nfree;
+	dst->top = src->top;
+	dst->high = src->high;
+	dst->live = src->live;
+	dst->peak_live = src->peak_live;
+	dst->limit = src->limit;
+	return 0;
+}
+
+int mp_same(const mp_t *a, const mp_t *b)
+{
+	return a->top == b->top && a->live == b->live && a->nfree == b->nfree &&
+	       (!a->nfree || !memcmp(a->free, b->free, a->nfree * sizeof *a->free));
+}

@@ -39,4 +39,11 @@ int  mp_alloc(mp_t *mp, size_t nbytes, size_t *off);
 int  mp_release(mp_t *mp, size_t off, size_t nbytes);
 size_t mp_round(size_t nbytes);
 
+/* dst = a copy of src's placement state (free gaps, top, live, high,
+ * peak_live, limit); dst must be mp_init'ed or a previous copy.  0 or -1. */
+int  mp_copy(mp_t *dst, const mp_t *src);
+/* 1 when a and b will place every future call identically: same free gaps,
+ * top and live bytes (high and peak_live are not compared). */
+int  mp_same(const mp_t *a, const mp_t *b);
+
 #endif

@@ -254,6 +254,43 @@ float st_f16_to_f32(uint16_t h)
 	return f;
 }
 
+uint16_t st_f32_to_f16(float f)
+{
+	uint32_t x, sign, man;
+	int exp;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000;
+	exp = (int)((x >> 23) & 0xff) - 127 + 15;
+	man = x & 0x7fffff;
+	if (((x >> 23) & 0xff) == 0xff)            /* inf, nan */
+		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+	if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+	if (exp <= 0) {                             /* subnormal or zero */
+		if (exp < -10) return (uint16_t)sign;
+		man |= 0x800000;
+		int shift = 14 - exp;
+		uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (h & 1))) h++;
+		return (uint16_t)(sign | h);
+	}
+	{
+		uint32_t h = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
+		if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* may carry into inf */
+		return (uint16_t)(sign | h);
+	}
+}
+
+uint16_t st_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);   /* nan */
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
 float st_bf16_to_f32(uint16_t h)
 {
 	uint32_t bits = (uint32_t)h << 16;

@@ -51,6 +51,9 @@ void st_to_f64(const st_tensor_t *t, double *dst);
 /* half-precision helpers, exposed for the backends */
 float st_f16_to_f32(uint16_t h);
 float st_bf16_to_f32(uint16_t h);
+/* and back, rounding to nearest even (overflow gives infinity) */
+uint16_t st_f32_to_f16(float f);
+uint16_t st_f32_to_bf16(float f);
 
 /* --- writer: collect tensors, then write one file atomically ------------- */
 typedef struct st_writer st_writer_t;

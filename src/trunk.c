@@ -450,8 +450,16 @@ void trunk_iter(fx_t *fx, const trunk_t *t, const cfg_t *c, tn_t s, tn_t z,
 	}
 	fx_drop(fx, &e);
 	free(idx);
-	for (int i = 0; i < t->nblocks; i++)
+	/* every block makes the same placement calls: planning runs a block
+	 * only while the placement state at its start is a new one */
+	fx_memo_t memo;
+	fx_memo_init(&memo);
+	for (int i = 0; i < t->nblocks; i++) {
+		if (fx_memo_begin(fx, &memo)) continue;
 		trunk_block(fx, &t->blocks[i], c, s, z, chunk);
+		fx_memo_end(fx, &memo);
+	}
+	fx_memo_free(&memo);
 }
 
 void trunk_recycle_in(fx_t *fx, const trunk_t *t, tn_t s, tn_t z, tn_t s_s_0, tn_t prev_s,

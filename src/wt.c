@@ -21,8 +21,9 @@ struct wt {
 	char       *path;
 	st_t       *st;        /* NULL for a manifest */
 	json_t     *manifest;  /* owns manifest names */
-	wt_entry_t *e;         /* manifest entries */
-	int         ne;
+	wt_entry_t *e;         /* manifest or recorded entries */
+	int         ne, cape;
+	int         recording; /* wt_open_record: e[].name owned, appended */
 	char       *used;      /* [st_count] for a file */
 	cfg_t       cfg;
 	char        fp[17];
@@ -133,9 +134,58 @@ fail:
 	return NULL;
 }
 
+wt_t *wt_open_record(const char *cfg_json, const char *what)
+{
+	wt_t *w = calloc(1, sizeof *w);
+
+	if (!w || !(w->path = strdup(what))) goto fail;
+	w->recording = 1;
+	if (cfg_parse(&w->cfg, cfg_json, what) < 0) goto fail;
+	snprintf(w->fp, sizeof w->fp, "%016llx",
+	         (unsigned long long)wt_fnv(WT_FNV_SEED, cfg_json, strlen(cfg_json)));
+	return w;
+fail:
+	wt_close(w);
+	return NULL;
+}
+
+/* append a recorded entry; 0 or -1 */
+static int wt_record(wt_t *w, const char *name, int nd, const int64_t *shape)
+{
+	wt_entry_t *x;
+
+	if (nd > ST_MAX_DIMS) return -1;
+	if (w->ne == w->cape) {
+		int cap = w->cape ? 2 * w->cape : 256;
+		wt_entry_t *ne = realloc(w->e, cap * sizeof *ne);
+		if (!ne) return -1;
+		w->e = ne;
+		w->cape = cap;
+	}
+	x = &w->e[w->ne];
+	memset(x, 0, sizeof *x);
+	if (!(x->name = strdup(name))) return -1;
+	x->nd = nd;
+	memcpy(x->shape, shape, nd * sizeof *shape);
+	x->used = 1;
+	w->ne++;
+	return 0;
+}
+
+int wt_count(const wt_t *w) { return w->ne; }
+
+const char *wt_entry(const wt_t *w, int i, int *nd, const int64_t **shape)
+{
+	*nd = w->e[i].nd;
+	*shape = w->e[i].shape;
+	return w->e[i].name;
+}
+
 void wt_close(wt_t *w)
 {
 	if (!w) return;
+	if (w->recording)
+		for (int i = 0; i < w->ne; i++) free((char *)w->e[i].name);
 	for (int i = 0; i < w->nbuf; i++) w->buf[i].be->free(w->buf[i].be, w->buf[i].p);
 	free(w->buf);
 	st_close(w->st);
@@ -180,6 +230,12 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 		for (int i = 0; i < w->ne && !m; i++)
 			if (!strcmp(w->e[i].name, name)) m = &w->e[i];
 		if (m) { hs = m->shape; hnd = m->nd; m->used = 1; }
+	}
+	if (!t && !m && w->recording) {
+		if (optional) return 0;
+		if (wt_record(w, name, nd, shape) == 0) return 0;
+		log_error("%s: out of memory recording '%s'", w->path, name);
+		return -1;
 	}
 	if (!t && !m) {
 		if (optional) return 0;

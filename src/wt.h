@@ -3,7 +3,8 @@
  * A wt_t is either a safetensors file (its config from config.json beside it,
  * or from a "config" entry of its __metadata__) or a manifest: a JSON list
  * of names and shapes with a config and no data, against which the loaders
- * can be checked without the 14 GB checkpoint.
+ * can be checked without the 14 GB checkpoint, or a recorder that lists
+ * what the loaders ask for (the random-weights writer, wr.h, uses it).
  *
  * The model's loaders ask for every tensor with the shape the config implies
  * (wt_get / wt_lin / wt_ln); a missing, mis-shaped or unconvertible tensor is
@@ -24,7 +25,17 @@ typedef struct wt wt_t;
 
 wt_t *wt_open(const char *path);
 wt_t *wt_open_manifest(const char *path);
+/* A recorder: no tensors; every required wt_get succeeds (no data, like a
+ * manifest) and appends its name and shape, so a loader run against it
+ * (model_load with be == NULL) lists exactly the tensors it needs.
+ * cfg_json: config.json text; what: its name for messages. */
+wt_t *wt_open_record(const char *cfg_json, const char *what);
 void  wt_close(wt_t *w);
+
+/* Entries of a manifest or a recorder, in order: 0..wt_count()-1.
+ * wt_entry returns the name and sets *nd and *shape (owned by w). */
+int         wt_count(const wt_t *w);
+const char *wt_entry(const wt_t *w, int i, int *nd, const int64_t **shape);
 
 const cfg_t *wt_cfg(const wt_t *w);
 /* 16 hex digits identifying the weights (hash of header and size) */

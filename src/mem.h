@@ -1,0 +1,48 @@
+/* mem.h - the memory figures of one job, as a PyTorch user knows them.
+ *
+ *   predicted    the planner's arena before the job runs, plus the
+ *                backend's per-worker workspace (bytes)
+ *   allocated    peak bytes of live tensors, from the executing pass's own
+ *                placement state (torch.cuda.max_memory_allocated)
+ *   reserved     the arena the executing pass reserved, plus the backend
+ *                workspace (torch.cuda.max_memory_reserved)
+ *   device_used  CUDA: driver total - free with the arena still held (the
+ *                context, weights and every other worker included);
+ *                CPU: the process's peak resident set during the fold
+ *   growth       CPU: that peak minus the resident set just before the fold,
+ *                i.e. what the fold itself added (arena pages touched, host
+ *                buffers, library scratch); -1 on CUDA
+ *
+ * On one CPU worker, growth is the measurement the prediction is held to.
+ * RSS is per process: with several CPU workers device_used and growth
+ * cover all of them.
+ */
+#ifndef ESMBATCH_MEM_H
+#define ESMBATCH_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct {
+	size_t  predicted;
+	size_t  allocated;
+	size_t  reserved;
+	int64_t device_used;   /* -1 unknown */
+	int64_t growth;        /* -1 unknown */
+} mem_fig_t;
+
+/* Resident set now / its peak since mem_peak_reset() (or process start):
+ * bytes from /proc/self/status, -1 where unavailable. */
+int64_t mem_rss(void);
+int64_t mem_rss_peak(void);
+/* Restart the peak resident set count (/proc/self/clear_refs); 0 or -1. */
+int     mem_peak_reset(void);
+
+/* model_fold with the figures measured around it (on the CPU this
+ * restarts the process's peak RSS count). */
+int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
+             mem_fig_t *fig, char *err, size_t errcap);
+
+#endif

@@ -4,6 +4,8 @@
  * streams over key tiles with an online softmax: the only scores held are
  * one [BE_CPU_TQ, BE_CPU_TK] tile per thread.
  */
+#include "config.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,8 @@
 #include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
+#else
+static int omp_get_max_threads(void) { return 1; }
 #endif
 
 #include "be.h"
@@ -39,7 +43,6 @@ static int cpu_sync(be_t *be) { return 0; }
 /* C: [m, n] = beta * C + bias, rows of stride ldc */
 static void cpu_prescale(float *c, int64_t ldc, int m, int n, float beta, const float *bias)
 {
-	#pragma omp parallel for if ((int64_t)m * n > 65536)
 	for (int i = 0; i < m; i++) {
 		float *r = c + (int64_t)i * ldc;
 		for (int j = 0; j < n; j++)
@@ -47,19 +50,46 @@ static void cpu_prescale(float *c, int64_t ldc, int m, int n, float beta, const 
 	}
 }
 
+/* rows i0..i0+ni-1, columns j0..j0+nj-1 of C[b]: one single-threaded sgemm
+ * on the matching rows of op(A[b]) and columns of op(B[b]) */
+static void cpu_gemm_block(const be_gemm_t *g, int64_t b, int i0, int ni, int j0, int nj)
+{
+	const float *a = g->a + b * g->stride_a + (g->transa ? i0 : i0 * g->lda);
+	const float *bm = g->b + b * g->stride_b + (g->transb ? j0 * g->ldb : j0);
+	float *c = g->c + b * g->stride_c + i0 * g->ldc + j0;
+	float beta = g->beta;
+
+	if (g->bias) {
+		cpu_prescale(c, g->ldc, ni, nj, beta, g->bias + j0);
+		beta = 1.0f;
+	}
+	cblas_sgemm(CblasRowMajor, g->transa ? CblasTrans : CblasNoTrans,
+	            g->transb ? CblasTrans : CblasNoTrans, ni, nj, g->k, g->alpha,
+	            a, (int)g->lda, bm, (int)g->ldb, beta, c, (int)g->ldc);
+}
+
+/* The work is split into tasks (batch entries, and within one entry row or
+ * column blocks) run by the OpenMP threads, each task one single-threaded
+ * BLAS call: one thread pool, every thread busy, no false sharing (blocks of
+ * C are whole rows or 16-column multiples). */
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
-	for (int b = 0; b < g->batch; b++) {
-		float *c = g->c + b * g->stride_c;
-		float beta = g->beta;
-		if (g->bias) {
-			cpu_prescale(c, g->ldc, g->m, g->n, beta, g->bias);
-			beta = 1.0f;
-		}
-		cblas_sgemm(CblasRowMajor, g->transa ? CblasTrans : CblasNoTrans,
-		            g->transb ? CblasTrans : CblasNoTrans, g->m, g->n, g->k, g->alpha,
-		            g->a + b * g->stride_a, (int)g->lda, g->b + b * g->stride_b, (int)g->ldb,
-		            beta, c, (int)g->ldc);
+	int T = omp_get_max_threads();
+	double flops = 2.0 * g->m * g->n * g->k * g->batch;
+	/* pieces per batch entry: enough tasks for every thread */
+	int p = flops < 4e6 || g->batch >= 2 * T ? 1 : (2 * T + g->batch - 1) / g->batch;
+	int by_rows = g->m >= g->n;
+	int len = by_rows ? g->m : g->n;
+	int blk = (len + p - 1) / p;
+
+	blk = by_rows ? blk : (blk + 15) / 16 * 16;
+	p = blk ? (len + blk - 1) / blk : 1;
+	#pragma omp parallel for schedule(dynamic) if (flops >= 4e6 && (int64_t)g->batch * p > 1)
+	for (int64_t t = 0; t < (int64_t)g->batch * p; t++) {
+		int64_t b = t / p;
+		int o = (int)(t % p) * blk, n = len - o < blk ? len - o : blk;
+		if (by_rows) cpu_gemm_block(g, b, o, n, 0, g->n);
+		else         cpu_gemm_block(g, b, 0, g->m, o, n);
 	}
 	return 0;
 }
@@ -304,6 +334,9 @@ be_t *be_cpu_init(int threads)
 	if (!be) { log_error("cpu backend: out of memory"); return NULL; }
 #ifdef _OPENMP
 	if (threads > 0) omp_set_num_threads(threads);
+#endif
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+	openblas_set_num_threads(1);
 #endif
 	*be = (be_t){
 		.name = "cpu", .destroy = cpu_destroy,

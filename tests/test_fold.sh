@@ -55,6 +55,27 @@ print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/e
 	done
 done
 
+# --num-recycles N runs N + 1 trunk passes, as esm-fold: tiny_a's default
+# is 4 passes, so --num-recycles 3 must reproduce the fixture exactly, and
+# --num-recycles 0 must stop after pass 0 (whose tensors still match)
+d=$srcdir/tests/data/tiny_a
+awk 'BEGIN { RS = ">"; ORS = "" } $1 == "len33" { print ">" $0 }' "$tmp/tiny_a.fa" > "$tmp/len33.fa"
+for n in 3 0; do
+	out=$tmp/recycles$n
+	"$bin" -q -i "$tmp/len33.fa" -o "$out" --weights "$d/weights.safetensors" \
+		--num-recycles $n --dump-tensors "$out.dump" || fail "--num-recycles $n: exit $?"
+	grep -q "RECYCLES $n *\$" "$out/len33.pdb" || fail "--num-recycles $n: REMARK missing"
+	"$py" "$srcdir/tools/check_dump.py" "$out.dump" "$d" > "$out.check"
+	passes=$(grep 'trunk_s_r[0-9]' "$out.check" | grep -vc MISSING)
+	[ "$passes" -eq $((n + 1)) ] || fail "--num-recycles $n: $passes trunk passes dumped"
+	if [ $n -eq 3 ]; then
+		tail -1 "$out.check" | grep -q ' 0 failed' || fail "--num-recycles 3 differs from the fixture"
+	else
+		grep -E '(trunk_[sz]|sm_frames|sm_positions|recycle_bins)_r0 .* ok$' "$out.check" | wc -l |
+			grep -qx 5 || fail "--num-recycles 0: pass 0 differs from the fixture"
+	fi
+done
+
 # the README's main job: the demo model on the example proteins
 out=$tmp/example
 if "$bin" -q -i "$srcdir/data/example.fa" -o "$out" \

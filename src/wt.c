@@ -306,36 +306,43 @@ static int wt_sub(wt_t *w, be_t *be, float **dst, int nd, const int64_t *shape,
 	return wt_get(w, be, dst, 0, nd, shape, "%s.%s", prefix, suffix);
 }
 
-int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
+/* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
+static int wt_pair(wt_t *w, be_t *be, float **wp, float **bp, int nd, const int64_t *wshape,
+                   int64_t bdim, const char *fmt, va_list ap)
 {
 	char prefix[256];
+	int rc;
+
+	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	rc = wt_sub(w, be, wp, nd, wshape, prefix, "weight");
+	if (bp) rc |= wt_sub(w, be, bp, 1, (int64_t[]){ bdim }, prefix, "bias");
+	return rc ? -1 : 0;
+}
+
+int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
+{
 	float *wp = NULL, *bp = NULL;
 	va_list ap;
 	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	rc = wt_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
 	va_end(ap);
-	rc = wt_sub(w, be, &wp, 2, (int64_t[]){ out, in }, prefix, "weight");
-	if (bias) rc |= wt_sub(w, be, &bp, 1, (int64_t[]){ out }, prefix, "bias");
 	*l = (lin_t){ wp, bp, out, in };
-	return rc ? -1 : 0;
+	return rc;
 }
 
 int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
 {
-	char prefix[256];
 	float *wp = NULL, *bp = NULL;
 	va_list ap;
 	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	rc = wt_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
 	va_end(ap);
-	rc = wt_sub(w, be, &wp, 1, (int64_t[]){ d }, prefix, "weight");
-	rc |= wt_sub(w, be, &bp, 1, (int64_t[]){ d }, prefix, "bias");
 	*ln = (ln_t){ wp, bp, d, eps };
-	return rc ? -1 : 0;
+	return rc;
 }
 
 static int wt_ignored(const char *name, const char *const *ignore)

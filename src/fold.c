@@ -1,5 +1,6 @@
 /* fold.c - the `fold` subcommand: read records, fold each, write a PDB per
- * record and one summary.tsv row per record, in input order.
+ * record and one summary.tsv row per record, in input order, and one JSON
+ * line per fold in run.jsonl with its memory figures (mem.h).
  *
  * Every input record gets exactly one row: ok, or failed with a reason (bad
  * record, fold error, output error).  Outputs are written atomically (a
@@ -14,11 +15,16 @@
 #include <unistd.h>
 #include <time.h>
 
+#include <jansson.h>
+
 #include "bucket.h"
+#include "calib.h"
 #include "config.h"
+#include "dev.h"
 #include "fasta.h"
 #include "fold.h"
 #include "log.h"
+#include "mem.h"
 #include "model.h"
 #include "pdb.h"
 #include "st.h"
@@ -34,6 +40,8 @@ typedef struct {
 	int          model_loaded;
 	FILE        *summary;
 	char        *summary_tmp, *summary_path;
+	FILE        *jsonl;      /* run.jsonl */
+	quota_table_t *qt;       /* --quota-table, or NULL */
 	st_writer_t *dump;
 	long         nok, nfailed;
 	int          io_error;
@@ -77,7 +85,8 @@ static double fold_now(void)
 }
 
 static void fold_row(fold_run_t *r, const job_t *j, const char *file, const char *status,
-                     const char *reason, const model_out_t *out, double secs)
+                     const char *reason, const model_out_t *out, const mem_fig_t *fig,
+                     double secs)
 {
 	char blabel[16] = "-";
 
@@ -86,14 +95,39 @@ static void fold_row(fold_run_t *r, const job_t *j, const char *file, const char
 	        j->name && *j->name ? j->name : "-", file ? file : "-", (long long)j->len,
 	        blabel, status, reason ? reason : "-");
 	if (out)
-		fprintf(r->summary, "%.2f\t%.4f\t%.2f\t%zu\n", 100.0 * out->mean_plddt, out->ptm, secs,
-		        out->arena);
+		fprintf(r->summary, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld\n", 100.0 * out->mean_plddt,
+		        out->ptm, secs, fig->predicted, fig->allocated, fig->reserved,
+		        (long long)fig->device_used);
 	else
-		fprintf(r->summary, "-\t-\t-\t-\n");
+		fprintf(r->summary, "-\t-\t-\t-\t-\t-\t-\n");
 	if (fflush(r->summary) != 0 || ferror(r->summary)) {
 		if (!r->io_error) log_error("%s: write failed: %s", r->summary_tmp, strerror(errno));
 		r->io_error = 1;
 	}
+}
+
+/* one line of run.jsonl for a fold that ran */
+static void fold_jsonl(fold_run_t *r, const job_t *j, const model_run_t *run,
+                       const model_out_t *out, const mem_fig_t *fig, double secs)
+{
+	json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:i, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+	                      "index", (json_int_t)j->index, "name", j->name,
+	                      "length", (json_int_t)j->model_len, "device", r->be->name,
+	                      "chunk", run->chunk, "passes", out->passes, "seconds", secs,
+	                      "predicted", (json_int_t)fig->predicted,
+	                      "allocated", (json_int_t)fig->allocated,
+	                      "reserved", (json_int_t)fig->reserved,
+	                      "device_used", (json_int_t)fig->device_used,
+	                      "growth", (json_int_t)fig->growth,
+	                      "mean_plddt", 100.0 * out->mean_plddt, "ptm", (double)out->ptm);
+	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+	if (!line || fprintf(r->jsonl, "%s\n", line) < 0 || fflush(r->jsonl) != 0) {
+		if (!r->io_error) log_error("run.jsonl: write failed: %s", strerror(errno));
+		r->io_error = 1;
+	}
+	free(line);
+	json_decref(o);
 }
 
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
@@ -133,18 +167,19 @@ static void fold_job(fold_run_t *r, const job_t *j)
 	model_run_t run = { .chunk = o->chunk_size, .dump = r->dump, .name = j->name,
 	                    .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0 };
 	model_out_t out = { 0 };
+	mem_fig_t fig;
 	char err[256] = "", *file = NULL, *path = NULL;
 	double t0 = fold_now();
 	tok_t t;
 
 	if (tok_encode(&t, j->seq, r->model.cfg) < 0) {
-		fold_row(r, j, NULL, "failed", "cannot encode the sequence", NULL, 0.0);
+		fold_row(r, j, NULL, "failed", "cannot encode the sequence", NULL, NULL, 0.0);
 		r->nfailed++;
 		return;
 	}
-	if (model_fold(&r->model, &t, &run, &out, err, sizeof err) < 0) {
+	if (mem_fold(&r->model, &t, &run, &out, &fig, err, sizeof err) < 0) {
 		log_warn("record %lld (%s): %s", (long long)j->recno, j->name, err);
-		fold_row(r, j, NULL, "failed", err, NULL, 0.0);
+		fold_row(r, j, NULL, "failed", err, NULL, NULL, 0.0);
 		r->nfailed++;
 		goto done;
 	}
@@ -157,7 +192,7 @@ static void fold_job(fold_run_t *r, const job_t *j)
 	if (asprintf(&file, "%s.pdb", j->outname) < 0) file = NULL;
 	path = fold_path(o->outdir, j->outname, ".pdb");
 	if (!file || !path || pdb_write_atomic(path, &pin) < 0) {
-		fold_row(r, j, NULL, "failed", "cannot write the PDB file", NULL, 0.0);
+		fold_row(r, j, NULL, "failed", "cannot write the PDB file", NULL, NULL, 0.0);
 		r->nfailed++;
 		r->io_error = 1;
 		goto done;
@@ -169,7 +204,8 @@ static void fold_job(fold_run_t *r, const job_t *j)
 	}
 	log_info("%s: %lld residues, mean pLDDT %.1f, pTM %.3f, %.2f s", j->name, (long long)j->len,
 	         100.0 * out.mean_plddt, out.ptm, fold_now() - t0);
-	fold_row(r, j, file, "ok", NULL, &out, fold_now() - t0);
+	fold_row(r, j, file, "ok", NULL, &out, &fig, fold_now() - t0);
+	fold_jsonl(r, j, &run, &out, &fig, fold_now() - t0);
 	r->nok++;
 done:
 	free(file);
@@ -178,35 +214,14 @@ done:
 	tok_free(&t);
 }
 
-/* the backend --devices asks for: "cpu", or a CUDA device (default: the
- * first CUDA device when there is one, else the CPU) */
-static be_t *fold_backend(const opt_t *o)
-{
-	be_t *be = NULL;
-
-	if (!o->devices || strcmp(o->devices, "cpu") != 0) {
-		int dev = 0;
-		if (o->devices && sscanf(o->devices, "cuda:%d", &dev) != 1 && strcmp(o->devices, "cuda") != 0) {
-			log_error("--devices %s: expected cpu, cuda or cuda:N", o->devices);
-			return NULL;
-		}
-		be = be_cuda_init(dev);
-		if (!be && o->devices) {
-			log_error("--devices %s: no such CUDA device", o->devices);
-			return NULL;
-		}
-	}
-	if (!be) be = be_cpu_init(o->threads);
-	if (be) log_info("backend: %s", be->name);
-	return be;
-}
-
 static void fold_close(fold_run_t *r)
 {
 	if (r->model_loaded) model_free(&r->model);
 	wt_close(r->wt);
 	be_free(r->be);
 	if (r->summary) fclose(r->summary);
+	if (r->jsonl) fclose(r->jsonl);
+	quota_free(r->qt);
 	free(r->summary_tmp);
 	free(r->summary_path);
 	st_writer_free(r->dump);
@@ -220,10 +235,15 @@ int fold_main(const opt_t *o)
 	int rc, code = EXIT_FATAL;
 
 	job_init(&j);
+	mem_policy();
 	if (!(r.wt = wt_open(o->weights))) goto done;
-	if (!(r.be = fold_backend(o))) goto done;
+	if (!(r.be = dev_open(o->devices, o->threads))) goto done;
 	if (model_load(&r.model, r.wt, r.be) < 0) goto done;
 	r.model_loaded = 1;
+	if (o->quota_table) {
+		if (!(r.qt = quota_read(o->quota_table))) goto done;
+		calib_table_check(r.qt, o->quota_table, r.be->name, wt_fingerprint(r.wt), "fp32");
+	}
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	r.summary_path = fold_path(o->outdir, "summary", ".tsv");
@@ -232,8 +252,17 @@ int fold_main(const opt_t *o)
 		log_error("%s: cannot write: %s", r.summary_tmp ? r.summary_tmp : o->outdir, strerror(errno));
 		goto done;
 	}
-	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm\tseconds\tpeak_bytes\n",
-	      r.summary);
+	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm\tseconds"
+	      "\tpredicted_bytes\tallocated_bytes\treserved_bytes\tdevice_used_bytes\n", r.summary);
+	{
+		char *jp = fold_path(o->outdir, "run", ".jsonl");
+		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
+			log_error("%s/run.jsonl: cannot write: %s", o->outdir, strerror(errno));
+			free(jp);
+			goto done;
+		}
+		free(jp);
+	}
 	if (o->dump_tensors && !(r.dump = st_writer_init())) goto done;
 
 	while ((rc = fasta_next(in, &j)) > 0) {
@@ -242,7 +271,7 @@ int fold_main(const opt_t *o)
 			continue;
 		}
 		log_warn("%s: %s", fasta_path(in), j.reason);
-		fold_row(&r, &j, NULL, "failed", j.reason, NULL, 0.0);
+		fold_row(&r, &j, NULL, "failed", j.reason, NULL, NULL, 0.0);
 		r.nfailed++;
 		if (o->strict) {
 			log_error("%s: stopping at a bad record (--strict)", fasta_path(in));

@@ -4,6 +4,7 @@
 
 #include <htslib/hts.h>
 
+#include "calib.h"
 #include "config.h"
 #include "fold.h"
 #include "log.h"
@@ -55,8 +56,7 @@ int main(int argc, char **argv)
 		code = plan_cmd_main(&o, stdout);
 		break;
 	case OPT_CMD_CALIBRATE:
-		log_error("calibrate: not yet implemented");
-		code = EXIT_USAGE;
+		code = calib_main(&o, stdout);
 		break;
 	case OPT_CMD_FOLD:
 	default:

@@ -1,4 +1,5 @@
 /* mem.c - the memory figures of one job (see mem.h). */
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,11 @@ int mem_peak_reset(void)
 	rc = fputs("5", f) < 0;
 	rc |= fclose(f) != 0;
 	return rc ? -1 : 0;
+}
+
+void mem_policy(void)
+{
+	mallopt(M_MMAP_THRESHOLD, 256 * 1024);
 }
 
 int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,

@@ -39,6 +39,11 @@ int64_t mem_rss(void);
 int64_t mem_rss_peak(void);
 /* Restart the peak resident set count (/proc/self/clear_refs); 0 or -1. */
 int     mem_peak_reset(void);
+/* Process policy for measuring: large blocks (arenas) come straight from
+ * the OS and go back when freed, so a fresh arena starts untouched and the
+ * resident set counts exactly the pages a fold touched (glibc's sliding
+ * mmap threshold would otherwise serve arenas from a warm heap). */
+void    mem_policy(void);
 
 /* model_fold with the figures measured around it (on the CPU this
  * restarts the process's peak RSS count). */

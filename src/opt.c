@@ -40,6 +40,7 @@ void opt_free(opt_t *o)
 	free(o->devices);
 	free(o->dump_tensors);
 	free(o->quota_table);
+	free(o->lengths);
 	memset(o, 0, sizeof *o);
 }
 
@@ -62,7 +63,7 @@ void opt_usage(FILE *fp)
 	fputs(
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
 "       esmbatch plan -i FILE|- [--quota-table TSV] [--names FILE]\n"
-"       esmbatch calibrate [options]        (not yet implemented)\n"
+"       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch version | --version | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
@@ -76,7 +77,7 @@ void opt_usage(FILE *fp)
 "\n"
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
-"  -o, --outdir DIR        output directory (fold)\n"
+"  -o, --outdir DIR        output directory (fold); the table (calibrate)\n"
 "  -w, --weights FILE      ESMFold safetensors (default: $ESMBATCH_WEIGHTS)\n"
 "      --names FILE        only the records named in FILE (one per line);\n"
 "                          uses FILE.fai random access when present\n"
@@ -90,6 +91,10 @@ void opt_usage(FILE *fp)
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
 "      --no-split          fail a sequence that fits nowhere, do not halve it\n"
 "  -t, --threads N         CPU threads, 0 = auto (default 0)\n"
+"      --lengths LIST      calibrate at these lengths (default\n"
+"                          256,512,768,1024,1344)\n"
+"      --exclusive         calibrate for a job alone on its device (safety 1.3)\n"
+"      --force             calibrate over a table of another device or weights\n"
 "  -v, --verbose           more log output (repeatable)\n"
 "  -q, --quiet             less log output (repeatable)\n"
 "  -h, --help              print this help and exit\n"
@@ -103,7 +108,7 @@ void opt_usage(FILE *fp)
 
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
-	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT
+	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE
 };
 
 static const struct option long_opts[] = {
@@ -121,6 +126,9 @@ static const struct option long_opts[] = {
 	{ "quota-table",  required_argument, NULL, O_QUOTA },
 	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
 	{ "threads",      required_argument, NULL, 't' },
+	{ "lengths",      required_argument, NULL, O_LENGTHS },
+	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
+	{ "force",        no_argument,       NULL, O_FORCE },
 	{ "verbose",      no_argument,       NULL, 'v' },
 	{ "quiet",        no_argument,       NULL, 'q' },
 	{ "help",         no_argument,       NULL, 'h' },
@@ -215,6 +223,9 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case O_PAE: o->pae = 1; break;
 		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
 		case O_NOSPLIT: o->no_split = 1; break;
+		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
+		case O_EXCLUSIVE: o->exclusive = 1; break;
+		case O_FORCE: o->force = 1; break;
 		case 't':
 			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
 				return -1;
@@ -250,8 +261,15 @@ int opt_parse(opt_t *o, int argc, char **argv)
 
 int opt_validate(const opt_t *o)
 {
-	if (o->help || o->cmd == OPT_CMD_VERSION || o->cmd == OPT_CMD_CALIBRATE)
+	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
+	if (o->cmd == OPT_CMD_CALIBRATE) {
+		if (!o->weights) {
+			log_error("calibrate: no weights: give --weights FILE or set ESMBATCH_WEIGHTS");
+			return -1;
+		}
+		return 0;
+	}
 	if (!o->input) {
 		log_error("%s: no input: give -i FILE (or -i - for stdin); try --help",
 		          opt_cmd_name(o->cmd));

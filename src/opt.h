@@ -51,6 +51,11 @@ typedef struct {
 	int        verbosity;     /* log level: LOG_INFO, -v +1, -q -1 */
 	int        no_split;      /* --no-split: fail instead of halving */
 	int        threads;       /* --threads: CPU threads, 0 = auto */
+	char      *lengths;       /* --lengths: calibrate's comma-separated
+	                             lengths; NULL = 256,512,768,1024,1344 */
+	int        exclusive;     /* --exclusive: calibrate's safety 1.3 */
+	int        force;         /* --force: calibrate may overwrite a table
+	                             of another device or weights */
 } opt_t;
 
 void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS */

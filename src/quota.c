@@ -340,9 +340,14 @@ int quota_write_fp(const quota_table_t *t, FILE *fp)
 		log_error("quota table: device, precision and weights must be set");
 		return -1;
 	}
-	fprintf(fp, "%s\t%s\tdevice=%s\tprecision=%s\tweights=%s\tsafety=%.17g",
-	        QUOTA_MAGIC, QUOTA_VERSION, t->device, t->precision, t->weights,
-	        t->safety);
+	/* the shortest safety text that reads back as the same double */
+	char sf[32];
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(sf, sizeof sf, "%.*g", prec, t->safety);
+		if (strtod(sf, NULL) == t->safety) break;
+	}
+	fprintf(fp, "%s\t%s\tdevice=%s\tprecision=%s\tweights=%s\tsafety=%s",
+	        QUOTA_MAGIC, QUOTA_VERSION, t->device, t->precision, t->weights, sf);
 	for (int i = 0; i < t->nextra; i++)
 		fprintf(fp, "\t%s=%s", t->extra_key[i], t->extra_val[i]);
 	fputs("\n" QUOTA_COLUMNS "\n", fp);

@@ -85,8 +85,8 @@ expect 2 "non-numeric --chunk-size" -- "$bin" plan -i "$fx/good.fa" --chunk-size
 expect 2 "bad --num-recycles" -- "$bin" plan -i "$fx/good.fa" --num-recycles -2
 expect 2 "bad --threads" -- "$bin" plan -i "$fx/good.fa" --threads many
 expect 2 "empty --names" -- "$bin" plan -i "$fx/good.fa" --names ""
-expect 2 "calibrate not implemented" -- "$bin" calibrate
-has "$tmp/err" "not yet implemented" "calibrate"
+expect 2 "calibrate without weights" -- "$bin" calibrate
+has "$tmp/err" "ESMBATCH_WEIGHTS" "calibrate without weights"
 
 # --- fatal input errors: one line on stderr, exit 1 ---
 for f in no-such-file.fa corrupt.fa.gz truncated.fa.gz truncated.fa.bgz; do

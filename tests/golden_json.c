@@ -1,6 +1,7 @@
 /* golden_json.c - see golden_json.h. */
 #include "golden_json.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,13 @@ json_t *golden_json_load(const char *path)
 	if (!root)
 		fprintf(stderr, "%s:%d: %s\n", path, err.line, err.text);
 	return root;
+}
+
+char *golden_sequence(const char *s)
+{
+	char *r = strdup(s);
+	for (char *p = r; p && *p; p++) *p = islower((unsigned char)*p) ? 'X' : *p;
+	return r;
 }
 
 json_t *golden_json_seq(json_t *root, const char *name)

@@ -29,6 +29,9 @@ double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
  * ratio diff / tolerance and returns 1 when it passes, 0 otherwise */
 int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *tensor,
                  const float *got, int64_t n);
+/* a fixture sequence as the engine is fed it (the fixture README: lower-case
+ * letters are fed as X); malloc'd, caller frees; NULL when out of memory */
+char *golden_sequence(const char *s);
 /* tensor SEQ/TENSOR of expected.safetensors as floats (malloc'd, caller
  * frees) and its element count in *numel (may be NULL); NULL when absent */
 float *golden_f32(const st_t *exp, const char *seq, const char *tensor, int64_t *numel);

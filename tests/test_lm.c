@@ -2,7 +2,6 @@
  * esm_tokens, aatype, residue_index, esm_hidden_states, esm_s_combined and
  * s_s_0 of every sequence of both public fixtures, within the fixtures'
  * tolerance rule; plus a weights file whose config does not match. */
-#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,14 +17,6 @@
 #include "st.h"
 #include "tok.h"
 #include "wt.h"
-
-/* the fixture README: lower-case letters are fed as X */
-static char *fixture_sequence(const char *s)
-{
-	char *r = strdup(s);
-	for (char *p = r; *p; p++) *p = islower((unsigned char)*p) ? 'X' : *p;
-	return r;
-}
 
 /* integer tensor seq/name equals got[n] exactly */
 static int ints_equal(const st_t *exp, const char *seq, const char *name, const int32_t *got, int n)
@@ -61,7 +52,7 @@ static void run_fixture(const char *fixture)
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
 		const char *name = json_string_value(json_object_get(sj, "name"));
-		char *seq = fixture_sequence(json_string_value(json_object_get(sj, "sequence")));
+		char *seq = golden_sequence(json_string_value(json_object_get(sj, "sequence")));
 		tok_t t;
 		fx_t fx;
 

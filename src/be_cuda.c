@@ -259,9 +259,10 @@ int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
 	be_cuda_ctx_t *c = be->ctx;
 	switch (prec) {
-	case BE_CUDA_FP32: c->compute = CUBLAS_COMPUTE_32F; break;
-	case BE_CUDA_TF32: c->compute = CUBLAS_COMPUTE_32F_FAST_TF32; break;
-	case BE_CUDA_BF16: c->compute = CUBLAS_COMPUTE_32F_FAST_16BF; break;
+	case BE_CUDA_FP32: c->compute = CUBLAS_COMPUTE_32F; be->precision = "fp32"; break;
+	case BE_CUDA_TF32: c->compute = CUBLAS_COMPUTE_32F_FAST_TF32; be->precision = "tf32"; break;
+	case BE_CUDA_BF16: c->compute = CUBLAS_COMPUTE_32F_FAST_16BF; be->precision = "bf16"; break;
+	case BE_CUDA_FP16: c->compute = CUBLAS_COMPUTE_32F_FAST_16F; be->precision = "fp16"; break;
 	default: return -EINVAL;
 	}
 	return 0;
@@ -305,7 +306,7 @@ be_t *be_cuda_init(int device)
 		return NULL;
 	}
 	*be = (be_t){
-		.name = "cuda", .ctx = c, .destroy = be_cuda_destroy,
+		.name = "cuda", .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,

@@ -4,15 +4,18 @@
 
 #include "be.h"
 
-/* What the GEMMs compute with; inputs and outputs stay float32 either way. */
+/* What the GEMMs compute with; inputs and outputs stay float32 either way,
+ * and so do every other op (norms, softmax, attention, elementwise). */
 typedef enum {
 	BE_CUDA_FP32,   /* float32 (default) */
 	BE_CUDA_TF32,   /* tensor-core TF32 inputs, float32 accumulation */
 	BE_CUDA_BF16,   /* tensor-core bfloat16 inputs, float32 accumulation */
+	BE_CUDA_FP16,   /* tensor-core float16 inputs, float32 accumulation */
 } be_cuda_prec_t;
 
-/* Set the GEMM precision of a backend made by be_cuda_init.  Returns 0, or
- * negative for another backend (or a build without CUDA). */
+/* Set the GEMM precision of a backend made by be_cuda_init (and its
+ * be->precision).  Returns 0, or negative for another backend (or a build
+ * without CUDA). */
 int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec);
 
 #endif

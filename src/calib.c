@@ -222,7 +222,7 @@ static int calib_set_num(quota_table_t *t, const char *key, int64_t v)
 
 int calib_main(const opt_t *o, FILE *out)
 {
-	const char *path = o->outdir ? o->outdir : "quota.tsv", *prec = "fp32";
+	const char *path = o->outdir ? o->outdir : "quota.tsv";
 	int len[CALIB_MAX], n, code = EXIT_FATAL;
 	double safety = o->exclusive ? CALIB_SAFETY_EXCLUSIVE : CALIB_SAFETY;
 	calib_row_t rows[CALIB_MAX], warm;
@@ -238,10 +238,9 @@ int calib_main(const opt_t *o, FILE *out)
 
 	if ((n = calib_lengths(o->lengths ? o->lengths : CALIB_LENGTHS, len, CALIB_MAX)) < 0)
 		return EXIT_USAGE;
-	if (o->precision != OPT_PREC_AUTO && o->precision != OPT_PREC_FP32)
-		log_warn("calibrate: --precision %s: the folds run in fp32", opt_prec_name(o->precision));
 	mem_policy();
 	if (!(be = dev_open(o->devices, o->threads))) goto done;
+	if (dev_precision(be, o->precision) < 0) goto done;
 	context = calib_used(be, &total);
 	if (!(w = wt_open(o->weights))) goto done;
 	if (model_load(&m, w, be) < 0) goto done;
@@ -249,7 +248,7 @@ int calib_main(const opt_t *o, FILE *out)
 	after_weights = calib_used(be, NULL);
 	if (access(path, F_OK) == 0) {
 		if (!(old = quota_read(path))) goto done;
-		if (calib_table_check(old, path, be->name, wt_fingerprint(w), prec) && !o->force) {
+		if (calib_table_check(old, path, be->name, wt_fingerprint(w), be->precision) && !o->force) {
 			log_error("%s: a table of another device or weights; --force overwrites it", path);
 			goto done;
 		}
@@ -268,7 +267,7 @@ int calib_main(const opt_t *o, FILE *out)
 	}
 	char sf[32];
 	snprintf(sf, sizeof sf, "%.2f", safety);
-	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", prec) ||
+	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", be->precision) ||
 	    quota_set(qt, "weights", wt_fingerprint(w)) || quota_set(qt, "safety", sf) ||
 	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
 	    calib_set_num(qt, "memory", total) ||
@@ -302,7 +301,7 @@ int calib_main(const opt_t *o, FILE *out)
 	{
 		char title[256];
 		snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", be->name,
-		         wt_fingerprint(w), prec);
+		         wt_fingerprint(w), be->precision);
 		if (calib_svg(svg, rows, n, title) < 0) goto done;
 	}
 	log_info("calibrate: wrote %s and %s", path, svg);

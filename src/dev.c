@@ -2,8 +2,24 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "be_cuda.h"
 #include "dev.h"
 #include "log.h"
+
+int dev_precision(be_t *be, opt_prec_t prec)
+{
+	be_cuda_prec_t p = prec == OPT_PREC_FP32 ? BE_CUDA_FP32 :
+	                   prec == OPT_PREC_FP16 ? BE_CUDA_FP16 : BE_CUDA_BF16;
+
+	if (be_cuda_set_precision(be, p) < 0 && prec != OPT_PREC_AUTO && prec != OPT_PREC_FP32) {
+		log_error("--precision %s: device %s computes in fp32 only (use fp32 or auto)",
+		          opt_prec_name(prec), be->name);
+		return -1;
+	}
+	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention and "
+	         "structure geometry in fp32", be->name, be->precision);
+	return 0;
+}
 
 be_t *dev_open(const char *spec, int threads)
 {

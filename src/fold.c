@@ -238,11 +238,13 @@ int fold_main(const opt_t *o)
 	mem_policy();
 	if (!(r.wt = wt_open(o->weights))) goto done;
 	if (!(r.be = dev_open(o->devices, o->threads))) goto done;
+	if (dev_precision(r.be, o->precision) < 0) goto done;
 	if (model_load(&r.model, r.wt, r.be) < 0) goto done;
 	r.model_loaded = 1;
 	if (o->quota_table) {
 		if (!(r.qt = quota_read(o->quota_table))) goto done;
-		calib_table_check(r.qt, o->quota_table, r.be->name, wt_fingerprint(r.wt), "fp32");
+		calib_table_check(r.qt, o->quota_table, r.be->name, wt_fingerprint(r.wt),
+		                  r.be->precision);
 	}
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if (!(in = fasta_open(o->input, o->names))) goto done;

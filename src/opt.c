@@ -263,6 +263,13 @@ int opt_validate(const opt_t *o)
 {
 	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
+	/* only CUDA devices compute in bf16 or fp16 (dev_precision) */
+	if ((o->precision == OPT_PREC_BF16 || o->precision == OPT_PREC_FP16) && o->devices &&
+	    !strstr(o->devices, "cuda")) {
+		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
+		          opt_prec_name(o->precision), o->devices);
+		return -1;
+	}
 	if (o->cmd == OPT_CMD_CALIBRATE) {
 		if (!o->weights) {
 			log_error("calibrate: no weights: give --weights FILE or set ESMBATCH_WEIGHTS");

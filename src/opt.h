@@ -64,8 +64,9 @@ void opt_free(opt_t *o);
 /* Parse argv (argv[1] may name a subcommand).  Returns 0, or -1 after
  * logging one line on a usage error.  Reentrant for tests (resets getopt). */
 int  opt_parse(opt_t *o, int argc, char **argv);
-/* Check what o->cmd needs (fold: -i, -o, weights; plan: -i).  0 or -1
- * after logging one line. */
+/* Check what o->cmd needs (fold: -i, -o, weights; plan: -i) and that
+ * bf16 / fp16 are asked of CUDA devices only.  0 or -1 after logging one
+ * line. */
 int  opt_validate(const opt_t *o);
 
 void        opt_usage(FILE *fp);

@@ -427,7 +427,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		goto fail;
 	}
 	*be = (be_t){
-		.name = "dbg", .ctx = c, .destroy = dbg_destroy, .workspace = c->cpu->workspace,
+		.name = "dbg", .precision = "fp32", .ctx = c, .destroy = dbg_destroy, .workspace = c->cpu->workspace,
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
 		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,

@@ -80,6 +80,9 @@ has "$tmp/err" "-o DIR" "fold without -o"
 expect 2 "fold without weights" -- "$bin" -i "$fx/good.fa" -o "$tmp/o"
 has "$tmp/err" "ESMBATCH_WEIGHTS" "fold without weights"
 expect 2 "bad --precision" -- "$bin" plan -i "$fx/good.fa" --precision fp8
+expect 2 "bf16 on the CPU" -- "$bin" -i "$fx/good.fa" -o "$tmp/o" --weights w.st --devices cpu \
+	--precision bf16
+has "$tmp/err" "computes in fp32 only" "bf16 on the CPU"
 expect 2 "bad --chunk-size" -- "$bin" plan -i "$fx/good.fa" --chunk-size -3
 expect 2 "non-numeric --chunk-size" -- "$bin" plan -i "$fx/good.fa" --chunk-size 12x
 expect 2 "bad --num-recycles" -- "$bin" plan -i "$fx/good.fa" --num-recycles -2

@@ -152,6 +152,23 @@ static void test_errors(void **state)
 	opt_free(&o);
 }
 
+/* bf16 and fp16 only where a CUDA device is named or may be found */
+static void test_precision_devices(void **state)
+{
+	static const struct { const char *prec, *devices; int ok; } cases[] = {
+		{ "bf16", "cpu", 0 }, { "fp16", "sim:8G", 0 }, { "bf16", "cuda:1", 1 },
+		{ "fp16", NULL, 1 }, { "fp32", "cpu", 1 }, { "auto", "cpu", 1 },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		opt_t o;
+		opt_init(&o);
+		assert_int_equal(parse(&o, "plan", "-i", "a.fa", "--precision", cases[i].prec,
+		                       cases[i].devices ? "--devices" : NULL, cases[i].devices, NULL), 0);
+		assert_int_equal(opt_validate(&o), cases[i].ok ? 0 : -1);
+		opt_free(&o);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -160,6 +177,7 @@ int main(void)
 		cmocka_unit_test(test_all_options),
 		cmocka_unit_test(test_commands),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_precision_devices),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

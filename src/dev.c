@@ -1,10 +1,125 @@
-/* dev.c - the backend a device specification names (see dev.h). */
+/* dev.c - devices and their backends (see dev.h). */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "be_cuda.h"
 #include "dev.h"
 #include "log.h"
+
+/* a simulated card: the CPU backend's entries with a byte budget on
+ * alloc/free; `be` first so the vtable's be_t* is the sim_t* */
+typedef struct {
+	be_t            be;
+	be_t           *cpu;
+	size_t          budget, used;
+	pthread_mutex_t lock;
+	char            name[48];
+} dev_sim_t;
+
+#define DEV_SIM_HDR 64   /* bytes before each block: its size; keeps 64-byte alignment */
+
+static int dev_sim_alloc(be_t *be, size_t n, void **p)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+	void *q = NULL;
+	int ok;
+
+	*p = NULL;
+	pthread_mutex_lock(&s->lock);
+	ok = s->used + n <= s->budget;
+	if (ok) s->used += n;
+	pthread_mutex_unlock(&s->lock);
+	if (!ok) return -2;
+	if (s->cpu->alloc(s->cpu, n + DEV_SIM_HDR, &q) < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->used -= n;
+		pthread_mutex_unlock(&s->lock);
+		return -2;
+	}
+	*(size_t *)q = n;
+	*p = (char *)q + DEV_SIM_HDR;
+	return 0;
+}
+
+static void dev_sim_free(be_t *be, void *p)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+	char *q;
+
+	if (!p) return;
+	q = (char *)p - DEV_SIM_HDR;
+	pthread_mutex_lock(&s->lock);
+	s->used -= *(size_t *)q;
+	pthread_mutex_unlock(&s->lock);
+	s->cpu->free(s->cpu, q);
+}
+
+static int dev_sim_mem_info(be_t *be, size_t *fr, size_t *total)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+
+	pthread_mutex_lock(&s->lock);
+	*fr = s->budget - s->used;
+	*total = s->budget;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void dev_sim_destroy(be_t *be)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+
+	be_free(s->cpu);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int64_t dev_parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	int64_t mult = 1;
+
+	if (end == s || v < 0) return -1;
+	switch (*end) {
+	case 'K': case 'k': mult = 1 << 10; end++; break;
+	case 'M': case 'm': mult = 1 << 20; end++; break;
+	case 'G': case 'g': mult = (int64_t)1 << 30; end++; break;
+	default: break;
+	}
+	if (*end) return -1;
+	return (int64_t)(v * mult);
+}
+
+static be_t *dev_sim_open(const char *spec, int threads)
+{
+	int64_t size = dev_parse_size(spec + 4);
+	dev_sim_t *s;
+	be_t *cpu;
+
+	if (size <= 0) {
+		log_error("--devices %s: expected sim:SIZE, e.g. sim:24G", spec);
+		return NULL;
+	}
+	if (!(cpu = be_cpu_init(threads))) return NULL;
+	if (!(s = calloc(1, sizeof *s))) {
+		be_free(cpu);
+		return NULL;
+	}
+	s->be = *cpu;
+	s->cpu = cpu;
+	s->budget = (size_t)size;
+	pthread_mutex_init(&s->lock, NULL);
+	snprintf(s->name, sizeof s->name, "%s", spec);
+	s->be.name = s->name;
+	s->be.alloc = dev_sim_alloc;
+	s->be.free = dev_sim_free;
+	s->be.mem_info = dev_sim_mem_info;
+	s->be.destroy = dev_sim_destroy;
+	return &s->be;
+}
 
 int dev_precision(be_t *be, opt_prec_t prec)
 {
@@ -25,10 +140,12 @@ be_t *dev_open(const char *spec, int threads)
 {
 	be_t *be = NULL;
 
-	if (!spec || strcmp(spec, "cpu") != 0) {
+	if (spec && !strncmp(spec, "sim:", 4)) {
+		be = dev_sim_open(spec, threads);
+	} else if (!spec || strcmp(spec, "cpu") != 0) {
 		int dev = 0;
 		if (spec && sscanf(spec, "cuda:%d", &dev) != 1 && strcmp(spec, "cuda") != 0) {
-			log_error("--devices %s: expected cpu, cuda or cuda:N", spec);
+			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", spec);
 			return NULL;
 		}
 		be = be_cuda_init(dev);
@@ -37,7 +154,46 @@ be_t *dev_open(const char *spec, int threads)
 			return NULL;
 		}
 	}
-	if (!be) be = be_cpu_init(threads);
-	if (be) log_info("backend: %s", be->name);
+	if (!be && (!spec || !strcmp(spec, "cpu"))) be = be_cpu_init(threads);
+	if (be) log_info("device: %s", be->name);
 	return be;
+}
+
+int dev_split(const char *list, char ***specs)
+{
+	char *copy, *save = NULL, **v = NULL;
+	int n = 0;
+
+	*specs = NULL;
+	if (!list) {
+		if (!(v = calloc(1, sizeof *v))) return -1;
+		*specs = v;
+		return 1;
+	}
+	if (!(copy = strdup(list))) return -1;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char **nv = realloc(v, (n + 1) * sizeof *v);
+		if (!nv || !(nv[n] = strdup(t))) {
+			v = nv ? nv : v;
+			dev_split_free(v, n);
+			free(copy);
+			return -1;
+		}
+		v = nv;
+		n++;
+	}
+	free(copy);
+	if (!n) {
+		log_error("--devices: empty list");
+		free(v);
+		return -1;
+	}
+	*specs = v;
+	return n;
+}
+
+void dev_split_free(char **specs, int n)
+{
+	for (int i = 0; specs && i < n; i++) free(specs[i]);
+	free(specs);
 }

@@ -1,16 +1,23 @@
-/* dev.h - devices: the backend a device specification names.
+/* dev.h - devices: what a --devices list names, each with its backend.
  *
- *   NULL     the first CUDA device when there is one, else the CPU
- *   "cpu"    the CPU backend
+ *   NULL        the first CUDA device when there is one, else the CPU
+ *   "cpu"       the CPU backend
  *   "cuda", "cuda:N"   CUDA device N (0 by default); an error without one
+ *   "sim:SIZE"  a simulated card of SIZE bytes (suffix K, M, G: powers of
+ *               1024) running on the CPU backend: every allocation (weights,
+ *               arenas) counts against SIZE and one beyond it is refused,
+ *               exactly as a card's driver would; mem_info reports it
+ * A list is comma-separated: "sim:32G,sim:24G", "cuda:0,cuda:1".
  */
 #ifndef ESMBATCH_DEV_H
 #define ESMBATCH_DEV_H
 
+#include <stdint.h>
+
 #include "be.h"
 #include "opt.h"
 
-/* The backend for spec (threads: CPU threads, 0 = auto), logged; NULL
+/* The backend for one spec (threads: CPU threads, 0 = auto), logged; NULL
  * after one logged line. */
 be_t *dev_open(const char *spec, int threads);
 
@@ -21,5 +28,13 @@ be_t *dev_open(const char *spec, int threads);
  * backends compute in fp32 only: auto and fp32 are accepted, anything else
  * is one logged line and -1.  0 otherwise. */
 int   dev_precision(be_t *be, opt_prec_t prec);
+
+/* Split a --devices list into *specs (malloc'ed array of malloc'ed
+ * strings; NULL list: one NULL spec).  The count, or -1 after logging. */
+int  dev_split(const char *list, char ***specs);
+void dev_split_free(char **specs, int n);
+
+/* "32G" -> bytes; -1 when malformed */
+int64_t dev_parse_size(const char *s);
 
 #endif

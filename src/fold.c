@@ -8,12 +8,13 @@
  * only.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <time.h>
 
 #include <jansson.h>
 
@@ -27,25 +28,47 @@
 #include "mem.h"
 #include "model.h"
 #include "pdb.h"
+#include "scheduler.h"
 #include "st.h"
 #include "tok.h"
 #include "wt.h"
+
+/* one input record and what became of it */
+typedef struct {
+	job_t     job;
+	int       frags;       /* fragments folded (1: the whole record) */
+	int64_t   res_done;    /* residues folded */
+	double    plddt_sum;   /* mean pLDDT x residues, over fragments */
+	double    ptm_sum;     /* pTM x residues */
+	double    secs;
+	mem_fig_t fig;         /* the largest fragment's figures */
+} fold_rec_t;
 
 /* everything one run holds */
 typedef struct {
 	const opt_t *o;
 	wt_t        *wt;
-	be_t        *be;
-	model_t      model;
-	int          model_loaded;
+	sched_dev_t *dev;
+	int          ndev;
+	fold_rec_t  *rec;
+	int          nrec;
 	FILE        *summary;
 	char        *summary_tmp, *summary_path;
 	FILE        *jsonl;      /* run.jsonl */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	st_writer_t *dump;
-	long         nok, nfailed;
+	long         nok, nfailed, nsplit;
 	int          io_error;
+	pthread_mutex_t lock;    /* rec[] results and io_error, from workers */
 } fold_run_t;
+
+static volatile sig_atomic_t fold_stop;
+
+static void fold_on_signal(int sig)
+{
+	(void)sig;
+	fold_stop = 1;
+}
 
 /* mkdir -p; 0 or negative (logged) */
 static int fold_mkdirs(const char *dir)
@@ -77,57 +100,28 @@ static char *fold_path(const char *dir, const char *name, const char *ext)
 	return p;
 }
 
-static double fold_now(void)
+/* the summary row of a record: status ok / split / failed */
+static void fold_row(fold_run_t *r, const fold_rec_t *x, const char *file, const char *status,
+                     const char *reason)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void fold_row(fold_run_t *r, const job_t *j, const char *file, const char *status,
-                     const char *reason, const model_out_t *out, const mem_fig_t *fig,
-                     double secs)
-{
+	const job_t *j = &x->job;
 	char blabel[16] = "-";
 
 	if (j->bucket >= 0) bucket_label(NULL, j->bucket, blabel, sizeof blabel);
 	fprintf(r->summary, "%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t", (long long)j->index,
 	        j->name && *j->name ? j->name : "-", file ? file : "-", (long long)j->len,
 	        blabel, status, reason ? reason : "-");
-	if (out)
-		fprintf(r->summary, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld\n", 100.0 * out->mean_plddt,
-		        out->ptm, secs, fig->predicted, fig->allocated, fig->reserved,
-		        (long long)fig->device_used);
+	if (x->res_done && strcmp(status, "failed"))
+		fprintf(r->summary, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld\n",
+		        x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
+		        x->fig.predicted, x->fig.allocated, x->fig.reserved,
+		        (long long)x->fig.device_used);
 	else
 		fprintf(r->summary, "-\t-\t-\t-\t-\t-\t-\n");
 	if (fflush(r->summary) != 0 || ferror(r->summary)) {
 		if (!r->io_error) log_error("%s: write failed: %s", r->summary_tmp, strerror(errno));
 		r->io_error = 1;
 	}
-}
-
-/* one line of run.jsonl for a fold that ran */
-static void fold_jsonl(fold_run_t *r, const job_t *j, const model_run_t *run,
-                       const model_out_t *out, const mem_fig_t *fig, double secs)
-{
-	json_t *o = json_pack("{s:I, s:s, s:I, s:s, s:i, s:i, s:f, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
-	                      "index", (json_int_t)j->index, "name", j->name,
-	                      "length", (json_int_t)j->model_len, "device", r->be->name,
-	                      "chunk", run->chunk, "passes", out->passes, "seconds", secs,
-	                      "predicted", (json_int_t)fig->predicted,
-	                      "allocated", (json_int_t)fig->allocated,
-	                      "reserved", (json_int_t)fig->reserved,
-	                      "device_used", (json_int_t)fig->device_used,
-	                      "growth", (json_int_t)fig->growth,
-	                      "mean_plddt", 100.0 * out->mean_plddt, "ptm", (double)out->ptm);
-	char *line = o ? json_dumps(o, JSON_COMPACT) : NULL;
-
-	if (!line || fprintf(r->jsonl, "%s\n", line) < 0 || fflush(r->jsonl) != 0) {
-		if (!r->io_error) log_error("run.jsonl: write failed: %s", strerror(errno));
-		r->io_error = 1;
-	}
-	free(line);
-	json_decref(o);
 }
 
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
@@ -160,94 +154,254 @@ static int fold_write_pae(const char *path, const model_out_t *out)
 	return rc;
 }
 
-/* fold one good record and write its outputs */
-static void fold_job(fold_run_t *r, const job_t *j)
+/* a fragment's file name before the record's fragments are numbered */
+static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
 {
-	const opt_t *o = r->o;
-	model_run_t run = { .chunk = o->chunk_size, .dump = r->dump, .name = j->name,
-	                    .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0 };
-	model_out_t out = { 0 };
-	mem_fig_t fig;
-	char err[256] = "", *file = NULL, *path = NULL;
-	double t0 = fold_now();
-	tok_t t;
+	char *p = NULL;
+	if (asprintf(&p, "%s.frag%d-%d", x->job.outname, it->start + 1, it->start + it->len) < 0)
+		return NULL;
+	return p;
+}
 
-	if (tok_encode(&t, j->seq, r->model.cfg) < 0) {
-		fold_row(r, j, NULL, "failed", "cannot encode the sequence", NULL, NULL, 0.0);
+/* sched_done_fn: write the outputs of one folded item (a whole record, or
+ * a fragment numbered as in the record) */
+static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                     const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                     size_t cap)
+{
+	fold_run_t *r = ctx;
+	const opt_t *o = r->o;
+	fold_rec_t *x = &r->rec[it->rec];
+	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
+	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it), *path = NULL;
+	char frag[96];
+	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
+
+	snprintf(frag, sizeof frag, "RESIDUES %d-%d OF %zu, ORIGINAL NUMBERING", it->start + 1,
+	         it->start + it->len, strlen(x->job.seq));
+	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = wt_fingerprint(r->wt),
+	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
+	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
+	                    .fragment = whole ? NULL : frag };
+	for (int i = 0; residx && i < t->L; i++) residx[i] = t->residx[i] + it->start;
+	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
+	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
+	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
+	if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
+	    pdb_write_atomic(path, &pin) < 0) {
+		snprintf(reason, cap, "cannot write the PDB file");
+		rc = -1;
+	} else if (o->pae) {
+		char *pp = fold_path(o->outdir, base, ".pae.json");
+		if (!pp || fold_write_pae(pp, out) < 0) {
+			snprintf(reason, cap, "cannot write the PAE file");
+			rc = -1;
+		}
+		free(pp);
+	}
+	if (rc == 0)
+		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
+		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
+		         out->ptm, secs);
+	pthread_mutex_lock(&r->lock);
+	if (rc == 0) {
+		x->frags++;
+		x->res_done += it->len;
+		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
+		x->ptm_sum += (double)out->ptm * it->len;
+		x->secs += secs;
+		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
+	} else {
+		r->io_error = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(residx);
+	free(path);
+	free(base);
+	return rc;
+}
+
+static int fold_cmp_start(const void *a, const void *b)
+{
+	const sched_item_t *x = *(const sched_item_t *const *)a, *y = *(const sched_item_t *const *)b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* the row of record k from its items: ok, split (fragments renamed
+ * NAME.partIofN.pdb in order) or failed */
+static void fold_finish(fold_run_t *r, const sched_t *s, int k)
+{
+	fold_rec_t *x = &r->rec[k];
+	const sched_item_t *v[512];
+	int n = 0, failed = -1;
+	char files[2048] = "", ranges[1024] = "";
+
+	for (int i = 0; i < sched_count(s) && n < 512; i++) {
+		const sched_item_t *it = sched_item(s, i);
+		if (it->rec != k || it->state == SCHED_SPLIT) continue;
+		if (it->state != SCHED_DONE && failed < 0) failed = n;
+		v[n++] = it;
+	}
+	qsort(v, n, sizeof *v, fold_cmp_start);
+	if (failed >= 0 || n == 0) {
+		for (int i = 0; i < n; i++)
+			if (v[i]->state != SCHED_DONE) failed = i;
+		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name,
+		         n ? v[failed]->reason : "not folded");
+		fold_row(r, x, NULL, "failed", n ? v[failed]->reason : "not folded");
 		r->nfailed++;
 		return;
 	}
-	if (mem_fold(&r->model, &t, &run, &out, &fig, err, sizeof err) < 0) {
-		log_warn("record %lld (%s): %s", (long long)j->recno, j->name, err);
-		fold_row(r, j, NULL, "failed", err, NULL, NULL, 0.0);
-		r->nfailed++;
-		goto done;
+	if (n == 1) {
+		char *file = NULL;
+		if (asprintf(&file, "%s.pdb", x->job.outname) < 0) file = NULL;
+		fold_row(r, x, file, "ok", NULL);
+		free(file);
+		r->nok++;
+		return;
 	}
-	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = wt_fingerprint(r->wt),
-	                    .mean_plddt = 100.0 * out.mean_plddt, .ptm = out.ptm,
-	                    .recycles = out.passes - 1, .chunk_size = o->chunk_size };
-	pdb_input_t pin = { .L = t.L, .aatype = t.aatype, .atom37 = out.atom37,
-	                    .atom37_mask = out.atom37_mask, .plddt = out.plddt,
-	                    .residue_index = t.residx, .chain_index = t.chain, .meta = &meta };
-	if (asprintf(&file, "%s.pdb", j->outname) < 0) file = NULL;
-	path = fold_path(o->outdir, j->outname, ".pdb");
-	if (!file || !path || pdb_write_atomic(path, &pin) < 0) {
-		fold_row(r, j, NULL, "failed", "cannot write the PDB file", NULL, NULL, 0.0);
-		r->nfailed++;
-		r->io_error = 1;
-		goto done;
+	for (int i = 0; i < n; i++) {
+		char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
+		size_t fl = strlen(files), rl = strlen(ranges);
+		if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) part = NULL;
+		for (int e = 0; e < 1 + r->o->pae && part; e++) {
+			const char *ext = e ? ".pae.json" : ".pdb";
+			fp = fold_path(r->o->outdir, from, ext);
+			tp = fold_path(r->o->outdir, part, ext);
+			if (!fp || !tp || rename(fp, tp) < 0) {
+				log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
+				          strerror(errno));
+				r->io_error = 1;
+			}
+			free(fp);
+			free(tp);
+		}
+		snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "", part ? part : "?");
+		snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
+		         v[i]->start + 1, v[i]->start + v[i]->len);
+		free(from);
+		free(part);
 	}
-	if (o->pae) {
-		char *pp = fold_path(o->outdir, j->outname, ".pae.json");
-		if (!pp || fold_write_pae(pp, &out) < 0) r->io_error = 1;
-		free(pp);
+	fold_row(r, x, files, "split", ranges);
+	r->nsplit++;
+}
+
+/* open every device of --devices, load the model on each, set budgets */
+static int fold_devices(fold_run_t *r)
+{
+	const opt_t *o = r->o;
+	char **spec;
+	int n = dev_split(o->devices, &spec);
+
+	if (n < 0 || !(r->dev = calloc(n, sizeof *r->dev))) {
+		dev_split_free(spec, n);
+		return -1;
 	}
-	log_info("%s: %lld residues, mean pLDDT %.1f, pTM %.3f, %.2f s", j->name, (long long)j->len,
-	         100.0 * out.mean_plddt, out.ptm, fold_now() - t0);
-	fold_row(r, j, file, "ok", NULL, &out, &fig, fold_now() - t0);
-	fold_jsonl(r, j, &run, &out, &fig, fold_now() - t0);
-	r->nok++;
-done:
-	free(file);
-	free(path);
-	model_out_free(&out);
-	tok_free(&t);
+	r->ndev = n;
+	for (int i = 0; i < n; i++) {
+		sched_dev_t *d = &r->dev[i];
+		size_t fr, tot;
+		d->spec = spec[i];
+		spec[i] = NULL;
+		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
+		if (dev_precision(d->be, o->precision) < 0) goto fail;
+		if (model_load(&d->model, r->wt, d->be) < 0) goto fail;
+		d->loaded = 1;
+		d->workers = o->dump_tensors ? 1 : o->workers;
+		if (d->be->mem_info && d->be->mem_info(d->be, &fr, &tot) == 0) {
+			/* a card keeps 5% (at most 512 MiB) back; a simulated one nothing */
+			int64_t reserve = strncmp(d->spec ? d->spec : "", "sim:", 4) ?
+				(int64_t)(tot / 20 < (512u << 20) ? tot / 20 : (512u << 20)) : 0;
+			d->budget = (int64_t)fr - reserve;
+		} else {
+			int64_t avail = mem_available();
+			d->budget = avail > 0 ? avail / 10 * 9 : INT64_MAX / 4;
+		}
+		if (r->qt && quota_get(r->qt, "worker_overhead"))
+			d->overhead = strtoll(quota_get(r->qt, "worker_overhead"), NULL, 10);
+		log_info("device %s: budget %.2f GiB for %d worker(s)", d->be->name,
+		         d->budget / 1073741824.0, d->workers);
+	}
+	free(spec);
+	return 0;
+fail:
+	dev_split_free(spec, n);
+	return -1;
 }
 
 static void fold_close(fold_run_t *r)
 {
-	if (r->model_loaded) model_free(&r->model);
+	for (int i = 0; i < r->ndev; i++) {
+		if (r->dev[i].loaded) model_free(&r->dev[i].model);
+		be_free(r->dev[i].be);
+		free(r->dev[i].spec);
+	}
+	free(r->dev);
+	for (int i = 0; i < r->nrec; i++) job_free(&r->rec[i].job);
+	free(r->rec);
 	wt_close(r->wt);
-	be_free(r->be);
 	if (r->summary) fclose(r->summary);
 	if (r->jsonl) fclose(r->jsonl);
 	quota_free(r->qt);
 	free(r->summary_tmp);
 	free(r->summary_path);
 	st_writer_free(r->dump);
+	pthread_mutex_destroy(&r->lock);
+}
+
+/* read every record (the scheduler orders work by length); bad records
+ * stay as failed jobs.  0, or -1 (a read error, or a bad record under
+ * --strict) */
+static int fold_read(fold_run_t *r, fasta_t *in)
+{
+	int rc, cap = 0;
+	job_t j;
+
+	job_init(&j);
+	while ((rc = fasta_next(in, &j)) > 0) {
+		if (r->nrec == cap) {
+			int nc = cap ? 2 * cap : 64;
+			fold_rec_t *nr = realloc(r->rec, nc * sizeof *nr);
+			if (!nr) { rc = -1; break; }
+			r->rec = nr;
+			cap = nc;
+		}
+		memset(&r->rec[r->nrec], 0, sizeof *r->rec);
+		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
+		job_init(&j);
+		if (r->rec[r->nrec - 1].job.status != JOB_OK) {
+			log_warn("%s: %s", fasta_path(in), r->rec[r->nrec - 1].job.reason);
+			if (r->o->strict) {
+				log_error("%s: stopping at a bad record (--strict)", fasta_path(in));
+				rc = -1;
+				break;
+			}
+		}
+	}
+	job_free(&j);
+	return rc < 0 ? -1 : 0;
 }
 
 int fold_main(const opt_t *o)
 {
 	fold_run_t r = { .o = o };
 	fasta_t *in = NULL;
-	job_t j;
-	int rc, code = EXIT_FATAL;
+	sched_t *s = NULL;
+	const char **names = NULL;
+	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
+	int code = EXIT_FATAL, stopped = 0;
 
-	job_init(&j);
+	pthread_mutex_init(&r.lock, NULL);
 	mem_policy();
 	if (!(r.wt = wt_open(o->weights))) goto done;
-	if (!(r.be = dev_open(o->devices, o->threads))) goto done;
-	if (dev_precision(r.be, o->precision) < 0) goto done;
-	if (model_load(&r.model, r.wt, r.be) < 0) goto done;
-	r.model_loaded = 1;
-	if (o->quota_table) {
-		if (!(r.qt = quota_read(o->quota_table))) goto done;
-		calib_table_check(r.qt, o->quota_table, r.be->name, wt_fingerprint(r.wt),
-		                  r.be->precision);
-	}
+	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
+	if (fold_devices(&r) < 0) goto done;
+	for (int i = 0; r.qt && i < r.ndev; i++)
+		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
+		                  r.dev[i].be->precision);
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if (!(in = fasta_open(o->input, o->names))) goto done;
+	if (fold_read(&r, in) < 0) goto done;
 	r.summary_path = fold_path(o->outdir, "summary", ".tsv");
 	r.summary_tmp = fold_path(o->outdir, "summary", ".tsv.tmp");
 	if (!r.summary_path || !r.summary_tmp || !(r.summary = fopen(r.summary_tmp, "w"))) {
@@ -266,22 +420,33 @@ int fold_main(const opt_t *o)
 		free(jp);
 	}
 	if (o->dump_tensors && !(r.dump = st_writer_init())) goto done;
+	if (!(names = calloc(r.nrec + 1, sizeof *names))) goto done;
+	for (int i = 0; i < r.nrec; i++) names[i] = r.rec[i].job.name;
 
-	while ((rc = fasta_next(in, &j)) > 0) {
-		if (j.status == JOB_OK) {
-			fold_job(&r, &j);
-			continue;
-		}
-		log_warn("%s: %s", fasta_path(in), j.reason);
-		fold_row(&r, &j, NULL, "failed", j.reason, NULL, NULL, 0.0);
-		r.nfailed++;
-		if (o->strict) {
-			log_error("%s: stopping at a bad record (--strict)", fasta_path(in));
-			rc = -1;
-			break;
+	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
+	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
+	                   .safety = r.qt ? r.qt->safety : CALIB_SAFETY, .qt = r.qt,
+	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done, .ctx = &r,
+	                   .dump = r.dump, .names = names };
+	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
+	for (int i = 0; i < r.nrec; i++)
+		if (r.rec[i].job.status == JOB_OK && sched_add(s, i, r.rec[i].job.seq) < 0) goto done;
+	fold_stop = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	stopped = sched_run(s) < 0;
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+
+	for (int i = 0; i < r.nrec; i++) {
+		if (r.rec[i].job.status == JOB_OK) {
+			fold_finish(&r, s, i);
+		} else {
+			fold_row(&r, &r.rec[i], NULL, "failed", r.rec[i].job.reason);
+			r.nfailed++;
 		}
 	}
-	if (rc < 0 || r.io_error) goto done;
+	if (r.io_error) goto done;
 	if (fclose(r.summary) != 0 || rename(r.summary_tmp, r.summary_path) < 0) {
 		r.summary = NULL;
 		log_error("%s: cannot write: %s", r.summary_path, strerror(errno));
@@ -289,10 +454,13 @@ int fold_main(const opt_t *o)
 	}
 	r.summary = NULL;
 	if (r.dump && st_writer_save(r.dump, o->dump_tensors) < 0) goto done;
-	log_info("%ld folded, %ld failed; summary in %s", r.nok, r.nfailed, r.summary_path);
-	code = r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	log_info("%ld folded, %ld split, %ld failed; summary in %s", r.nok, r.nsplit, r.nfailed,
+	         r.summary_path);
+	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	if (stopped) log_error("interrupted: the records not folded are marked failed");
 done:
-	job_free(&j);
+	sched_free(s);
+	free(names);
 	fasta_close(in);
 	fold_close(&r);
 	return code;

@@ -1,6 +1,9 @@
 /* fx.c - the forward context: placement, arena, tensors, sticky errors. */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fx.h"
@@ -18,6 +21,24 @@ void fx_plan_begin(fx_t *fx, be_t *be)
 	mp_init(&fx->mp, 0);
 }
 
+/* ESMBATCH_FAULT=oom:N: the Nth arena reservation of the process (1-based)
+ * is refused, so tests can prove an out-of-memory event is survived */
+static long fx_fault_at;
+static atomic_long fx_fault_count;
+static pthread_once_t fx_fault_once = PTHREAD_ONCE_INIT;
+
+static void fx_fault_init(void)
+{
+	const char *e = getenv("ESMBATCH_FAULT");
+	if (e && sscanf(e, "oom:%ld", &fx_fault_at) != 1) fx_fault_at = 0;
+}
+
+static int fx_fault_due(void)
+{
+	pthread_once(&fx_fault_once, fx_fault_init);
+	return fx_fault_at > 0 && atomic_fetch_add(&fx_fault_count, 1) + 1 == fx_fault_at;
+}
+
 int fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size)
 {
 	void *p = NULL;
@@ -25,8 +46,11 @@ int fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size)
 	memset(fx, 0, sizeof *fx);
 	fx->be = be;
 	mp_init(&fx->mp, arena_size);
+	if (fx_fault_due())
+		return fx_fail(fx, -2, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
+		               arena_size, be->name);
 	if (arena_size && be->alloc(be, arena_size, &p) < 0)
-		return fx_fail(fx, -1, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
+		return fx_fail(fx, -2, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
 	fx->arena = p;
 	fx->arena_size = arena_size;
 	return 0;

@@ -45,8 +45,10 @@ typedef struct {
 /* Start a planning pass: no memory, ops check shapes only. */
 void fx_plan_begin(fx_t *fx, be_t *be);
 /* Start an executing pass in an arena of arena_size bytes reserved from the
- * backend (the mp.high of a planning pass).  Returns 0, or negative when the
- * backend refuses the reservation (an out-of-memory event, not a crash). */
+ * backend (the mp.high of a planning pass).  Returns 0, or -2 when the
+ * backend refuses the reservation (an out-of-memory event, not a crash).
+ * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
+ * the process (a test hook). */
 int  fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size);
 /* Release the arena and the placement state. */
 void fx_end(fx_t *fx);

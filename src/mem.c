@@ -23,6 +23,19 @@ static int64_t mem_status(const char *key)
 	return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
+int64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	long long kb = -1;
+
+	if (!f) return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+	fclose(f);
+	return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
 int64_t mem_rss(void) { return mem_status("VmRSS"); }
 int64_t mem_rss_peak(void) { return mem_status("VmHWM"); }
 

@@ -44,6 +44,8 @@ int     mem_peak_reset(void);
  * resident set counts exactly the pages a fold touched (glibc's sliding
  * mmap threshold would otherwise serve arenas from a warm heap). */
 void    mem_policy(void);
+/* MemAvailable of /proc/meminfo in bytes; -1 where unavailable. */
+int64_t mem_available(void);
 
 /* model_fold with the figures measured around it (on the CPU this
  * restarts the process's peak RSS count). */

@@ -29,6 +29,7 @@ void opt_init(opt_t *o)
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
 	o->threads = 0;
+	o->workers = 1;
 }
 
 void opt_free(opt_t *o)
@@ -85,7 +86,8 @@ void opt_usage(FILE *fp)
 "      --chunk-size N      trunk chunk size, 0 = auto (default 0)\n"
 "      --num-recycles N    trunk recycles, -1 = model default (default -1)\n"
 "      --precision P       auto, fp32, bf16 or fp16 (default auto)\n"
-"      --devices LIST      cpu, cuda, or cuda:0,1,... (default: all found)\n"
+"      --devices LIST      cpu, cuda, cuda:N, sim:SIZE, comma-separated\n"
+"                          (default: the first CUDA device, else cpu)\n"
 "      --dump-tensors FILE write intermediate tensors (safetensors)\n"
 "      --pae               also write the predicted aligned error\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
@@ -95,6 +97,7 @@ void opt_usage(FILE *fp)
 "                          256,512,768,1024,1344)\n"
 "      --exclusive         calibrate for a job alone on its device (safety 1.3)\n"
 "      --force             calibrate over a table of another device or weights\n"
+"      --workers N         fold workers per device (default 1)\n"
 "  -v, --verbose           more log output (repeatable)\n"
 "  -q, --quiet             less log output (repeatable)\n"
 "  -h, --help              print this help and exit\n"
@@ -108,7 +111,7 @@ void opt_usage(FILE *fp)
 
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
-	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE
+	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS
 };
 
 static const struct option long_opts[] = {
@@ -129,6 +132,7 @@ static const struct option long_opts[] = {
 	{ "lengths",      required_argument, NULL, O_LENGTHS },
 	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
 	{ "force",        no_argument,       NULL, O_FORCE },
+	{ "workers",      required_argument, NULL, O_WORKERS },
 	{ "verbose",      no_argument,       NULL, 'v' },
 	{ "quiet",        no_argument,       NULL, 'q' },
 	{ "help",         no_argument,       NULL, 'h' },
@@ -226,6 +230,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
 		case O_EXCLUSIVE: o->exclusive = 1; break;
 		case O_FORCE: o->force = 1; break;
+		case O_WORKERS:
+			if (parse_int("--workers", optarg, 1, 256, &o->workers))
+				return -1;
+			break;
 		case 't':
 			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
 				return -1;

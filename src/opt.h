@@ -56,6 +56,7 @@ typedef struct {
 	int        exclusive;     /* --exclusive: calibrate's safety 1.3 */
 	int        force;         /* --force: calibrate may overwrite a table
 	                             of another device or weights */
+	int        workers;       /* --workers: fold workers per device (default 1) */
 } opt_t;
 
 void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS */

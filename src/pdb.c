@@ -43,6 +43,10 @@ static void write_meta(FILE *f, const pdb_meta_t *m)
 	else
 		snprintf(line, sizeof line, "REMARK 250 CHUNK SIZE NONE");
 	record80(f, line);
+	if (m->fragment) {
+		snprintf(line, sizeof line, "REMARK 250 FRAGMENT %.60s", m->fragment);
+		record80(f, line);
+	}
 }
 
 static int check_input(const pdb_input_t *in)

@@ -25,6 +25,8 @@ typedef struct {
 	double      ptm;            /* 0..1 */
 	int         recycles;       /* recycles run (trunk passes - 1) */
 	int         chunk_size;     /* trunk chunk size; 0 = unchunked */
+	const char *fragment;       /* e.g. "RESIDUES 1-350 OF 700, ORIGINAL NUMBERING"
+	                               for one half of a split record; NULL: omitted */
 } pdb_meta_t;
 
 typedef struct {

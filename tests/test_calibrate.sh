@@ -58,7 +58,7 @@ mkdir -p "$tmp/rand"
 "$bin" -q -i "$tmp/one.fa" -o "$tmp/rout" --weights "$tmp/rand/w.safetensors" --num-recycles 0 ||
 	fail "fold with random weights exited $?"
 [ "$(tail -n +2 "$tmp/rout/summary.tsv" | cut -f6)" = ok ] || fail "random weights: not ok"
-[ "$(wc -l < "$tmp/rout/run.jsonl")" -eq 1 ] || fail "run.jsonl: one line per fold"
+[ "$(grep -c "\"event\":\"fold\"" "$tmp/rout/run.jsonl")" -eq 1 ] || fail "run.jsonl: one line per fold"
 
 echo "test_calibrate: $fails failure(s)"
 [ "$fails" -eq 0 ]

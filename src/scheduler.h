@@ -1,0 +1,88 @@
+/* scheduler.h - the scheduler (prefix sched_; not sched.h, which would
+ * shadow the system header): devices with memory budgets, worker threads,
+ * smaller chunks then halving for what fits nowhere, out-of-memory events
+ * survived.
+ *
+ * Every record becomes one or more items (its fragments once halved).  An
+ * item's quota is its planned arena x safety plus the device's per-worker
+ * overhead (or the quota table's row for its length).  A device's budget
+ * is what is left of it once its weights are loaded, less a reserve; its
+ * workers (OpenMP threads) each take the longest waiting item whose quota
+ * fits the budget not yet granted, so running quotas never sum beyond the
+ * budget.  An item that fits no device is planned with smaller chunk
+ * sizes, then split into two halves, recursively (--no-split: failed).  A
+ * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
+ * quota and is requeued the same way; other workers carry on.
+ */
+#ifndef ESMBATCH_SCHED_H
+#define ESMBATCH_SCHED_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "be.h"
+#include "mem.h"
+#include "model.h"
+#include "quota.h"
+#include "st.h"
+#include "tok.h"
+
+typedef enum { SCHED_WAIT, SCHED_RUN, SCHED_DONE, SCHED_FAILED, SCHED_SPLIT } sched_state_t;
+
+typedef struct {
+	int           rec;        /* the record it belongs to (caller's index) */
+	int           start, len; /* characters of the record's sequence */
+	char         *seq;        /* this item's sequence (owned) */
+	int           chunk;
+	int64_t       quota;      /* bytes granted while it runs */
+	sched_state_t state;
+	int           dev, worker;
+	double        t0, t1;     /* seconds since the run began */
+	char          reason[256];
+} sched_item_t;
+
+typedef struct {
+	char   *spec;
+	be_t   *be;
+	model_t model;
+	int     loaded;
+	int64_t budget;          /* bytes jobs may hold at once */
+	int64_t granted;         /* quotas of running items */
+	int64_t overhead;        /* per worker, added to every quota */
+	int     workers;
+} sched_dev_t;
+
+typedef struct sched sched_t;
+
+/* Called by a worker (no lock held) when an item's fold succeeded; writes
+ * its outputs.  0, or negative: the item fails with `reason`. */
+typedef int (*sched_done_fn)(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                             const model_out_t *out, const mem_fig_t *fig, double secs,
+                             char *reason, size_t cap);
+
+typedef struct {
+	int                  chunk;       /* first chunk size tried */
+	int                  passes;
+	int                  no_split;
+	double               safety;      /* quota = ceil(arena x safety) + overhead */
+	const quota_table_t *qt;          /* or NULL */
+	FILE                *jsonl;       /* one line per device and per fold */
+	volatile sig_atomic_t *stop;      /* nonzero: take no more items */
+	sched_done_fn        done;
+	void                *ctx;
+	st_writer_t         *dump;        /* --dump-tensors (one worker only) */
+	const char *const   *names;       /* record names for the dump */
+} sched_opt_t;
+
+sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
+void     sched_free(sched_t *s);
+/* Queue the record's sequence as one item (planned, maybe split). 0 or -1. */
+int      sched_add(sched_t *s, int rec, const char *seq);
+/* Run every item to an end.  0, or -1 when stopped early. */
+int      sched_run(sched_t *s);
+/* Items, in the order made (a record's fragments: ascending start). */
+int                 sched_count(const sched_t *s);
+const sched_item_t *sched_item(const sched_t *s, int i);
+
+#endif

@@ -1,12 +1,22 @@
 /* be_cpu.c - the CPU backend: float32, OpenMP across rows, CBLAS for GEMMs.
  *
- * Host memory is backend memory, so upload/download are memcpy.  Attention
- * streams over key tiles with an online softmax: the only scores held are
- * one [BE_CPU_TQ, BE_CPU_TK] tile per thread.
+ * Host memory is backend memory, so upload/download are memcpy.  One thread
+ * pool: OpenMP threads split the work, and every BLAS call inside them is
+ * single-threaded (OpenBLAS is set to one thread at init).  Attention streams
+ * over key tiles with an online softmax: the only scores held are one
+ * [BE_CPU_TQ, BE_CPU_TK] tile per thread, in per-thread scratch kept from
+ * call to call (no allocation per call).
+ *
+ * Inner loops are `omp simd` kernels over contiguous ranges; on x86-64 (GCC
+ * 12 and later) each is built for AVX-512, AVX2 and the baseline and the
+ * best one is picked at load time (target_clones).  exp is cpu_exp below,
+ * vectorisable and within 1e-7 (relative) of expf.
  */
 #include "config.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,13 +25,35 @@
 #include <omp.h>
 #else
 static int omp_get_max_threads(void) { return 1; }
+static int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "be.h"
 #include "log.h"
 
-#define BE_CPU_TQ 64    /* queries per attention tile */
-#define BE_CPU_TK 256   /* keys per attention tile */
+#define BE_CPU_TQ 64       /* queries per attention tile */
+#define BE_CPU_TK 256      /* keys per attention tile */
+#define BE_CPU_GRAIN 16384 /* elements per task of the elementwise ops */
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 12
+#define BE_CPU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define BE_CPU_CLONES
+#endif
+
+/* Per-thread scratch (attention tiles): one block per thread, kept for the
+ * thread's life and grown when a call needs more; freed when the thread
+ * exits.  Safe with any number of callers (workers) at once. */
+typedef struct {
+	size_t cap;        /* floats at data */
+	char   pad[56];
+	float  data[];     /* 64-byte aligned */
+} cpu_scratch_t;
+
+static pthread_once_t cpu_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t  cpu_key;
+static int            cpu_key_ok;
 
 static int cpu_alloc(be_t *be, size_t n, void **p)
 {
@@ -40,13 +72,53 @@ static int cpu_copy(be_t *be, void *dst, const void *src, size_t n)
 
 static int cpu_sync(be_t *be) { return 0; }
 
+/* e^x for float x, branch-free so that loops over it vectorise: x is clamped
+ * to [-88, 88] (so -inf gives 0, +inf and NaN 1.65e38); x = n ln2 + r with
+ * |r| <= ln2 / 2, e^r by the Cephes expf polynomial, 2^n by the exponent
+ * bits (below 2^-126 the result is 0).  Relative error under 1e-7. */
+static inline float cpu_exp(float x)
+{
+	const int32_t lo = (int32_t)(0xc2b00000u ^ 0x7fffffffu), hi = 0x42b00000;  /* -88, 88 */
+	int32_t b, key, e;
+	float n, r, p, s;
+
+	/* clamp on the bits, ordered like the floats: no compare of floats that
+	 * the compiler would have to keep as a branch */
+	memcpy(&b, &x, sizeof b);
+	key = b ^ ((b >> 31) & 0x7fffffff);
+	key = key < lo ? lo : key;
+	key = key > hi ? hi : key;
+	b = key ^ ((key >> 31) & 0x7fffffff);
+	memcpy(&x, &b, sizeof x);
+	n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;     /* round(x / ln2) */
+	r = x - n * 0.693359375f + n * 2.12194440e-4f;         /* x - n ln2 */
+	p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	p = p * r * r + r + 1.0f;
+	e = (int32_t)n + 127;
+	e = e < 0 ? 0 : e;
+	e = (int32_t)((uint32_t)e << 23);
+	memcpy(&s, &e, sizeof s);
+	return p * s;
+}
+
 /* C: [m, n] = beta * C + bias, rows of stride ldc */
+BE_CPU_CLONES
 static void cpu_prescale(float *c, int64_t ldc, int m, int n, float beta, const float *bias)
 {
 	for (int i = 0; i < m; i++) {
 		float *r = c + (int64_t)i * ldc;
-		for (int j = 0; j < n; j++)
-			r[j] = (beta == 0.0f ? 0.0f : beta * r[j]) + (bias ? bias[j] : 0.0f);
+		if (beta == 0.0f) {
+			#pragma omp simd
+			for (int j = 0; j < n; j++) r[j] = bias[j];
+		} else {
+			#pragma omp simd
+			for (int j = 0; j < n; j++) r[j] = beta * r[j] + bias[j];
+		}
 	}
 }
 
@@ -68,22 +140,24 @@ static void cpu_gemm_block(const be_gemm_t *g, int64_t b, int i0, int ni, int j0
 	            a, (int)g->lda, bm, (int)g->ldb, beta, c, (int)g->ldc);
 }
 
-/* The work is split into tasks (batch entries, and within one entry row or
- * column blocks) run by the OpenMP threads, each task one single-threaded
- * BLAS call: one thread pool, every thread busy, no false sharing (blocks of
- * C are whole rows or 16-column multiples). */
+/* The work is split into tasks run by the OpenMP threads, each one
+ * single-threaded BLAS call: batch entries, and within an entry blocks of
+ * rows (or of 16-column multiples when C is wide and short) small enough
+ * that a block of C (256 KiB at most) stays in cache between the bias pass
+ * and the product.  No false sharing: tasks write disjoint blocks. */
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
 	int T = omp_get_max_threads();
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;
-	/* pieces per batch entry: enough tasks for every thread */
-	int p = flops < 4e6 || g->batch >= 2 * T ? 1 : (2 * T + g->batch - 1) / g->batch;
 	int by_rows = g->m >= g->n;
-	int len = by_rows ? g->m : g->n;
-	int blk = (len + p - 1) / p;
+	int len = by_rows ? g->m : g->n, other = by_rows ? g->n : g->m;
+	/* pieces per batch entry: enough tasks for every thread, blocks <= 64 Ki floats */
+	int p = flops < 4e6 || g->batch >= 2 * T ? 1 : (2 * T + g->batch - 1) / g->batch;
+	int blk = (len + p - 1) / p, cap = 65536 / (other ? other : 1);
 
-	blk = by_rows ? blk : (blk + 15) / 16 * 16;
-	p = blk ? (len + blk - 1) / blk : 1;
+	if (flops >= 4e6 && blk > cap) blk = cap < 32 ? 32 : cap;
+	if (!by_rows) blk = (blk + 15) / 16 * 16;
+	p = (len + blk - 1) / blk;
 	#pragma omp parallel for schedule(dynamic) if (flops >= 4e6 && (int64_t)g->batch * p > 1)
 	for (int64_t t = 0; t < (int64_t)g->batch * p; t++) {
 		int64_t b = t / p;
@@ -92,6 +166,48 @@ static int cpu_gemm(be_t *be, const be_gemm_t *g)
 		else         cpu_gemm_block(g, b, 0, g->m, o, n);
 	}
 	return 0;
+}
+
+/* Softmax step of one score tile row: s[0..tk) += bias, masked keys to
+ * -inf, then the online-softmax update of (m, l) and s = exp(s - m).
+ * Returns the factor the row's accumulator is to be scaled by. */
+BE_CPU_CLONES
+static float cpu_attn_row(float *s, int tk, const float *bias, const float *mask,
+                          float *m, float *l)
+{
+	float mx = *m, sum = 0.0f, corr;
+
+	if (bias) {
+		#pragma omp simd
+		for (int j = 0; j < tk; j++) s[j] += bias[j];
+	}
+	if (mask) {
+		#pragma omp simd
+		for (int j = 0; j < tk; j++) s[j] = mask[j] == 0.0f ? -INFINITY : s[j];
+	}
+	#pragma omp simd reduction(max:mx)
+	for (int j = 0; j < tk; j++) mx = s[j] > mx ? s[j] : mx;
+	if (mx == -INFINITY) {   /* every key so far masked */
+		memset(s, 0, sizeof *s * tk);
+		return 1.0f;
+	}
+	corr = *m == -INFINITY ? 0.0f : cpu_exp(*m - mx);
+	#pragma omp simd reduction(+:sum)
+	for (int j = 0; j < tk; j++) {
+		s[j] = cpu_exp(s[j] - mx);
+		sum += s[j];
+	}
+	*l = *l * corr + sum;
+	*m = mx;
+	return corr;
+}
+
+/* y: [n] = a * x */
+BE_CPU_CLONES
+static void cpu_scale(float *y, const float *x, int64_t n, float a)
+{
+	#pragma omp simd
+	for (int64_t i = 0; i < n; i++) y[i] = a * x[i];
 }
 
 /* One (batch, head, query tile): streaming softmax over key tiles.
@@ -114,26 +230,11 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 		            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
 		for (int i = 0; i < tq; i++) {
-			float *si = s + (int64_t)i * BE_CPU_TK, mx = m[i];
-			if (a->bias) {
-				const float *bi = a->bias + b * a->bias_sb + h * a->bias_sh +
-				                  (int64_t)(i0 + i) * a->bias_sq + j0;
-				for (int j = 0; j < tk; j++) si[j] += bi[j];
-			}
-			if (mask)
-				for (int j = 0; j < tk; j++)
-					if (mask[j0 + j] == 0.0f) si[j] = -INFINITY;
-			for (int j = 0; j < tk; j++) if (si[j] > mx) mx = si[j];
-			if (mx == -INFINITY) {   /* every key so far masked */
-				for (int j = 0; j < tk; j++) si[j] = 0.0f;
-				continue;
-			}
-			float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - mx), sum = 0.0f;
-			for (int j = 0; j < tk; j++) { si[j] = expf(si[j] - mx); sum += si[j]; }
-			l[i] = l[i] * corr + sum;
-			m[i] = mx;
-			float *ai = acc + (int64_t)i * D;
-			for (int d = 0; d < D; d++) ai[d] *= corr;
+			const float *bi = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
+			                            (int64_t)(i0 + i) * a->bias_sq + j0 : NULL;
+			float corr = cpu_attn_row(s + (int64_t)i * BE_CPU_TK, tk, bi,
+			                          mask ? mask + j0 : NULL, m + i, l + i);
+			if (corr != 1.0f) cpu_scale(acc + (int64_t)i * D, acc + (int64_t)i * D, D, corr);
 		}
 		/* acc += p v */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f,
@@ -141,117 +242,197 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 	}
 	for (int i = 0; i < tq; i++) {
 		float *o = a->o + b * a->o_sb + (int64_t)(i0 + i) * a->o_sl + h * a->o_sh;
-		float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-		for (int d = 0; d < D; d++) o[d] = acc[(int64_t)i * D + d] * inv;
+		cpu_scale(o, acc + (int64_t)i * D, D, l[i] > 0.0f ? 1.0f / l[i] : 0.0f);
 	}
+}
+
+static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
+
+/* this thread's scratch of at least n floats, or NULL */
+static float *cpu_scratch(size_t n)
+{
+	cpu_scratch_t *sc;
+	void *p = NULL;
+
+	if (pthread_once(&cpu_key_once, cpu_key_make) != 0 || !cpu_key_ok) return NULL;
+	sc = pthread_getspecific(cpu_key);
+	if (sc && sc->cap >= n) return sc->data;
+	if (posix_memalign(&p, 64, sizeof *sc + n * sizeof(float)) != 0) return NULL;
+	if (pthread_setspecific(cpu_key, p) != 0) {
+		free(p);
+		return NULL;
+	}
+	free(sc);
+	sc = p;
+	sc->cap = n;
+	return sc->data;
 }
 
 static int cpu_attn(be_t *be, const be_attn_t *a)
 {
 	int nqt = (a->Lq + BE_CPU_TQ - 1) / BE_CPU_TQ;
 	int64_t ntask = (int64_t)a->B * a->H * nqt;
+	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ;
 	int fail = 0;
 
 	#pragma omp parallel reduction(|:fail)
 	{
-		float *s = malloc(sizeof(float) * BE_CPU_TQ * BE_CPU_TK);
-		float *acc = malloc(sizeof(float) * BE_CPU_TQ * a->D);
-		float *m = malloc(sizeof(float) * BE_CPU_TQ), *l = malloc(sizeof(float) * BE_CPU_TQ);
+		float *s = cpu_scratch(need), *acc = NULL, *m = NULL, *l = NULL;
+		if (s) {
+			acc = s + (size_t)BE_CPU_TQ * BE_CPU_TK;
+			m = acc + (size_t)BE_CPU_TQ * a->D;
+			l = m + BE_CPU_TQ;
+		}
 		/* every thread must reach the worksharing loop, even one whose
-		 * buffers failed: it then only records the failure */
+		 * scratch failed: it then only records the failure */
 		#pragma omp for schedule(dynamic)
 		for (int64_t t = 0; t < ntask; t++) {
 			int qt = (int)(t % nqt), h = (int)(t / nqt % a->H), b = (int)(t / nqt / a->H);
 			int i0 = qt * BE_CPU_TQ;
 			int tq = a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ;
-			if (!s || !acc || !m || !l) { fail = 1; continue; }
+			if (!s) { fail = 1; continue; }
 			cpu_attn_tile(a, b, h, i0, tq, s, acc, m, l);
 		}
-		free(s); free(acc); free(m); free(l);
 	}
 	return fail ? -1 : 0;
+}
+
+/* y: [d] = LayerNorm(x: [d]), statistics in double */
+BE_CPU_CLONES
+static void cpu_ln_row(float *y, const float *x, int d, const float *w, const float *bias, float eps)
+{
+	double mean = 0.0, var = 0.0;
+	float inv, mu;
+
+	#pragma omp simd reduction(+:mean)
+	for (int i = 0; i < d; i++) mean += x[i];
+	mean /= d;
+	#pragma omp simd reduction(+:var)
+	for (int i = 0; i < d; i++) { double t = x[i] - mean; var += t * t; }
+	var /= d;
+	inv = (float)(1.0 / sqrt(var + eps));
+	mu = (float)mean;
+	#pragma omp simd
+	for (int i = 0; i < d; i++) y[i] = (x[i] - mu) * inv * w[i] + bias[i];
 }
 
 static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
                          const float *w, const float *bias, float eps)
 {
 	#pragma omp parallel for if (rows * d > 16384)
-	for (int64_t r = 0; r < rows; r++) {
-		const float *xr = x + r * d;
-		float *yr = y + r * d;
-		double mean = 0.0, var = 0.0;
-		for (int i = 0; i < d; i++) mean += xr[i];
-		mean /= d;
-		for (int i = 0; i < d; i++) { double t = xr[i] - mean; var += t * t; }
-		var /= d;
-		float inv = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
-		for (int i = 0; i < d; i++) yr[i] = (xr[i] - mu) * inv * w[i] + bias[i];
-	}
+	for (int64_t r = 0; r < rows; r++)
+		cpu_ln_row(y + r * d, x + r * d, d, w, bias, eps);
 	return 0;
+}
+
+/* x: [d] softmax in place */
+BE_CPU_CLONES
+static void cpu_softmax_row(float *x, int d)
+{
+	float mx = -INFINITY;
+	double sum = 0.0;
+
+	#pragma omp simd reduction(max:mx)
+	for (int i = 0; i < d; i++) mx = x[i] > mx ? x[i] : mx;
+	#pragma omp simd reduction(+:sum)
+	for (int i = 0; i < d; i++) { x[i] = cpu_exp(x[i] - mx); sum += x[i]; }
+	cpu_scale(x, x, d, (float)(1.0 / sum));
 }
 
 static int cpu_softmax(be_t *be, float *x, int64_t rows, int d)
 {
 	#pragma omp parallel for if (rows * d > 16384)
-	for (int64_t r = 0; r < rows; r++) {
-		float *xr = x + r * d, mx = -INFINITY;
-		double sum = 0.0;
-		for (int i = 0; i < d; i++) if (xr[i] > mx) mx = xr[i];
-		for (int i = 0; i < d; i++) { xr[i] = expf(xr[i] - mx); sum += xr[i]; }
-		float inv = (float)(1.0 / sum);
-		for (int i = 0; i < d; i++) xr[i] *= inv;
-	}
+	for (int64_t r = 0; r < rows; r++) cpu_softmax_row(x + r * d, d);
 	return 0;
+}
+
+/* The elementwise ops: kernels over one contiguous range [n], run on
+ * BE_CPU_GRAIN-element pieces by the threads.  y may alias a, b or x. */
+BE_CPU_CLONES
+static void cpu_act_k(float *x, int64_t n, be_act_t kind)
+{
+	switch (kind) {
+	case BE_RELU:
+		#pragma omp simd
+		for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+		break;
+	case BE_GELU:
+		for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+		break;
+	case BE_SIGMOID:
+		#pragma omp simd
+		for (int64_t i = 0; i < n; i++) x[i] = 1.0f / (1.0f + cpu_exp(-x[i]));
+		break;
+	}
+}
+
+BE_CPU_CLONES
+static void cpu_binary_k(float *y, const float *a, const float *b, int64_t n, be_bin_t kind)
+{
+	switch (kind) {
+	case BE_ADD:
+		#pragma omp simd
+		for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+		break;
+	case BE_MUL:
+		#pragma omp simd
+		for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+		break;
+	case BE_GATE:
+		#pragma omp simd
+		for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + cpu_exp(-b[i]));
+		break;
+	}
+}
+
+BE_CPU_CLONES
+static void cpu_axpby_k(float *y, const float *x, int64_t n, float alpha, float beta)
+{
+	if (beta == 0.0f) {
+		cpu_scale(y, x, n, alpha);
+		return;
+	}
+	#pragma omp simd
+	for (int64_t i = 0; i < n; i++) y[i] = alpha * x[i] + beta * y[i];
+}
+
+static int64_t cpu_pieces(int64_t n) { return (n + BE_CPU_GRAIN - 1) / BE_CPU_GRAIN; }
+static int64_t cpu_piece_len(int64_t n, int64_t p)
+{
+	return n - p * BE_CPU_GRAIN < BE_CPU_GRAIN ? n - p * BE_CPU_GRAIN : BE_CPU_GRAIN;
 }
 
 static int cpu_act(be_t *be, float *x, int64_t n, be_act_t kind)
 {
-	switch (kind) {
-	case BE_RELU:
-		#pragma omp parallel for simd if (n > 65536)
-		for (int64_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
-		break;
-	case BE_GELU:
-		#pragma omp parallel for if (n > 65536)
-		for (int64_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
-		break;
-	case BE_SIGMOID:
-		#pragma omp parallel for if (n > 65536)
-		for (int64_t i = 0; i < n; i++) x[i] = 1.0f / (1.0f + expf(-x[i]));
-		break;
-	}
+	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
+	for (int64_t p = 0; p < cpu_pieces(n); p++)
+		cpu_act_k(x + p * BE_CPU_GRAIN, cpu_piece_len(n, p), kind);
 	return 0;
 }
 
 static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind)
 {
-	switch (kind) {
-	case BE_ADD:
-		#pragma omp parallel for simd if (n > 65536)
-		for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-		break;
-	case BE_MUL:
-		#pragma omp parallel for simd if (n > 65536)
-		for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];
-		break;
-	case BE_GATE:
-		#pragma omp parallel for if (n > 65536)
-		for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + expf(-b[i]));
-		break;
+	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
+	for (int64_t p = 0; p < cpu_pieces(n); p++) {
+		int64_t o = p * BE_CPU_GRAIN;
+		cpu_binary_k(y + o, a + o, b + o, cpu_piece_len(n, p), kind);
 	}
 	return 0;
 }
 
 static int cpu_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
-	#pragma omp parallel for simd if (n > 65536)
-	for (int64_t i = 0; i < n; i++) y[i] = alpha * x[i] + (beta == 0.0f ? 0.0f : beta * y[i]);
+	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
+	for (int64_t p = 0; p < cpu_pieces(n); p++) {
+		int64_t o = p * BE_CPU_GRAIN;
+		cpu_axpby_k(y + o, x + o, cpu_piece_len(n, p), alpha, beta);
+	}
 	return 0;
 }
 
 static int cpu_fill(be_t *be, float *x, int64_t n, float value)
 {
-	#pragma omp parallel for simd if (n > 65536)
+	#pragma omp parallel for simd if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t i = 0; i < n; i++) x[i] = value;
 	return 0;
 }
@@ -265,16 +446,42 @@ static int cpu_gather(be_t *be, float *y, const float *table, const int32_t *idx
 	return 0;
 }
 
+/* y: [TB, TA] block of the transpose of x: [TA, TB], rows of strides ldy, ldx */
+BE_CPU_CLONES
+static void cpu_transpose_tile(float *y, int64_t ldy, const float *x, int64_t ldx, int ta, int tb)
+{
+	for (int a = 0; a < ta; a++)
+		for (int b = 0; b < tb; b++) y[b * ldy + a] = x[a * ldx + b];
+}
+
 static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C)
 {
-	const int64_t T = 32;
-	#pragma omp parallel for collapse(2) if (A * B * C > 65536)
-	for (int64_t a0 = 0; a0 < A; a0 += T)
-		for (int64_t b0 = 0; b0 < B; b0 += T)
-			for (int64_t a = a0; a < a0 + T && a < A; a++)
-				for (int64_t b = b0; b < b0 + T && b < B; b++)
-					memcpy(y + (b * A + a) * C, x + (a * B + b) * C, C * sizeof *x);
+	const int64_t T = 32, na = (A + T - 1) / T, nb = (B + T - 1) / T;
+	#pragma omp parallel for schedule(static) if (A * B * C > 65536)
+	for (int64_t t = 0; t < na * nb; t++) {
+		int64_t a0 = t / nb * T, b0 = t % nb * T;
+		int64_t ta = A - a0 < T ? A - a0 : T, tb = B - b0 < T ? B - b0 : T;
+		if (C == 1) {
+			cpu_transpose_tile(y + b0 * A + a0, A, x + a0 * B + b0, B, (int)ta, (int)tb);
+			continue;
+		}
+		for (int64_t a = a0; a < a0 + ta; a++)
+			for (int64_t b = b0; b < b0 + tb; b++)
+				memcpy(y + (b * A + a) * C, x + (a * B + b) * C, C * sizeof *x);
+	}
 	return 0;
+}
+
+/* p, q: [n], disjoint, exchanged */
+BE_CPU_CLONES
+static void cpu_swap(float *restrict p, float *restrict q, int64_t n)
+{
+	#pragma omp simd
+	for (int64_t i = 0; i < n; i++) {
+		float t = p[i];
+		p[i] = q[i];
+		q[i] = t;
+	}
 }
 
 /* each pair a < b swapped once: tile pairs (ta <= tb), above the diagonal */
@@ -285,10 +492,8 @@ static int cpu_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
 	for (int64_t ta = 0; ta < nt; ta++)
 		for (int64_t tb = ta; tb < nt; tb++)
 			for (int64_t a = ta * T; a < ta * T + T && a < A; a++)
-				for (int64_t b = ta == tb ? a + 1 : tb * T; b < tb * T + T && b < A; b++) {
-					float *p = x + (a * A + b) * C, *q = x + (b * A + a) * C;
-					for (int64_t c = 0; c < C; c++) { float t = p[c]; p[c] = q[c]; q[c] = t; }
-				}
+				for (int64_t b = ta == tb ? a + 1 : tb * T; b < tb * T + T && b < A; b++)
+					cpu_swap(x + (a * A + b) * C, x + (b * A + a) * C, C);
 	return 0;
 }
 
@@ -339,7 +544,7 @@ be_t *be_cpu_init(int threads)
 	openblas_set_num_threads(1);
 #endif
 	*be = (be_t){
-		.name = "cpu", .precision = "fp32", .destroy = cpu_destroy,
+		.name = "cpu", .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,

@@ -115,8 +115,13 @@ static void test_gemm_lowp(void **state)
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_TF32), 0);
 	gemm_cases(" tf32", 1e-5);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	assert_string_equal(gpu->precision, "bf16");
 	gemm_cases(" bf16", 1e-4);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP16), 0);
+	assert_string_equal(gpu->precision, "fp16");
+	gemm_cases(" fp16", 1e-5);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_string_equal(gpu->precision, "fp32");
 	assert_int_not_equal(be_cuda_set_precision(cpu, BE_CUDA_FP32), 0);
 }
 

@@ -5,13 +5,16 @@
  * to it with its own workspace, and a small device buffer for gather
  * indices.  Every entry selects the device first (workers may live on other
  * host threads) and queues its work on the stream; only download, sync and
- * the host-memory copies wait for it.  Every CUDA and cuBLAS error becomes a
+ * the host-memory copies wait for it.  Workers may share a backend: their
+ * work then runs in turn on its one stream, and the index buffer is taken
+ * by one gather at a time.  Every CUDA and cuBLAS error becomes a
  * negative status with one log line: -ENOMEM for an allocation the device
  * refused (the job can be retried smaller), -EINVAL for a shape the kernels
  * do not support, -EIO otherwise.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include <cublas_v2.h>
@@ -31,6 +34,7 @@ typedef struct {
 	void               *blas_ws;      /* [BE_CUDA_BLAS_WS] bytes */
 	int32_t            *idx;          /* [idx_cap] gather indices */
 	int64_t             idx_cap;
+	pthread_mutex_t     idx_lock;     /* held by the gather using idx */
 	cublasComputeType_t compute;      /* of every GEMM */
 } be_cuda_ctx_t;
 
@@ -186,27 +190,31 @@ static int be_cuda_fill(be_t *be, float *x, int64_t n, float value)
 }
 
 /* idx is host memory: it goes through c->idx (grown as needed), and the
- * stream is waited for so that the caller may reuse idx on return */
+ * stream is waited for so that the caller may reuse idx on return, and the
+ * next gather c->idx */
 static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t *idx,
                           int64_t rows, int d, float scale)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc;
+	int rc = 0;
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
+	pthread_mutex_lock(&c->idx_lock);
 	if (rows > c->idx_cap) {
 		int64_t cap = rows > 2 * c->idx_cap ? rows : 2 * c->idx_cap;
 		void *p;
-		if ((rc = be_cuda_rt(cudaStreamSynchronize(c->stream), "gather"))) return rc;
-		if ((rc = be_cuda_alloc(be, sizeof(int32_t) * (size_t)cap, &p))) return rc;
-		if (c->idx) cudaFree(c->idx);
-		c->idx = p;
-		c->idx_cap = cap;
+		if (!(rc = be_cuda_rt(cudaStreamSynchronize(c->stream), "gather")) &&
+		    !(rc = be_cuda_alloc(be, sizeof(int32_t) * (size_t)cap, &p))) {
+			if (c->idx) cudaFree(c->idx);
+			c->idx = p;
+			c->idx_cap = cap;
+		}
 	}
-	rc = be_cuda_rt(cudaMemcpyAsync(c->idx, idx, sizeof(int32_t) * (size_t)rows,
-	                                cudaMemcpyHostToDevice, c->stream), "gather indices");
+	if (!rc) rc = be_cuda_rt(cudaMemcpyAsync(c->idx, idx, sizeof(int32_t) * (size_t)rows,
+	                                         cudaMemcpyHostToDevice, c->stream), "gather indices");
 	if (!rc) rc = be_cuda_k(cu_gather(c->stream, y, table, c->idx, rows, d, scale), "gather");
 	if (!rc) rc = be_cuda_rt(cudaStreamSynchronize(c->stream), "gather");
+	pthread_mutex_unlock(&c->idx_lock);
 	return rc;
 }
 
@@ -245,6 +253,7 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 	if (c->idx) cudaFree(c->idx);
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
+	pthread_mutex_destroy(&c->idx_lock);
 	free(c);
 }
 
@@ -293,6 +302,7 @@ be_t *be_cuda_init(int device)
 	}
 	c->device = device;
 	c->compute = CUBLAS_COMPUTE_32F;
+	pthread_mutex_init(&c->idx_lock, NULL);
 	if (be_cuda_rt(cudaSetDevice(device), "cudaSetDevice") ||
 	    be_cuda_rt(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties") ||
 	    be_cuda_rt(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||

@@ -279,17 +279,36 @@ static void tk_seq_to_pair(fx_t *fx, const trunk_block_t *b, tn_t s, tn_t z, int
 	fx_drop(fx, &qk);
 }
 
-/* dst: one row block [c][nc][L] of a triangle-multiplication projection,
- * = gated projection of xv: [nc, L, c]; t, g: [nc, L, c] scratch */
-static void tk_trimul_proj(fx_t *fx, tn_t dst, tn_t xv, const lin_t *p, const lin_t *gate,
-                           tn_t t, tn_t g)
+/* y: [out][rows] = (x: [rows, in] W^T + b)^T, channel-major straight from
+ * the GEMM (W x^T, after the bias b ones^T as a k = 1 product); ones: [rows]
+ * of 1 */
+static void tk_linear_t(fx_t *fx, tn_t y, tn_t x, const lin_t *l, tn_t ones)
 {
-	int64_t rows = xv.ne[0] * xv.ne[1], c = xv.ne[2];
+	int64_t rows = tn_numel(x) / l->in;
+	be_gemm_t b = {
+		.transa = 0, .transb = 0, .m = l->out, .n = (int)rows, .k = 1, .alpha = 1.0f, .beta = 0.0f,
+		.a = l->b, .lda = 1, .b = ones.d, .ldb = rows, .c = y.d, .ldc = rows, .batch = 1,
+	};
+	be_gemm_t w = {
+		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 1.0f,
+		.a = l->w, .lda = l->in, .b = x.d, .ldb = l->in, .c = y.d, .ldc = rows, .batch = 1,
+	};
 
-	op_linear(fx, t, xv, p, 0.0f);
-	op_linear(fx, g, xv, gate, 0.0f);
-	op_binary(fx, t, t, g, BE_GATE);
-	op_transpose(fx, tn_reshape3(dst, c, rows, 1), tn_reshape3(t, rows, c, 1));
+	if (tn_numel(y) != rows * l->out || tn_numel(ones) < rows)
+		fx_fail(fx, -1, "trunk: channel-major linear of %lld rows", (long long)rows);
+	op_gemm(fx, &b);
+	op_gemm(fx, &w);
+}
+
+/* dst: one row block [c][nc][L] of a triangle-multiplication projection,
+ * = gated projection of xv: [nc, L, c], made channel-major by the GEMMs
+ * themselves; g: [c][nc][L] scratch, ones: [>= nc L] of 1 */
+static void tk_trimul_proj(fx_t *fx, tn_t dst, tn_t xv, const lin_t *p, const lin_t *gate,
+                           tn_t g, tn_t ones)
+{
+	tk_linear_t(fx, dst, xv, p, ones);
+	tk_linear_t(fx, g, xv, gate, ones);
+	op_binary(fx, dst, dst, g, BE_GATE);
 }
 
 /* z: [L, L, c] += triangle multiplicative update, outgoing
@@ -303,18 +322,20 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 	int L = (int)z.ne[0], c = (int)z.ne[2];
 	const lin_t *r_p = outgoing ? &m->a_p : &m->b_p, *r_g = outgoing ? &m->a_g : &m->b_g;
 	const lin_t *f_p = outgoing ? &m->b_p : &m->a_p, *f_g = outgoing ? &m->b_g : &m->a_g;
-	tn_t f, zn, t, g, r, x;
+	tn_t f, zn, t, g, ones, r, x;
 
 	if (!outgoing) op_transpose_inplace(fx, z);
 	f = fx_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	zn = fx_new3(fx, n, L, c);
 	t = fx_new3(fx, n, L, c);
 	g = fx_new3(fx, n, L, c);
+	ones = fx_new1(fx, (int64_t)n * L);
+	op_fill(fx, ones, 1.0f);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t znv = tn_rows(zn, 0, nc);
 		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
-		tk_trimul_proj(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(t, 0, nc), tn_rows(g, 0, nc));
+		tk_trimul_proj(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(g, 0, nc), ones);
 	}
 	r = fx_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fx_new3(fx, c, n, L);           /* channel-major product of one row chunk */
@@ -323,7 +344,7 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 		tn_t znv = tn_rows(zn, 0, nc), tv = tn_rows(t, 0, nc), gv = tn_rows(g, 0, nc);
 		tn_t zv = tn_rows(z, i0, nc);
 		op_layernorm(fx, znv, zv, &m->ln_in);
-		tk_trimul_proj(fx, r, znv, r_p, r_g, tv, gv);
+		tk_trimul_proj(fx, tn_reshape2(r, c, (int64_t)nc * L), znv, r_p, r_g, gv, ones);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -346,6 +367,7 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 	}
 	fx_drop(fx, &x);
 	fx_drop(fx, &r);
+	fx_drop(fx, &ones);
 	fx_drop(fx, &g);
 	fx_drop(fx, &t);
 	fx_drop(fx, &zn);

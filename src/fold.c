@@ -2,10 +2,17 @@
  * record and one summary.tsv row per record, in input order, and one JSON
  * line per fold in run.jsonl with its memory figures (mem.h).
  *
- * Every input record gets exactly one row: ok, or failed with a reason (bad
- * record, fold error, output error).  Outputs are written atomically (a
- * temporary file renamed into place), so a killed run leaves complete files
- * only.
+ * Every input record gets exactly one row: ok, split, or failed with a
+ * reason (bad record, fold error, output error, interrupted).  Outputs are
+ * written atomically (a temporary file renamed into place), so a killed run
+ * leaves complete files only.
+ *
+ * Resuming: once a record's files are in place, one JSON line in
+ * done.jsonl (appended, flushed) names it with its sequence hash, the
+ * weights fingerprint, the options that change its output (--num-recycles,
+ * --chunk-size, --precision) and its summary row.  A rerun into the same
+ * directory skips a record whose latest line matches and whose files are
+ * all there, keeping that row; --force (or --dump-tensors) refolds all.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,6 +49,8 @@ typedef struct {
 	double    ptm_sum;     /* pTM x residues */
 	double    secs;
 	mem_fig_t fig;         /* the largest fragment's figures */
+	char     *row;         /* its summary row from column file on, once final */
+	int       skipped;     /* done by an earlier run (done.jsonl) */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -55,11 +64,14 @@ typedef struct {
 	FILE        *summary;
 	char        *summary_tmp, *summary_path;
 	FILE        *jsonl;      /* run.jsonl */
+	FILE        *done;       /* done.jsonl, appended */
+	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	st_writer_t *dump;
-	long         nok, nfailed, nsplit;
+	long         nok, nfailed, nsplit, nskipped;
 	int          io_error;
-	pthread_mutex_t lock;    /* rec[] results and io_error, from workers */
+	pthread_mutex_t lock;    /* rec[] results, counts, done.jsonl and
+	                            io_error, from workers */
 } fold_run_t;
 
 static volatile sig_atomic_t fold_stop;
@@ -100,28 +112,150 @@ static char *fold_path(const char *dir, const char *name, const char *ext)
 	return p;
 }
 
-/* the summary row of a record: status ok / split / failed */
-static void fold_row(fold_run_t *r, const fold_rec_t *x, const char *file, const char *status,
-                     const char *reason)
+/* x->row = the summary row of a record from column file on (status ok /
+ * split / failed); 0 or -1 (out of memory) */
+static int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
+{
+	char fig[160] = "-\t-\t-\t-\t-\t-\t-";
+	int rc;
+
+	if (x->res_done && strcmp(status, "failed"))
+		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
+		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
+		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
+		         (long long)x->fig.device_used);
+	free(x->row);
+	rc = asprintf(&x->row, "%s\t%s\t%s\t%s", file ? file : "-", status, reason ? reason : "-",
+	              fig);
+	if (rc < 0) x->row = NULL;
+	return rc < 0 ? -1 : 0;
+}
+
+/* a record's line of summary.tsv (x->row set) */
+static void fold_summary_line(FILE *f, const fold_rec_t *x)
 {
 	const job_t *j = &x->job;
+	const char *tab = strchr(x->row, '\t');
 	char blabel[16] = "-";
 
 	if (j->bucket >= 0) bucket_label(NULL, j->bucket, blabel, sizeof blabel);
-	fprintf(r->summary, "%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t", (long long)j->index,
-	        j->name && *j->name ? j->name : "-", file ? file : "-", (long long)j->len,
-	        blabel, status, reason ? reason : "-");
-	if (x->res_done && strcmp(status, "failed"))
-		fprintf(r->summary, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld\n",
-		        x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
-		        x->fig.predicted, x->fig.allocated, x->fig.reserved,
-		        (long long)x->fig.device_used);
-	else
-		fprintf(r->summary, "-\t-\t-\t-\t-\t-\t-\n");
-	if (fflush(r->summary) != 0 || ferror(r->summary)) {
-		if (!r->io_error) log_error("%s: write failed: %s", r->summary_tmp, strerror(errno));
+	/* index, name, file, length, bucket, then status onwards */
+	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
+	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
+	        (long long)j->len, blabel, tab + 1);
+}
+
+/* 16 hex digits of the record's sequence */
+static void fold_seq_hash(const fold_rec_t *x, char out[17])
+{
+	snprintf(out, 17, "%016llx",
+	         (unsigned long long)wt_fnv(WT_FNV_SEED, x->job.seq, strlen(x->job.seq)));
+}
+
+/* done.jsonl: append the line of a record whose files are in place.  r->lock held. */
+static void fold_journal(fold_run_t *r, const fold_rec_t *x)
+{
+	char h[17];
+	json_t *e;
+	char *line = NULL;
+
+	fold_seq_hash(x, h);
+	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}", "name", x->job.outname, "sequence", h,
+	              "weights", wt_fingerprint(r->wt), "recycles", r->o->num_recycles,
+	              "chunk_size", r->o->chunk_size, "precision", opt_prec_name(r->o->precision),
+	              "row", x->row);
+	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
+	    fflush(r->done) != 0) {
+		if (!r->io_error) log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
 		r->io_error = 1;
 	}
+	free(line);
+	json_decref(e);
+}
+
+/* A PDB named in a row (relative to -o), and with --pae its PAE, are
+ * there and not empty (written atomically: there means complete). */
+static int fold_file_ok(const fold_run_t *r, const char *file, size_t n)
+{
+	static const char *const ext[] = { ".pdb", ".pae.json" };
+
+	if (n < 4 || strncmp(file + n - 4, ".pdb", 4)) return 0;
+	for (int e = 0; e < 1 + r->o->pae; e++) {
+		char *p = NULL;
+		struct stat st;
+		int ok;
+		if (asprintf(&p, "%s/%.*s%s", r->o->outdir, (int)n - 4, file, ext[e]) < 0) return 0;
+		ok = stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+		free(p);
+		if (!ok) return 0;
+	}
+	return 1;
+}
+
+/* a string member of a journal entry, "" when absent */
+static const char *fold_jstr(const json_t *e, const char *key)
+{
+	const char *v = json_string_value(json_object_get(e, key));
+	return v ? v : "";
+}
+
+/* The row an earlier run left for record x when it matches this run and
+ * its files are all there; NULL otherwise. */
+static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
+{
+	json_t *e = json_object_get(r->prev, x->job.outname);
+	const char *row, *tab;
+	char h[17];
+
+	if (!e || r->o->force || r->o->dump_tensors) return NULL;
+	fold_seq_hash(x, h);
+	row = fold_jstr(e, "row");
+	if (!(tab = strchr(row, '\t')) || strcmp(h, fold_jstr(e, "sequence")) ||
+	    strcmp(wt_fingerprint(r->wt), fold_jstr(e, "weights")) ||
+	    strcmp(opt_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
+	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
+	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size)
+		return NULL;
+	for (const char *f = row; f < tab;) {
+		size_t n = strcspn(f, ",\t");
+		if (!fold_file_ok(r, f, n)) return NULL;
+		f += n + (f[n] == ',');
+	}
+	return row;
+}
+
+/* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
+ * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
+static int fold_journal_open(fold_run_t *r)
+{
+	char *path = fold_path(r->o->outdir, "done", ".jsonl"), *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int last = '\n';
+	FILE *f;
+
+	if (!path || !(r->prev = json_object())) {
+		free(path);
+		return -1;
+	}
+	if ((f = fopen(path, "r"))) {
+		while ((n = getline(&line, &cap, f)) > 0) {
+			json_t *e = json_loads(line, 0, NULL);
+			const char *name = json_string_value(json_object_get(e, "name"));
+			if (name) json_object_set(r->prev, name, e);
+			json_decref(e);
+			last = line[n - 1];
+		}
+		free(line);
+		fclose(f);
+	}
+	if (!(r->done = fopen(path, "a")) || (last != '\n' && fputc('\n', r->done) == EOF)) {
+		log_error("%s: cannot write: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	free(path);
+	return 0;
 }
 
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
@@ -227,14 +361,18 @@ static int fold_cmp_start(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* the row of record k from its items: ok, split (fragments renamed
- * NAME.partIofN.pdb in order) or failed */
+/* The outcome of record k from its items: ok, split (fragments renamed
+ * NAME.partIofN.pdb in order) or failed (fragments already written
+ * removed); its row, and for ok and split its done.jsonl line.  Called
+ * once per record: by a worker (the scheduler's lock held) as soon as the
+ * record is settled, or after the run for the records that never were. */
 static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 {
 	fold_rec_t *x = &r->rec[k];
 	const sched_item_t *v[512];
-	int n = 0, failed = -1;
+	int n = 0, failed = -1, bad = 0, rc;
 	char files[2048] = "", ranges[1024] = "";
+	const char *status = "ok";
 
 	for (int i = 0; i < sched_count(s) && n < 512; i++) {
 		const sched_item_t *it = sched_item(s, i);
@@ -244,46 +382,72 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 	}
 	qsort(v, n, sizeof *v, fold_cmp_start);
 	if (failed >= 0 || n == 0) {
-		for (int i = 0; i < n; i++)
-			if (v[i]->state != SCHED_DONE) failed = i;
-		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name,
-		         n ? v[failed]->reason : "not folded");
-		fold_row(r, x, NULL, "failed", n ? v[failed]->reason : "not folded");
+		const char *why = "not folded";
+		for (int i = 0; i < n; i++) {
+			if (v[i]->state != SCHED_DONE) {
+				why = v[i]->reason;
+				continue;
+			}
+			/* a fragment of a record that failed: not an output */
+			for (int e = 0; e < 1 + r->o->pae; e++) {
+				char *from = fold_frag_name(x, v[i]);
+				char *fp = from ? fold_path(r->o->outdir, from, e ? ".pae.json" : ".pdb") : NULL;
+				if (fp) unlink(fp);
+				free(fp);
+				free(from);
+			}
+		}
+		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
+		pthread_mutex_lock(&r->lock);
+		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
+		if (rc < 0) r->io_error = 1;
+		pthread_mutex_unlock(&r->lock);
 		return;
 	}
 	if (n == 1) {
-		char *file = NULL;
-		if (asprintf(&file, "%s.pdb", x->job.outname) < 0) file = NULL;
-		fold_row(r, x, file, "ok", NULL);
-		free(file);
-		r->nok++;
-		return;
-	}
-	for (int i = 0; i < n; i++) {
-		char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
-		size_t fl = strlen(files), rl = strlen(ranges);
-		if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) part = NULL;
-		for (int e = 0; e < 1 + r->o->pae && part; e++) {
-			const char *ext = e ? ".pae.json" : ".pdb";
-			fp = fold_path(r->o->outdir, from, ext);
-			tp = fold_path(r->o->outdir, part, ext);
-			if (!fp || !tp || rename(fp, tp) < 0) {
-				log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
-				          strerror(errno));
-				r->io_error = 1;
+		snprintf(files, sizeof files, "%s.pdb", x->job.outname);
+	} else {
+		status = "split";
+		for (int i = 0; i < n; i++) {
+			char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
+			size_t fl = strlen(files), rl = strlen(ranges);
+			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0)
+				part = NULL;
+			for (int e = 0; e < 1 + r->o->pae && part; e++) {
+				const char *ext = e ? ".pae.json" : ".pdb";
+				fp = fold_path(r->o->outdir, from, ext);
+				tp = fold_path(r->o->outdir, part, ext);
+				if (!fp || !tp || rename(fp, tp) < 0) {
+					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
+					          strerror(errno));
+					bad = 1;
+				}
+				free(fp);
+				free(tp);
 			}
-			free(fp);
-			free(tp);
+			snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "",
+			         part ? part : "?");
+			snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
+			         v[i]->start + 1, v[i]->start + v[i]->len);
+			free(from);
+			free(part);
 		}
-		snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "", part ? part : "?");
-		snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
-		         v[i]->start + 1, v[i]->start + v[i]->len);
-		free(from);
-		free(part);
 	}
-	fold_row(r, x, files, "split", ranges);
-	r->nsplit++;
+	pthread_mutex_lock(&r->lock);
+	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
+		r->io_error = 1;
+	else
+		fold_journal(r, x);
+	if (n > 1) r->nsplit++;
+	else r->nok++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* sched_settled_fn */
+static void fold_settled(void *ctx, const sched_t *s, int rec)
+{
+	fold_finish(ctx, s, rec);
 }
 
 /* open every device of --devices, load the model on each, set budgets */
@@ -337,11 +501,16 @@ static void fold_close(fold_run_t *r)
 		free(r->dev[i].spec);
 	}
 	free(r->dev);
-	for (int i = 0; i < r->nrec; i++) job_free(&r->rec[i].job);
+	for (int i = 0; i < r->nrec; i++) {
+		job_free(&r->rec[i].job);
+		free(r->rec[i].row);
+	}
 	free(r->rec);
 	wt_close(r->wt);
 	if (r->summary) fclose(r->summary);
 	if (r->jsonl) fclose(r->jsonl);
+	if (r->done) fclose(r->done);
+	json_decref(r->prev);
 	quota_free(r->qt);
 	free(r->summary_tmp);
 	free(r->summary_path);
@@ -382,6 +551,34 @@ static int fold_read(fold_run_t *r, fasta_t *in)
 	return rc < 0 ? -1 : 0;
 }
 
+/* summary.tsv: every record's row in input order, written to a temporary
+ * file renamed into place.  0 or -1 (logged). */
+static int fold_summary(fold_run_t *r)
+{
+	const char *head = "index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
+	                   "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
+	                   "\tdevice_used_bytes\n";
+	int bad;
+
+	r->summary_path = fold_path(r->o->outdir, "summary", ".tsv");
+	r->summary_tmp = fold_path(r->o->outdir, "summary", ".tsv.tmp");
+	if (!r->summary_path || !r->summary_tmp || !(r->summary = fopen(r->summary_tmp, "w"))) {
+		log_error("%s: cannot write: %s", r->summary_tmp ? r->summary_tmp : r->o->outdir,
+		          strerror(errno));
+		return -1;
+	}
+	fputs(head, r->summary);
+	for (int i = 0; i < r->nrec; i++) fold_summary_line(r->summary, &r->rec[i]);
+	bad = ferror(r->summary) | (fclose(r->summary) != 0);
+	r->summary = NULL;
+	if (bad || rename(r->summary_tmp, r->summary_path) < 0) {
+		log_error("%s: cannot write: %s", r->summary_path, strerror(errno));
+		unlink(r->summary_tmp);
+		return -1;
+	}
+	return 0;
+}
+
 int fold_main(const opt_t *o)
 {
 	fold_run_t r = { .o = o };
@@ -393,23 +590,16 @@ int fold_main(const opt_t *o)
 
 	pthread_mutex_init(&r.lock, NULL);
 	mem_policy();
-	if (!(r.wt = wt_open(o->weights))) goto done;
-	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
-	if (fold_devices(&r) < 0) goto done;
-	for (int i = 0; r.qt && i < r.ndev; i++)
-		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
-		                  r.dev[i].be->precision);
-	if (fold_mkdirs(o->outdir) < 0) goto done;
+	/* from here a signal stops the run cleanly, also while loading */
+	fold_stop = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	/* the input and the output directory first: a bad one fails before
+	 * the weights (14 GB for esmfold_v1) are loaded */
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	if (fold_read(&r, in) < 0) goto done;
-	r.summary_path = fold_path(o->outdir, "summary", ".tsv");
-	r.summary_tmp = fold_path(o->outdir, "summary", ".tsv.tmp");
-	if (!r.summary_path || !r.summary_tmp || !(r.summary = fopen(r.summary_tmp, "w"))) {
-		log_error("%s: cannot write: %s", r.summary_tmp ? r.summary_tmp : o->outdir, strerror(errno));
-		goto done;
-	}
-	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm\tseconds"
-	      "\tpredicted_bytes\tallocated_bytes\treserved_bytes\tdevice_used_bytes\n", r.summary);
+	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_path(o->outdir, "run", ".jsonl");
 		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
@@ -419,6 +609,12 @@ int fold_main(const opt_t *o)
 		}
 		free(jp);
 	}
+	if (!(r.wt = wt_open(o->weights))) goto done;
+	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
+	if (fold_devices(&r) < 0) goto done;
+	for (int i = 0; r.qt && i < r.ndev; i++)
+		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
+		                  r.dev[i].be->precision);
 	if (o->dump_tensors && !(r.dump = st_writer_init())) goto done;
 	if (!(names = calloc(r.nrec + 1, sizeof *names))) goto done;
 	for (int i = 0; i < r.nrec; i++) names[i] = r.rec[i].job.name;
@@ -426,39 +622,43 @@ int fold_main(const opt_t *o)
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = r.qt ? r.qt->safety : CALIB_SAFETY, .qt = r.qt,
-	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done, .ctx = &r,
-	                   .dump = r.dump, .names = names };
+	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
+	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
 	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
-	for (int i = 0; i < r.nrec; i++)
-		if (r.rec[i].job.status == JOB_OK && sched_add(s, i, r.rec[i].job.seq) < 0) goto done;
-	fold_stop = 0;
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	stopped = sched_run(s) < 0;
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-
 	for (int i = 0; i < r.nrec; i++) {
-		if (r.rec[i].job.status == JOB_OK) {
-			fold_finish(&r, s, i);
-		} else {
-			fold_row(&r, &r.rec[i], NULL, "failed", r.rec[i].job.reason);
+		fold_rec_t *x = &r.rec[i];
+		const char *row;
+		if (x->job.status != JOB_OK) {
+			if (fold_row(x, NULL, "failed", x->job.reason) < 0) goto done;
 			r.nfailed++;
+		} else if ((row = fold_resumable(&r, x))) {
+			if (!(x->row = strdup(row))) goto done;
+			x->skipped = 1;
+			r.nskipped++;
+			fprintf(r.jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
+		} else if (sched_add(s, i, x->job.seq) < 0) {
+			goto done;
 		}
 	}
+	if (r.nskipped)
+		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
+		         r.nskipped, o->outdir);
+	fflush(r.jsonl);
+	stopped = sched_run(s) < 0;
+
+	for (int i = 0; i < r.nrec; i++)
+		if (!r.rec[i].row) fold_finish(&r, s, i);
 	if (r.io_error) goto done;
-	if (fclose(r.summary) != 0 || rename(r.summary_tmp, r.summary_path) < 0) {
-		r.summary = NULL;
-		log_error("%s: cannot write: %s", r.summary_path, strerror(errno));
-		goto done;
-	}
-	r.summary = NULL;
+	if (fold_summary(&r) < 0) goto done;
 	if (r.dump && st_writer_save(r.dump, o->dump_tensors) < 0) goto done;
-	log_info("%ld folded, %ld split, %ld failed; summary in %s", r.nok, r.nsplit, r.nfailed,
-	         r.summary_path);
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s",
+	         r.nok, r.nsplit, r.nfailed, r.nskipped, r.summary_path);
 	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
-	if (stopped) log_error("interrupted: the records not folded are marked failed");
+	if (stopped) log_error("interrupted: the records not folded are marked failed; "
+	                       "rerun the same command to fold only those");
 done:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 	sched_free(s);
 	free(names);
 	fasta_close(in);

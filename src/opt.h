@@ -54,7 +54,8 @@ typedef struct {
 	char      *lengths;       /* --lengths: calibrate's comma-separated
 	                             lengths; NULL = 256,512,768,1024,1344 */
 	int        exclusive;     /* --exclusive: calibrate's safety 1.3 */
-	int        force;         /* --force: calibrate may overwrite a table
+	int        force;         /* --force: fold refolds what an earlier run
+	                             finished; calibrate may overwrite a table
 	                             of another device or weights */
 	int        workers;       /* --workers: fold workers per device (default 1) */
 } opt_t;

@@ -213,6 +213,15 @@ static void sched_log_fold(sched_t *s, const sched_item_t *it, const sched_dev_t
 	fflush(s->o.jsonl);
 }
 
+/* record rec has no item waiting or running */
+static int sched_settled(const sched_t *s, int rec)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->it[i].rec == rec && (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN))
+			return 0;
+	return 1;
+}
+
 /* one worker on device di */
 static void sched_worker(sched_t *s, int di, int wi)
 {
@@ -264,7 +273,8 @@ static void sched_worker(sched_t *s, int di, int wi)
 		d->granted -= it->quota;
 		if (rc == 0) {
 			it->state = SCHED_DONE;
-			sched_log_fold(s, it, d, &fig, "ok");
+			if (s->o.settled && sched_settled(s, it->rec)) s->o.settled(s->o.ctx, s, it->rec);
+			sched_log_fold(s, &s->it[i], d, &fig, "ok");
 		} else if (rc == -2) {
 			/* out of memory: an event; smaller chunk, then halves */
 			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
@@ -285,6 +295,9 @@ static void sched_worker(sched_t *s, int di, int wi)
 			snprintf(it->reason, sizeof it->reason, "%s", err);
 			sched_log_fold(s, it, d, NULL, "failed");
 		}
+		it = &s->it[i];
+		if (it->state == SCHED_FAILED && s->o.settled && sched_settled(s, it->rec))
+			s->o.settled(s->o.ctx, s, it->rec);
 		s->running--;
 		pthread_cond_broadcast(&s->cond);
 	}

@@ -61,6 +61,12 @@ typedef int (*sched_done_fn)(void *ctx, sched_item_t *it, const sched_dev_t *d, 
                              const model_out_t *out, const mem_fig_t *fig, double secs,
                              char *reason, size_t cap);
 
+/* Called by a worker with the scheduler's lock held once no item of record
+ * rec waits or runs any more: the record's outcome is final (its items via
+ * sched_item; do not call into the scheduler).  Before the worker logs
+ * the fold that ended it. */
+typedef void (*sched_settled_fn)(void *ctx, const sched_t *s, int rec);
+
 typedef struct {
 	int                  chunk;       /* first chunk size tried */
 	int                  passes;
@@ -70,6 +76,7 @@ typedef struct {
 	FILE                *jsonl;       /* one line per device and per fold */
 	volatile sig_atomic_t *stop;      /* nonzero: take no more items */
 	sched_done_fn        done;
+	sched_settled_fn     settled;     /* or NULL */
 	void                *ctx;
 	st_writer_t         *dump;        /* --dump-tensors (one worker only) */
 	const char *const   *names;       /* record names for the dump */

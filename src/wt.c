@@ -31,14 +31,12 @@ struct wt {
 	int         nbuf, capbuf;
 };
 
-/* FNV-1a, 64 bits */
-static uint64_t wt_fnv(uint64_t h, const void *data, size_t n)
+/* FNV-1a, 64 bits (wt.h) */
+uint64_t wt_fnv(uint64_t h, const void *data, size_t n)
 {
 	for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
 	return h;
 }
-
-#define WT_FNV_SEED 1469598103934665603ull
 
 /* config.json beside PATH, else __metadata__["config"] */
 static int wt_load_cfg(wt_t *w)

@@ -42,6 +42,11 @@ const cfg_t *wt_cfg(const wt_t *w);
 const char  *wt_fingerprint(const wt_t *w);
 const char  *wt_path(const wt_t *w);
 
+/* FNV-1a (64 bits) of data[0..n) continuing from h; start from WT_FNV_SEED.
+ * The fingerprint's hash, also used for sequences (fold's resume journal). */
+#define WT_FNV_SEED 1469598103934665603ull
+uint64_t wt_fnv(uint64_t h, const void *data, size_t n);
+
 /* *dst = tensor NAME (printf format) of shape [nd] as float32 in backend
  * memory.  optional: a missing tensor gives 0 and *dst = NULL. */
 int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,

@@ -71,6 +71,9 @@ struct be {
 	/* bytes the backend holds per worker outside the arenas (e.g. a
 	 * cuBLAS workspace); counted in a job's peak reserved */
 	size_t      workspace;
+	/* 1: backend memory is host memory (the CPU): a pass's host buffers
+	 * (fx_host) lie in its arena, and its figures cover them */
+	int         host_mem;
 	/* what the GEMMs take as inputs: "fp32", "bf16", "fp16" (or "tf32",
 	 * tests only); they accumulate in fp32, and every tensor stays fp32 */
 	const char *precision;

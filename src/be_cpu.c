@@ -544,7 +544,7 @@ be_t *be_cpu_init(int threads)
 	openblas_set_num_threads(1);
 #endif
 	*be = (be_t){
-		.name = "cpu", .precision = "fp32", .destroy = cpu_destroy,
+		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,

@@ -17,7 +17,6 @@
 #include "wt.h"
 
 #define CALIB_MAX     64
-#define CALIB_WARMUP  16     /* residues of the fold that warms the worker up */
 #define CALIB_SEED    20261129ull
 
 /* one calibrated length */
@@ -253,8 +252,14 @@ int calib_main(const opt_t *o, FILE *out)
 			goto done;
 		}
 	}
-	/* warm-up: what the first fold leaves behind beyond its arena */
-	if (calib_fold(&m, &run, CALIB_WARMUP, &warm) < 0) goto done;
+	/* warm-up: one pass at the longest length gives the worker's own
+	 * memory (BLAS buffers, attention scratch, allocator arenas) the size
+	 * no shorter fold outgrows; what it leaves behind is the overhead */
+	{
+		model_run_t once = run;
+		once.passes = 1;
+		if (calib_fold(&m, &once, len[n - 1], &warm) < 0) goto done;
+	}
 	overhead = calib_used(be, NULL) - after_weights;
 	if (overhead < 0) overhead = 0;
 	log_info("calibrate: context %.1f MiB, weights %.1f MiB, worker overhead %.1f MiB",

@@ -19,6 +19,7 @@ void fx_plan_begin(fx_t *fx, be_t *be)
 	fx->be = be;
 	fx->planning = 1;
 	mp_init(&fx->mp, 0);
+	mp_init(&fx->hmp, 0);
 }
 
 /* ESMBATCH_FAULT=oom:N: the Nth arena reservation of the process (1-based)
@@ -46,6 +47,7 @@ int fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size)
 	memset(fx, 0, sizeof *fx);
 	fx->be = be;
 	mp_init(&fx->mp, arena_size);
+	mp_init(&fx->hmp, 0);
 	if (fx_fault_due())
 		return fx_fail(fx, -2, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
 		               arena_size, be->name);
@@ -56,11 +58,81 @@ int fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size)
 	return 0;
 }
 
+int fx_exec_host(fx_t *fx, size_t host_size)
+{
+	void *p = NULL;
+
+	mp_free(&fx->hmp);
+	mp_init(&fx->hmp, host_size);
+	if (host_size && posix_memalign(&p, 64, host_size) != 0)
+		return fx_fail(fx, -2, "cannot reserve a %zu-byte host arena", host_size);
+	fx->host = p;
+	fx->host_size = host_size;
+	return 0;
+}
+
 void fx_end(fx_t *fx)
 {
 	if (fx->arena) fx->be->free(fx->be, fx->arena);
+	free(fx->host);
 	fx->arena = NULL;
+	fx->host = NULL;
 	mp_free(&fx->mp);
+	mp_free(&fx->hmp);
+}
+
+/* 1: host buffers lie in the arena (backend memory is host memory) */
+static int fx_host_shared(const fx_t *fx)
+{
+	return fx->be && fx->be->host_mem;
+}
+
+void *fx_host(fx_t *fx, size_t nbytes)
+{
+	int shared = fx_host_shared(fx);
+	mp_t *mp = shared ? &fx->mp : &fx->hmp;
+	size_t cap = shared ? fx->arena_size : fx->host_size, off;
+
+	if (fx->err) return NULL;
+	if (mp_alloc(mp, nbytes, &off) < 0 || (!fx->planning && off + nbytes > cap)) {
+		fx_fail(fx, -2, "%s of %zu bytes exhausted by a %zu-byte host buffer (planner mismatch)",
+		        shared ? "arena" : "host arena", cap, nbytes);
+		return NULL;
+	}
+	return (fx->planning ? FX_FAKE_BASE : shared ? fx->arena : fx->host) + off;
+}
+
+void fx_host_drop(fx_t *fx, void *p, size_t nbytes)
+{
+	int shared = fx_host_shared(fx);
+	const char *base = fx->planning ? FX_FAKE_BASE : shared ? fx->arena : fx->host;
+
+	if (p && mp_release(shared ? &fx->mp : &fx->hmp, (size_t)((char *)p - base), nbytes) < 0)
+		fx_fail(fx, -1, "out of memory in the placement bookkeeping");
+}
+
+void *fx_piece(char *base, size_t *off, size_t nbytes)
+{
+	size_t at = (*off + 63) / 64 * 64;
+
+	*off = at + nbytes;
+	return base ? base + at : NULL;
+}
+
+void *fx_host_keep(fx_t *fx, be_t **be)
+{
+	void *p;
+
+	if (fx_host_shared(fx)) {
+		p = fx->arena;
+		*be = fx->be;
+		fx->arena = NULL;
+	} else {
+		p = fx->host;
+		*be = NULL;
+		fx->host = NULL;
+	}
+	return p;
 }
 
 int fx_fail(fx_t *fx, int status, const char *fmt, ...)

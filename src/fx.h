@@ -38,6 +38,9 @@ typedef struct {
 	mp_t    mp;
 	char   *arena;        /* executing: arena base in backend memory */
 	size_t  arena_size;
+	mp_t    hmp;          /* host buffers where backend memory is not host memory */
+	char   *host;         /* executing: their host arena (fx_exec_host) */
+	size_t  host_size;
 	int     err;          /* 0, or the first failure's status */
 	char    errmsg[256];
 } fx_t;
@@ -50,8 +53,32 @@ void fx_plan_begin(fx_t *fx, be_t *be);
  * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
  * the process (a test hook). */
 int  fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size);
-/* Release the arena and the placement state. */
+/* Reserve the host arena of an executing pass: host_size bytes of host
+ * memory (the hmp.high of a planning pass; 0 where the backend's memory is
+ * host memory).  0, or -2 when the host refuses it. */
+int  fx_exec_host(fx_t *fx, size_t host_size);
+/* Release the arenas (but not one handed over by fx_host_keep) and the
+ * placement state. */
 void fx_end(fx_t *fx);
+
+/* Host memory of one pass (results, geometry, index lists, dump staging) is
+ * planned like the tensors: placed by the same best-fit rule, in the arena
+ * itself where the backend's memory is host memory (be->host_mem, the CPU),
+ * else in a host arena placed by hmp and reserved by fx_exec_host.  Either
+ * way a plan covers every byte a pass allocates.  While planning the pointer
+ * is a placeholder, never to be dereferenced.  NULL (fx->err set) on
+ * failure.  fx_host_drop releases a buffer with the size it was given. */
+void *fx_host(fx_t *fx, size_t nbytes);
+void  fx_host_drop(fx_t *fx, void *p, size_t nbytes);
+/* Hand the memory the host buffers lie in to the caller, so that buffers
+ * still live (a fold's results) outlive the pass: returns the arena (*be set
+ * to the backend, whose free releases it) or the host arena (*be = NULL,
+ * free() releases it); fx_end then leaves it alone.  NULL while planning. */
+void *fx_host_keep(fx_t *fx, be_t **be);
+/* Laying out several host buffers in one block: the next nbytes at *off
+ * (64-byte aligned; *off advances), base + that offset, or NULL when base
+ * is NULL (a sizing run: *off ends as the block's size). */
+void *fx_piece(char *base, size_t *off, size_t nbytes);
 
 /* Planning shortcut for a run of identical steps (trunk blocks, LM layers).
  * A step's effect on the placement depends only on the placement state it
@@ -59,7 +86,8 @@ void fx_end(fx_t *fx);
  * from, its outcome (end state, highest top, highest live bytes) is the
  * memo's, and planning applies it without running the step.  Every step
  * tried against one memo must make the same sequence of fx_new/fx_drop
- * calls, and leave every tensor it returns in place (in-place updates). */
+ * calls, place no host buffers (fx_host), and leave every tensor it returns
+ * in place (in-place updates). */
 typedef struct {
 	int    valid;
 	mp_t   in, out;       /* placement state at the step's start and end */

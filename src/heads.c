@@ -79,12 +79,10 @@ void heads_pae(fx_t *fx, const heads_t *hd, tn_t s_z, int chunk, float *pae, dou
 		table[k][1] = (float)(1.0 / (1.0 + (double)ctr * ctr / (d0 * d0)));
 	}
 	*max_pae = table[HEADS_PAE_BINS - 1][0];
-	if (run && (!(buf = malloc(sizeof(float) * 2 * (size_t)n * L + 1)) ||
-	            !(tm_row = calloc((size_t)L + 1, sizeof *tm_row)))) {
-		free(buf);
-		fx_fail(fx, -1, "heads_pae: out of host memory at L=%d", L);
-		return;
-	}
+	/* host scratch, placed in both passes */
+	buf = fx_host(fx, sizeof(float) * 2 * (size_t)n * L);
+	tm_row = fx_host(fx, sizeof *tm_row * (size_t)L);
+	if (run && !fx->err) memset(tm_row, 0, sizeof *tm_row * (size_t)L);
 	tn_t tab = fx_new2(fx, HEADS_PAE_BINS, 2), lg = fx_new3(fx, n, L, HEADS_PAE_BINS);
 	tn_t ev = fx_new2(fx, (int64_t)n * L, 2);
 	fx_set(fx, tab, &table[0][0]);
@@ -116,8 +114,8 @@ void heads_pae(fx_t *fx, const heads_t *hd, tn_t s_z, int chunk, float *pae, dou
 		}
 		*ptm = best;
 	}
-	free(buf);
-	free(tm_row);
+	fx_host_drop(fx, tm_row, sizeof *tm_row * (size_t)L);
+	fx_host_drop(fx, buf, sizeof(float) * 2 * (size_t)n * L);
 }
 
 void heads_distogram(fx_t *fx, const heads_t *hd, tn_t s_z, tn_t out)

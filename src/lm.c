@@ -171,13 +171,10 @@ void lm_forward(fx_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
 	fx_drop(fx, &h);
 	fx_drop(fx, &acc);
 	tn_t e = fx_new2(fx, L, c->c_s);
-	if (!(aa = malloc(sizeof *aa * L))) {
-		fx_fail(fx, -1, "out of memory");
-	} else {
-		for (int i = 0; i < L; i++) aa[i] = aatype[i];
-		op_gather(fx, e, lm->aa_embed, aa, 1.0f);
-		op_axpby(fx, s_s_0, e, 1.0f, 1.0f);
-		free(aa);
-	}
+	aa = fx_host(fx, sizeof *aa * L);
+	for (int i = 0; i < L && !fx->planning && aa; i++) aa[i] = aatype[i];
+	op_gather(fx, e, lm->aa_embed, aa, 1.0f);
+	op_axpby(fx, s_s_0, e, 1.0f, 1.0f);
+	fx_host_drop(fx, aa, sizeof *aa * L);
 	fx_drop(fx, &e);
 }

@@ -38,6 +38,7 @@ int64_t mem_available(void)
 
 int64_t mem_rss(void) { return mem_status("VmRSS"); }
 int64_t mem_rss_peak(void) { return mem_status("VmHWM"); }
+int64_t mem_rss_anon(void) { return mem_status("RssAnon"); }
 
 int mem_peak_reset(void)
 {
@@ -63,16 +64,18 @@ int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t
 
 	memset(fig, 0, sizeof *fig);
 	fig->device_used = fig->growth = -1;
-	if (cpu && mem_peak_reset() == 0) before = mem_rss();
+	if (cpu && mem_peak_reset() == 0) before = mem_rss_anon();
 	rc = model_fold(m, t, r, out, err, errcap);
 	if (rc < 0) return rc;
 	fig->predicted = out->arena + m->be->workspace;
 	fig->allocated = out->exec_peak_live;
 	fig->reserved = out->exec_arena + m->be->workspace;
 	if (cpu) {
-		int64_t peak = mem_rss_peak();
+		/* peak - (rss - anon) = the anonymous part at the peak */
+		int64_t peak = mem_rss_peak(), rss = mem_rss(), anon = mem_rss_anon();
 		fig->device_used = peak;
-		if (peak >= 0 && before >= 0) fig->growth = peak - before;
+		if (peak >= 0 && rss >= 0 && anon >= 0 && before >= 0)
+			fig->growth = peak - (rss - anon) - before;
 	} else {
 		fig->device_used = out->device_used;
 	}

@@ -1,7 +1,8 @@
 /* mem.h - the memory figures of one job, as a PyTorch user knows them.
  *
  *   predicted    the planner's arena before the job runs, plus the
- *                backend's per-worker workspace (bytes)
+ *                backend's per-worker workspace (bytes); on the CPU the
+ *                arena holds the fold's host buffers too (fx_host)
  *   allocated    peak bytes of live tensors, from the executing pass's own
  *                placement state (torch.cuda.max_memory_allocated)
  *   reserved     the arena the executing pass reserved, plus the backend
@@ -9,13 +10,20 @@
  *   device_used  CUDA: driver total - free with the arena still held (the
  *                context, weights and every other worker included);
  *                CPU: the process's peak resident set during the fold
- *   growth       CPU: that peak minus the resident set just before the fold,
- *                i.e. what the fold itself added (arena pages touched, host
- *                buffers, library scratch); -1 on CUDA
+ *   growth       CPU: the anonymous memory the fold added at its peak: the
+ *                peak resident set, less its file-backed part, less the
+ *                anonymous resident set just before the fold (arena pages
+ *                touched, and whatever else the fold allocated); -1 on CUDA
  *
  * On one CPU worker, growth is the measurement the prediction is held to.
- * RSS is per process: with several CPU workers device_used and growth
- * cover all of them.
+ * Per-worker memory (BLAS buffers, attention scratch, thread stacks and
+ * allocator arenas) is not the fold's: it reaches its size on the worker's
+ * first folds and is measured once as calibrate's worker overhead.
+ * File-backed pages are left out because the kernel may drop and refault
+ * them at will; the weights' pages leave the resident set once copied
+ * (st_release), so the file-backed part is the binary and its libraries,
+ * taken to be the same at the peak as after the fold.  RSS is per process:
+ * with several CPU workers device_used and growth cover all of them.
  */
 #ifndef ESMBATCH_MEM_H
 #define ESMBATCH_MEM_H
@@ -33,10 +41,12 @@ typedef struct {
 	int64_t growth;        /* -1 unknown */
 } mem_fig_t;
 
-/* Resident set now / its peak since mem_peak_reset() (or process start):
- * bytes from /proc/self/status, -1 where unavailable. */
+/* Resident set now / its peak since mem_peak_reset() (or process start) /
+ * its anonymous part now: bytes from /proc/self/status, -1 where
+ * unavailable. */
 int64_t mem_rss(void);
 int64_t mem_rss_peak(void);
+int64_t mem_rss_anon(void);
 /* Restart the peak resident set count (/proc/self/clear_refs); 0 or -1. */
 int     mem_peak_reset(void);
 /* Process policy for measuring: large blocks (arenas) come straight from

@@ -53,16 +53,15 @@ void model_free(model_t *m)
 }
 
 /* recycle distogram of the pseudo-CB atoms built from atom14 N, CA, C:
- * atom14: host [L, 14, 3] -> bins: host [L * L] in 0..14.  Distances in
- * double, bin edges in float32 as the reference builds them, so no pair
- * sits on the wrong side of an edge through rounding of ours. */
-static void model_recycle_bins(int L, const float *atom14, int32_t *bins)
+ * atom14: host [L, 14, 3] -> bins: host [L * L] in 0..14; cb: host
+ * scratch [L][3].  Distances in double, bin edges in float32 as the
+ * reference builds them, so no pair sits on the wrong side of an edge
+ * through rounding of ours. */
+static void model_recycle_bins(int L, const float *atom14, double (*cb)[3], int32_t *bins)
 {
 	float edge2[MODEL_RECYCLE_BINS - 1];
-	double (*cb)[3] = malloc(sizeof *cb * (L ? L : 1));
 	float step = (MODEL_RECYCLE_MAX - MODEL_RECYCLE_MIN) / (MODEL_RECYCLE_BINS - 2);
 
-	if (!cb) return;
 	for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) {
 		float e = MODEL_RECYCLE_MIN + step * k;
 		edge2[k] = e * e;
@@ -85,7 +84,6 @@ static void model_recycle_bins(int L, const float *atom14, int32_t *bins)
 			for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) nb += d2 > edge2[k];
 			bins[(size_t)i * L + j] = nb;
 		}
-	free(cb);
 }
 
 /* --- dumping intermediates ------------------------------------------------ */
@@ -99,31 +97,40 @@ static void model_dump_f32(const model_run_t *r, const char *tensor, const float
 	st_writer_add(r->dump, key, ST_F32, nd, shape, x);
 }
 
-static void model_dump_i64(const model_run_t *r, const char *tensor, const int32_t *x, int n)
+/* an int32 host array into the dump as int64, staged in the pass's host
+ * memory (placed in both passes; dumped when executing) */
+static void model_dump_i64(fx_t *fx, const model_run_t *r, const char *tensor,
+                           const int32_t *x, int n)
 {
 	char key[512];
 	int64_t *v;
-	if (!r->dump || !(v = malloc(sizeof *v * (n ? n : 1)))) return;
-	for (int i = 0; i < n; i++) v[i] = x[i];
-	snprintf(key, sizeof key, "%s/%s", r->name, tensor);
-	st_writer_add(r->dump, key, ST_I64, 1, (int64_t[]){ n }, v);
-	free(v);
+
+	if (!r->dump || fx->err || !(v = fx_host(fx, sizeof *v * n))) return;
+	if (!fx->planning) {
+		for (int i = 0; i < n; i++) v[i] = x[i];
+		snprintf(key, sizeof key, "%s/%s", r->name, tensor);
+		st_writer_add(r->dump, key, ST_I64, 1, (int64_t[]){ n }, v);
+	}
+	fx_host_drop(fx, v, sizeof *v * n);
 }
 
-/* a tensor of the forward pass into the dump (executing only) */
+/* a tensor of the forward pass into the dump, staged likewise */
 static void model_dump_tn(fx_t *fx, const model_run_t *r, const char *tensor, tn_t t)
 {
+	size_t n = sizeof(float) * tn_numel(t);
 	float *h;
-	if (!r->dump || fx->planning || fx->err) return;
-	if (!(h = malloc(sizeof *h * tn_numel(t)))) return;
+
+	if (!r->dump || fx->err || !(h = fx_host(fx, n))) return;
 	fx_get(fx, t, h);
-	model_dump_f32(r, tensor, h, t.nd, t.ne);
-	free(h);
+	if (!fx->planning) model_dump_f32(r, tensor, h, t.nd, t.ne);
+	fx_host_drop(fx, h, n);
 }
 
 /* --- the forward pass ------------------------------------------------------ */
 
-/* Host-side results of one fold, filled while executing. */
+/* Host-side results and state of one fold: one block placed with fx_host
+ * at the start of the pass and live to its end (the results outlive it),
+ * filled while executing. */
 typedef struct {
 	int32_t *bins;       /* [L * L] recycle bins of the previous pass */
 	sm_out_t sm;         /* structure of the latest pass */
@@ -133,6 +140,21 @@ typedef struct {
 	double   ptm;
 	float    max_pae;
 } model_host_t;
+
+/* lay out h for length L from base (NULL: only size it); its bytes */
+static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *base)
+{
+	size_t n = (size_t)L, off = 0;
+	char *sm;
+
+	h->bins = fx_piece(base, &off, sizeof *h->bins * n * n);
+	h->plddt = fx_piece(base, &off, sizeof *h->plddt * n * RC_NUM_ATOM37);
+	h->plddt_res = fx_piece(base, &off, sizeof *h->plddt_res * n);
+	h->pae = fx_piece(base, &off, sizeof *h->pae * n * n);
+	sm = fx_piece(base, &off, 0);
+	off += sm_out_layout(&h->sm, c, L, sm);
+	return off;
+}
 
 /* the intermediates of the final pass that only a dump wants */
 static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
@@ -152,14 +174,13 @@ static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const m
 	heads_distogram(fx, &m->heads, z, dg);
 	model_dump_tn(fx, r, "distogram_logits", dg);
 	fx_drop(fx, &dg);
-	if (fx->planning) return;
-	{
-		int32_t aa[L];
-		for (int i = 0; i < L; i++) aa[i] = t->aatype[i];
-		model_dump_i64(r, "aatype", aa, L);
-	}
-	model_dump_i64(r, "residue_index", t->residx, L);
-	model_dump_i64(r, "esm_tokens", t->tokens, L + 2);
+	int32_t *aa = fx_host(fx, sizeof *aa * L);
+	for (int i = 0; i < L && aa && !fx->planning; i++) aa[i] = t->aatype[i];
+	model_dump_i64(fx, r, "aatype", aa, L);
+	fx_host_drop(fx, aa, sizeof *aa * L);
+	model_dump_i64(fx, r, "residue_index", t->residx, L);
+	model_dump_i64(fx, r, "esm_tokens", t->tokens, L + 2);
+	if (fx->planning || fx->err) return;
 	model_dump_f32(r, "frames", h->sm.frames, 3, (int64_t[]){ nb, L, 7 });
 	model_dump_f32(r, "positions", h->sm.positions, 4, (int64_t[]){ nb, L, 14, 3 });
 	model_dump_f32(r, "angles", h->sm.angles, 4, (int64_t[]){ B, L, A, 2 });
@@ -180,22 +201,27 @@ static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const mode
 {
 	const cfg_t *c = m->cfg;
 	int L = t->L, D = c->lm_dim;
+	size_t nh = sizeof(float) * (size_t)(c->lm_layers + 1) * (L + 2) * D;
+	size_t nc = sizeof(float) * (size_t)L * D;
 	float *hidden = NULL, *comb = NULL;
-	char name[32];
+	char name[32], *hb;
 
-	if (r->dump && !fx->planning) {
-		hidden = malloc(sizeof *hidden * (size_t)(c->lm_layers + 1) * (L + 2) * D);
-		comb = malloc(sizeof *comb * (size_t)L * D);
-		if (!hidden || !comb) fx_fail(fx, -1, "out of memory for --dump-tensors");
+	/* the results and the fold's host state, live to the end */
+	if (!(hb = fx_host(fx, model_host_layout(h, c, L, NULL)))) return;
+	model_host_layout(h, c, L, hb);
+	if (!fx->planning) memset(h->bins, 0, sizeof *h->bins * (size_t)L * L);
+	if (r->dump) {
+		hidden = fx_host(fx, nh);
+		comb = fx_host(fx, nc);
 	}
 	tn_t s_s_0 = fx_new2(fx, L, c->c_s);
 	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
-	if (hidden && comb && !fx->err) {
+	if (hidden && comb && !fx->planning && !fx->err) {
 		model_dump_f32(r, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
 		model_dump_f32(r, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
 	}
-	free(hidden);
-	free(comb);
+	fx_host_drop(fx, comb, nc);
+	fx_host_drop(fx, hidden, nh);
 	model_dump_tn(fx, r, "s_s_0", s_s_0);
 
 	/* z doubles as the previous pass's pair state: recycled in place */
@@ -220,18 +246,20 @@ static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const mode
 		if (k == passes - 1)   /* sm_s is now the last block's state */
 			heads_plddt(fx, &m->heads, sm_s, h->plddt, h->plddt_res);
 		fx_drop(fx, &sm_s);
+		double (*cb)[3] = fx_host(fx, sizeof *cb * L);
 		if (!fx->planning && !fx->err) {
 			size_t last = (size_t)(c->sm_blocks - 1) * L * 14 * 3;
-			model_recycle_bins(L, h->sm.positions + last, h->bins);
+			model_recycle_bins(L, h->sm.positions + last, cb, h->bins);
 			if (r->dump) {
 				snprintf(name, sizeof name, "sm_frames_r%d", k);
 				model_dump_f32(r, name, h->sm.frames, 3, (int64_t[]){ c->sm_blocks, L, 7 });
 				snprintf(name, sizeof name, "sm_positions_r%d", k);
 				model_dump_f32(r, name, h->sm.positions + last, 3, (int64_t[]){ L, 14, 3 });
-				snprintf(name, sizeof name, "recycle_bins_r%d", k);
-				model_dump_i64(r, name, h->bins, L * L);
 			}
 		}
+		fx_host_drop(fx, cb, sizeof *cb * L);
+		snprintf(name, sizeof name, "recycle_bins_r%d", k);
+		model_dump_i64(fx, r, name, h->bins, L * L);
 	}
 	fx_drop(fx, &prev_s);
 	fx_drop(fx, &s_s_0);
@@ -248,8 +276,10 @@ static int model_passes(const model_t *m, const model_run_t *r)
 	return r->passes > 0 ? r->passes : m->cfg->max_recycles;
 }
 
-int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *arena,
-               size_t *peak_live)
+/* the planning pass: arena, its peak live bytes, and the host arena (0
+ * where host buffers lie in the arena) */
+static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r,
+                          size_t *arena, size_t *peak_live, size_t *host)
 {
 	model_host_t h = { 0 };
 	fx_t fx;
@@ -260,51 +290,42 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *a
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
 	*arena = fx.mp.high;
 	*peak_live = fx.mp.peak_live;
+	*host = fx.hmp.high;
 	rc = fx.err;
 	if (rc) log_error("planning failed: %s", fx.errmsg);
 	fx_end(&fx);
 	return rc ? -1 : 0;
 }
 
-static void model_host_free(model_host_t *h)
+int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *arena,
+               size_t *peak_live)
 {
-	free(h->bins);
-	sm_out_free(&h->sm);
-	free(h->plddt);
-	free(h->plddt_res);
-	free(h->pae);
+	size_t host;
+	return model_plan_all(m, t, r, arena, peak_live, &host);
 }
 
 int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
                char *err, size_t errcap)
 {
 	model_host_t h = { 0 };
-	int L = t->L, passes = model_passes(m, r), rc = -1;
-	size_t arena, peak;
+	int L = t->L, passes = model_passes(m, r), rc;
+	size_t arena, peak, host;
 	fx_t fx;
 
 	memset(out, 0, sizeof *out);
-	if (model_plan(m, t, r, &arena, &peak) < 0) {
+	if (model_plan_all(m, t, r, &arena, &peak, &host) < 0) {
 		snprintf(err, errcap, "planning failed");
 		return -1;
 	}
-	h.bins = calloc((size_t)L * L, sizeof *h.bins);
-	h.plddt = malloc(sizeof *h.plddt * L * 37);
-	h.plddt_res = malloc(sizeof *h.plddt_res * L);
-	h.pae = malloc(sizeof *h.pae * (size_t)L * L);
-	if (!h.bins || !h.plddt || !h.plddt_res || !h.pae || sm_out_alloc(&h.sm, m->cfg, L) < 0) {
-		snprintf(err, errcap, "out of host memory for a length-%d fold", L);
-		goto done;
-	}
-	if (fx_exec_begin(&fx, m->be, arena) < 0) {
+	if (fx_exec_begin(&fx, m->be, arena) < 0 || fx_exec_host(&fx, host) < 0) {
 		snprintf(err, errcap, "%s", fx.errmsg);
 		fx_end(&fx);
-		rc = -2;
-		goto done;
+		return -2;
 	}
 	model_forward(&fx, m, t, r, passes, &h);
 	out->exec_arena = fx.mp.high;
 	out->exec_peak_live = fx.mp.peak_live;
+	out->exec_host = fx.hmp.high;
 	out->device_used = -1;
 	if (m->be->mem_info && m->be->sync(m->be) == 0) {
 		size_t fr, tot;
@@ -314,8 +335,10 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 		snprintf(err, errcap, "%s", fx.errmsg);
 		rc = fx.err == -2 ? -2 : -1;
 		fx_end(&fx);
-		goto done;
+		return rc;
 	}
+	/* the results lie in the pass's host memory: the model_out_t keeps it */
+	out->mem = fx_host_keep(&fx, &out->mem_be);
 	fx_end(&fx);
 	/* fair-esm: linker atoms leave every output; mean pLDDT over real atoms */
 	geom_apply_residue_mask(L, t->linker_mask, h.sm.atom37_mask, h.sm.atom37);
@@ -324,10 +347,8 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	out->L = L;
 	out->atom37 = h.sm.atom37;
 	out->atom37_mask = h.sm.atom37_mask;
-	h.sm.atom37 = h.sm.atom37_mask = NULL;
 	out->plddt = h.plddt;
 	out->pae = h.pae;
-	h.plddt = h.pae = NULL;
 	out->mean_plddt = (float)heads_mean_plddt(L, out->plddt, out->atom37_mask);
 	model_dump_f32(r, "mean_plddt", &out->mean_plddt, 0, NULL);
 	out->ptm = (float)h.ptm;
@@ -335,17 +356,13 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	out->passes = passes;
 	out->arena = arena;
 	out->peak_live = peak;
-	rc = 0;
-done:
-	model_host_free(&h);
-	return rc;
+	out->host = host;
+	return 0;
 }
 
 void model_out_free(model_out_t *o)
 {
-	free(o->atom37);
-	free(o->atom37_mask);
-	free(o->plddt);
-	free(o->pae);
+	if (o->mem_be) o->mem_be->free(o->mem_be, o->mem);
+	else free(o->mem);
 	memset(o, 0, sizeof *o);
 }

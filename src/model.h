@@ -5,7 +5,10 @@
  * owned by the wt_t it was loaded from (keep it open).  model_fold() runs
  * the forward pass twice: once planning (shapes and placement only, giving
  * the arena size and the peak allocated bytes), once for real inside an
- * arena reserved at exactly that size.
+ * arena reserved at exactly that size.  Every host buffer of a fold
+ * (results, recycle bins, structure-module geometry, index lists, dump
+ * staging) is planned with the tensors (fx_host): a fold allocates nothing
+ * else.
  */
 #ifndef ESMBATCH_MODEL_H
 #define ESMBATCH_MODEL_H
@@ -40,7 +43,9 @@ typedef struct {
 	int          no_memo;  /* planning runs every block (fx_memo_t; tests) */
 } model_run_t;
 
-/* Host results of one fold (model_out_free releases them). */
+/* Host results of one fold.  They lie in the fold's own planned host
+ * memory (fx_host_keep: the arena on the CPU, else the host arena), which
+ * the model_out_t holds until model_out_free. */
 typedef struct {
 	int    L;
 	float *atom37;         /* [L, 37, 3] Angstrom */
@@ -55,6 +60,11 @@ typedef struct {
 	size_t peak_live;      /* planned peak allocated bytes */
 	size_t exec_arena;     /* the executing pass's own high-water mark */
 	size_t exec_peak_live; /* and its own peak allocated bytes */
+	size_t host;           /* planned host arena bytes (0 where backend
+	                          memory is host memory: then in `arena`) */
+	size_t exec_host;      /* the executing pass's own host high-water mark */
+	void  *mem;            /* the memory the results lie in */
+	be_t  *mem_be;         /* the backend whose free releases it, or NULL */
 	int64_t device_used;   /* driver total - free with the arena held
 	                          (be->mem_info); -1 without one */
 } model_out_t;

@@ -93,48 +93,47 @@ void sm_free(sm_t *sm)
 	memset(sm, 0, sizeof *sm);
 }
 
-int sm_out_alloc(sm_out_t *o, const cfg_t *c, int L)
+size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base)
 {
-	size_t B = (size_t)c->sm_blocks, n = (size_t)L, A = (size_t)c->sm_angles;
+	size_t B = (size_t)c->sm_blocks, n = (size_t)L, A = (size_t)c->sm_angles, off = 0;
 
 	memset(o, 0, sizeof *o);
 	o->L = L;
 	o->blocks = c->sm_blocks;
 	o->c = c->sm_c_s;
-	o->frames = malloc(sizeof(float) * (B * n * 7 + 1));
-	o->positions = malloc(sizeof(float) * (B * n * RC_NUM_ATOM14 * 3 + 1));
-	o->angles = malloc(sizeof(float) * (B * n * A * 2 + 1));
-	o->unnorm_angles = malloc(sizeof(float) * (B * n * A * 2 + 1));
-	o->states = malloc(sizeof(float) * (B * n * (size_t)o->c + 1));
-	o->sidechain = malloc(sizeof(float) * (n * RC_NUM_GROUPS * 16 + 1));
-	o->atom37 = malloc(sizeof(float) * (n * RC_NUM_ATOM37 * 3 + 1));
-	o->atom14_mask = malloc(sizeof(float) * (n * RC_NUM_ATOM14 + 1));
-	o->atom37_mask = malloc(sizeof(float) * (n * RC_NUM_ATOM37 + 1));
-	if (!o->frames || !o->positions || !o->angles || !o->unnorm_angles || !o->states ||
-	    !o->sidechain || !o->atom37 || !o->atom14_mask || !o->atom37_mask) {
-		sm_out_free(o);
+	o->frames = fx_piece(base, &off, sizeof(float) * B * n * 7);   /* first: the block's base */
+	o->positions = fx_piece(base, &off, sizeof(float) * B * n * RC_NUM_ATOM14 * 3);
+	o->angles = fx_piece(base, &off, sizeof(float) * B * n * A * 2);
+	o->unnorm_angles = fx_piece(base, &off, sizeof(float) * B * n * A * 2);
+	o->states = fx_piece(base, &off, sizeof(float) * B * n * (size_t)o->c);
+	o->sidechain = fx_piece(base, &off, sizeof(float) * n * RC_NUM_GROUPS * 16);
+	o->atom37 = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM37 * 3);
+	o->atom14_mask = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM14);
+	o->atom37_mask = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM37);
+	return off;
+}
+
+int sm_out_alloc(sm_out_t *o, const cfg_t *c, int L)
+{
+	void *p = NULL;
+
+	if (posix_memalign(&p, 64, sm_out_layout(o, c, L, NULL) + 1) != 0) {
+		memset(o, 0, sizeof *o);
 		return -1;
 	}
+	sm_out_layout(o, c, L, p);
 	return 0;
 }
 
 void sm_out_free(sm_out_t *o)
 {
 	free(o->frames);
-	free(o->positions);
-	free(o->angles);
-	free(o->unnorm_angles);
-	free(o->states);
-	free(o->sidechain);
-	free(o->atom37);
-	free(o->atom14_mask);
-	free(o->atom37_mask);
 	memset(o, 0, sizeof *o);
 }
 
 /* ---- host geometry -------------------------------------------------------- */
 
-/* host state and scratch of one pass (executing only) */
+/* host state and scratch of one pass, one block placed with fx_host */
 typedef struct {
 	int    L, H, d, Pq, Pv, Z, Dp, W;
 	float *quat;      /* [L, 4] current backbone rotations (unit quaternions) */
@@ -147,48 +146,48 @@ typedef struct {
 	float *cat;       /* [L, W] linear_out input */
 	float *upd;       /* [L, 6] backbone update */
 	float *ang;       /* [L, 2 A] angle resnet output */
+	size_t bytes;     /* of the block (quat is its base) */
 } sm_host_t;
 
-static void sm_host_free(sm_host_t *h)
+/* lay out h's buffers from base (NULL: only size them); h's dims set */
+static size_t sm_host_layout(sm_host_t *h, int A, char *base)
 {
-	free(h->quat); free(h->trans); free(h->rig); free(h->qp); free(h->kvp);
-	free(h->qa); free(h->ka); free(h->vp); free(h->op); free(h->cat);
-	free(h->upd); free(h->ang);
-	memset(h, 0, sizeof *h);
+	size_t n = (size_t)h->L, off = 0;
+
+	h->quat = fx_piece(base, &off, sizeof(float) * n * 4);
+	h->trans = fx_piece(base, &off, sizeof(float) * n * 3);
+	h->rig = fx_piece(base, &off, sizeof *h->rig * n);
+	h->qp = fx_piece(base, &off, sizeof(float) * n * 3 * h->H * h->Pq);
+	h->kvp = fx_piece(base, &off, sizeof(float) * n * 3 * h->H * (h->Pq + h->Pv));
+	h->qa = fx_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
+	h->ka = fx_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
+	h->vp = fx_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
+	h->op = fx_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
+	h->cat = fx_piece(base, &off, sizeof(float) * n * h->W);
+	h->upd = fx_piece(base, &off, sizeof(float) * n * 6);
+	h->ang = fx_piece(base, &off, sizeof(float) * n * 2 * A);
+	return off;
 }
 
-static int sm_host_alloc(sm_host_t *h, const cfg_t *c, int L)
+/* place h for length L (both passes); executing, the identity rigids */
+static void sm_host_place(fx_t *fx, sm_host_t *h, const cfg_t *c, int L)
 {
-	size_t n = (size_t)L + 1;
+	char *base;
 
 	memset(h, 0, sizeof *h);
 	h->L = L; h->H = c->sm_heads; h->d = c->sm_ipa_dim; h->Z = c->sm_c_z;
 	h->Pq = c->sm_qk_points; h->Pv = c->sm_v_points;
 	h->Dp = 3 * h->Pq + 2;
 	h->W = h->H * (h->d + 4 * h->Pv + h->Z);
-	h->quat = malloc(sizeof(float) * n * 4);
-	h->trans = malloc(sizeof(float) * n * 3);
-	h->rig = malloc(sizeof *h->rig * n);
-	h->qp = malloc(sizeof(float) * n * 3 * h->H * h->Pq);
-	h->kvp = malloc(sizeof(float) * n * 3 * h->H * (h->Pq + h->Pv));
-	h->qa = malloc(sizeof(float) * n * h->H * h->Dp);
-	h->ka = malloc(sizeof(float) * n * h->H * h->Dp);
-	h->vp = malloc(sizeof(float) * n * h->H * 3 * h->Pv);
-	h->op = malloc(sizeof(float) * n * h->H * 3 * h->Pv);
-	h->cat = malloc(sizeof(float) * n * h->W);
-	h->upd = malloc(sizeof(float) * n * 6);
-	h->ang = malloc(sizeof(float) * n * 2 * c->sm_angles);
-	if (!h->quat || !h->trans || !h->rig || !h->qp || !h->kvp || !h->qa || !h->ka ||
-	    !h->vp || !h->op || !h->cat || !h->upd || !h->ang) {
-		sm_host_free(h);
-		return -1;
-	}
+	h->bytes = sm_host_layout(h, c->sm_angles, NULL);
+	if (!(base = fx_host(fx, h->bytes))) return;
+	sm_host_layout(h, c->sm_angles, base);
+	if (fx->planning) return;
 	for (int i = 0; i < L; i++) {
 		float *q = h->quat + 4 * i;
 		q[0] = 1.0f; q[1] = q[2] = q[3] = 0.0f;
 		memset(h->trans + 3 * i, 0, sizeof(float) * 3);
 	}
-	return 0;
 }
 
 /* Rigids of the current frames with translations relative to their mean,
@@ -456,10 +455,7 @@ void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
 		fx_fail(fx, -1, "structure module: output buffers sized for another length");
 		return;
 	}
-	if (run && sm_host_alloc(&h, c, L) < 0) {
-		fx_fail(fx, -1, "structure module: out of host memory at L=%d", L);
-		return;
-	}
+	sm_host_place(fx, &h, c, L);
 
 	op_layernorm(fx, z, z, &sm->ln_z);
 	op_layernorm(fx, s, s, &sm->ln_s);   /* s_initial */
@@ -498,5 +494,5 @@ void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
 		    geom_atom_masks(L, aatype, out->atom14_mask, out->atom37_mask) < 0)
 			fx_fail(fx, -1, "structure module: bad aatype");
 	}
-	sm_host_free(&h);
+	fx_host_drop(fx, h.quat, h.bytes);
 }

@@ -60,9 +60,10 @@ typedef struct {
 	lin_t  ar_out;          /* P.angle_resnet.linear_out [2 angles, r] */
 } sm_t;
 
-/* Host outputs of one structure-module pass, allocated by sm_out_alloc and
- * owned by the sm_out_t until sm_out_free.  blocks = cfg sm_blocks, A =
- * sm_angles (7). */
+/* Host outputs of one structure-module pass: one block, laid out by
+ * sm_out_layout; allocated by sm_out_alloc and owned by the sm_out_t until
+ * sm_out_free, or placed in a pass's host memory (fx_host).  blocks = cfg
+ * sm_blocks, A = sm_angles (7). */
 typedef struct {
 	int    L, blocks, c;
 	float *frames;          /* [blocks, L, 7] quaternion w,x,y,z + translation (Angstrom) */
@@ -81,6 +82,9 @@ typedef struct {
 int  sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be);
 void sm_free(sm_t *sm);
 
+/* Lay out the outputs of length L from base (frames first, at base), or
+ * with base NULL only size them; returns the block's bytes. */
+size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base);
 /* 0, or negative when out of memory (then nothing is held). */
 int  sm_out_alloc(sm_out_t *o, const cfg_t *c, int L);
 void sm_out_free(sm_out_t *o);
@@ -90,8 +94,8 @@ void sm_out_free(sm_out_t *o);
  *                   input of the lDDT head);
  *   z: [L, L, sm_c_z] in: trunk2sm_z(s_z); out: layer_norm_z of it;
  *   aatype: host [L] (0..20);
- *   out: host results (sm_out_alloc'd for this L), filled when executing.
- * Errors are recorded in fx. */
+ *   out: host results (laid out for this L), filled when executing.
+ * Its host scratch is placed with fx_host.  Errors are recorded in fx. */
 void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
                 const int *aatype, sm_out_t *out);
 

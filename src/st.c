@@ -206,6 +206,18 @@ fail:
 	return NULL;
 }
 
+void st_release(const st_t *st, const st_tensor_t *t)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)t->data / pg * pg;
+	uintptr_t hi = ((uintptr_t)t->data + t->nbytes + pg - 1) / pg * pg;
+	uintptr_t end = (uintptr_t)st->map + st->map_size;
+
+	if (!t->nbytes) return;
+	if (hi > end) hi = end;   /* the tail page of the mapping is still mapped */
+	madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 void st_close(st_t *st)
 {
 	if (!st) return;

@@ -44,6 +44,12 @@ const char        *st_path(const st_t *st);
 size_t      st_dtype_size(st_dtype_t t);
 const char *st_dtype_name(st_dtype_t t);
 
+/* Drop t's pages of the mapping from the process's resident set (its data
+ * stays readable: a later read maps the file again).  For a tensor copied
+ * elsewhere, so that the file's pages do not count as the process's memory
+ * (or vanish from it under memory pressure) while it runs. */
+void st_release(const st_t *st, const st_tensor_t *t);
+
 /* Convert n elements of any floating or integer dtype to float / double. */
 void st_to_f32(const st_tensor_t *t, float *dst);
 void st_to_f64(const st_tensor_t *t, double *dst);

@@ -453,10 +453,9 @@ void trunk_iter(fx_t *fx, const trunk_t *t, const cfg_t *c, tn_t s, tn_t z,
                 const int32_t *residx, int chunk)
 {
 	int L = (int)z.ne[0], n = tk_rows(chunk, L), bins = c->position_bins;
-	int32_t *idx = malloc(sizeof *idx * ((size_t)n * L + 1));
+	int32_t *idx = fx_host(fx, sizeof *idx * (size_t)n * L);
 	tn_t e = fx_new3(fx, n, L, c->c_z);
 
-	if (!idx) fx_fail(fx, -1, "trunk: out of memory");
 	/* z += relpos[clamp(residx[j] - residx[i], -bins, bins) + bins + 1] */
 	for (int i0 = 0; i0 < L && idx; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
@@ -471,7 +470,7 @@ void trunk_iter(fx_t *fx, const trunk_t *t, const cfg_t *c, tn_t s, tn_t z,
 		op_binary(fx, tn_rows(z, i0, nc), tn_rows(z, i0, nc), ev, BE_ADD);
 	}
 	fx_drop(fx, &e);
-	free(idx);
+	fx_host_drop(fx, idx, sizeof *idx * (size_t)n * L);
 	/* every block makes the same placement calls: planning runs a block
 	 * only while the placement state at its start is a new one */
 	fx_memo_t memo;

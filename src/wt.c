@@ -279,6 +279,7 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	w->buf[w->nbuf].p = p;
 	w->nbuf++;
 	if (host != t->data) free(host);
+	st_release(w->st, t);   /* copied: its file pages leave the resident set */
 	*dst = p;
 	return 0;
 oom:

@@ -9,7 +9,8 @@
  * The model's loaders ask for every tensor with the shape the config implies
  * (wt_get / wt_lin / wt_ln); a missing, mis-shaped or unconvertible tensor is
  * one logged error naming it.  Data is converted to float32 and copied into
- * backend memory; the wt_t owns those buffers until wt_close().  With be ==
+ * backend memory, and its pages of the file leave the resident set
+ * (st_release); the wt_t owns those buffers until wt_close().  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
 #ifndef ESMBATCH_WT_H

@@ -7,6 +7,7 @@
 #include "be_cuda.h"
 #include "dev.h"
 #include "log.h"
+#include "mem.h"
 
 /* a simulated card: the CPU backend's entries with a byte budget on
  * alloc/free; `be` first so the vtable's be_t* is the sim_t* */
@@ -157,6 +158,29 @@ be_t *dev_open(const char *spec, int threads)
 	if (!be && (!spec || !strcmp(spec, "cpu"))) be = be_cpu_init(threads);
 	if (be) log_info("device: %s", be->name);
 	return be;
+}
+
+int64_t dev_cpu_memory(int64_t cpu_memory)
+{
+	int64_t avail = mem_available();
+
+	if (cpu_memory > 0) return cpu_memory;
+	return avail > 0 ? avail / 10 * 9 : INT64_MAX / 4;
+}
+
+int64_t dev_budget(be_t *be, const char *spec, int64_t cpu_total, int64_t weights, int loaded)
+{
+	size_t fr, tot;
+	int64_t b;
+
+	if (be->mem_info && be->mem_info(be, &fr, &tot) == 0) {
+		int64_t reserve = spec && !strncmp(spec, "sim:", 4) ? 0 :
+			(int64_t)(tot / 20 < (512u << 20) ? tot / 20 : (512u << 20));
+		b = (int64_t)fr - (loaded ? 0 : weights) - reserve;
+	} else {
+		b = cpu_total - weights;
+	}
+	return b > 0 ? b : 0;
 }
 
 int dev_split(const char *list, char ***specs)

@@ -34,6 +34,16 @@ int   dev_precision(be_t *be, opt_prec_t prec);
 int  dev_split(const char *list, char ***specs);
 void dev_split_free(char **specs, int n);
 
+/* What the CPU device may hold, weights included: cpu_memory (--cpu-memory)
+ * when > 0, else 90% of MemAvailable now (call it before loading). */
+int64_t dev_cpu_memory(int64_t cpu_memory);
+/* Bytes the jobs on a device may hold at once (never negative).  A device
+ * with mem_info: its free memory, less the weights (`weights` bytes) when
+ * they are not loaded on it yet, less a card's reserve (5%, at most
+ * 512 MiB; a sim: device keeps none).  The CPU: cpu_total (from
+ * dev_cpu_memory) less the weights. */
+int64_t dev_budget(be_t *be, const char *spec, int64_t cpu_total, int64_t weights, int loaded);
+
 /* "32G" -> bytes; -1 when malformed */
 int64_t dev_parse_size(const char *s);
 

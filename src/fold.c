@@ -69,6 +69,9 @@ typedef struct {
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	st_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
+	long         todo, ended;  /* records queued for this run; ended of them */
+	int64_t      res_todo, res_ended;
+	double       t_start, t_said;   /* run start; last progress log line */
 	int          io_error;
 	pthread_mutex_t lock;    /* rec[] results, counts, done.jsonl and
 	                            io_error, from workers */
@@ -444,63 +447,45 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 	pthread_mutex_unlock(&r->lock);
 }
 
+/* Progress after a record ended: on a terminal the live status line,
+ * else an info line at most every FOLD_SAY seconds.  Scheduler lock held. */
+#define FOLD_SAY 10.0
+static void fold_progress(fold_run_t *r, const fold_rec_t *x)
+{
+	char line[256];
+	double now = sched_now(), dt = now - r->t_start, rate;
+	int n;
+
+	r->ended++;
+	r->res_ended += x->job.len;
+	rate = dt > 0 ? r->res_ended / dt : 0;
+	n = snprintf(line, sizeof line, "%ld/%ld records, %.0f residues/s, ETA ", r->ended, r->todo,
+	             rate);
+	if (rate > 0)
+		n += snprintf(line + n, sizeof line - n, "%.0f s", (r->res_todo - r->res_ended) / rate);
+	else
+		n += snprintf(line + n, sizeof line - n, "-");
+	for (int i = 0; i < r->ndev && n < (int)sizeof line; i++)
+		n += snprintf(line + n, sizeof line - n, ", %s %.1f/%.1f MiB", r->dev[i].be->name,
+		              r->dev[i].granted / 1048576.0, r->dev[i].budget / 1048576.0);
+	if (log_status_line(line) < 0 && (now - r->t_said >= FOLD_SAY || r->ended == r->todo)) {
+		log_info("progress: %s", line);
+		r->t_said = now;
+	}
+}
+
 /* sched_settled_fn */
 static void fold_settled(void *ctx, const sched_t *s, int rec)
 {
-	fold_finish(ctx, s, rec);
-}
+	fold_run_t *r = ctx;
 
-/* open every device of --devices, load the model on each, set budgets */
-static int fold_devices(fold_run_t *r)
-{
-	const opt_t *o = r->o;
-	char **spec;
-	int n = dev_split(o->devices, &spec);
-
-	if (n < 0 || !(r->dev = calloc(n, sizeof *r->dev))) {
-		dev_split_free(spec, n);
-		return -1;
-	}
-	r->ndev = n;
-	for (int i = 0; i < n; i++) {
-		sched_dev_t *d = &r->dev[i];
-		size_t fr, tot;
-		d->spec = spec[i];
-		spec[i] = NULL;
-		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
-		if (dev_precision(d->be, o->precision) < 0) goto fail;
-		if (model_load(&d->model, r->wt, d->be) < 0) goto fail;
-		d->loaded = 1;
-		d->workers = o->dump_tensors ? 1 : o->workers;
-		if (d->be->mem_info && d->be->mem_info(d->be, &fr, &tot) == 0) {
-			/* a card keeps 5% (at most 512 MiB) back; a simulated one nothing */
-			int64_t reserve = strncmp(d->spec ? d->spec : "", "sim:", 4) ?
-				(int64_t)(tot / 20 < (512u << 20) ? tot / 20 : (512u << 20)) : 0;
-			d->budget = (int64_t)fr - reserve;
-		} else {
-			int64_t avail = mem_available();
-			d->budget = avail > 0 ? avail / 10 * 9 : INT64_MAX / 4;
-		}
-		if (r->qt && quota_get(r->qt, "worker_overhead"))
-			d->overhead = strtoll(quota_get(r->qt, "worker_overhead"), NULL, 10);
-		log_info("device %s: budget %.2f GiB for %d worker(s)", d->be->name,
-		         d->budget / 1073741824.0, d->workers);
-	}
-	free(spec);
-	return 0;
-fail:
-	dev_split_free(spec, n);
-	return -1;
+	fold_finish(r, s, rec);
+	fold_progress(r, &r->rec[rec]);
 }
 
 static void fold_close(fold_run_t *r)
 {
-	for (int i = 0; i < r->ndev; i++) {
-		if (r->dev[i].loaded) model_free(&r->dev[i].model);
-		be_free(r->dev[i].be);
-		free(r->dev[i].spec);
-	}
-	free(r->dev);
+	sched_devs_free(r->dev, r->ndev);
 	for (int i = 0; i < r->nrec; i++) {
 		job_free(&r->rec[i].job);
 		free(r->rec[i].row);
@@ -551,6 +536,27 @@ static int fold_read(fold_run_t *r, fasta_t *in)
 	return rc < 0 ? -1 : 0;
 }
 
+/* the plan (sched_plan) in the log: devices and buckets at info level,
+ * the order of work at debug level */
+static void fold_log_plan(sched_t *s)
+{
+	char *buf = NULL, *line, *save = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	int debug = log_get_level() >= LOG_DEBUG, part = 0;
+
+	if (!f) return;
+	if (sched_plan(s, f, debug) < 0 || fclose(f) != 0) {
+		free(buf);
+		return;
+	}
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "start\t", 6)) part = 1;
+		log_msg(part ? LOG_DEBUG : LOG_INFO, "plan: %s", line);
+	}
+	free(buf);
+}
+
 /* summary.tsv: every record's row in input order, written to a temporary
  * file renamed into place.  0 or -1 (logged). */
 static int fold_summary(fold_run_t *r)
@@ -587,6 +593,7 @@ int fold_main(const opt_t *o)
 	const char **names = NULL;
 	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
 	int code = EXIT_FATAL, stopped = 0;
+	int64_t cpu_total;
 
 	pthread_mutex_init(&r.lock, NULL);
 	mem_policy();
@@ -609,9 +616,10 @@ int fold_main(const opt_t *o)
 		}
 		free(jp);
 	}
+	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
 	if (!(r.wt = wt_open(o->weights))) goto done;
 	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
-	if (fold_devices(&r) < 0) goto done;
+	if (sched_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
 	for (int i = 0; r.qt && i < r.ndev; i++)
 		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
 		                  r.dev[i].be->precision);
@@ -638,13 +646,19 @@ int fold_main(const opt_t *o)
 			fprintf(r.jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
 		} else if (sched_add(s, i, x->job.seq) < 0) {
 			goto done;
+		} else {
+			r.todo++;
+			r.res_todo += x->job.len;
 		}
 	}
+	fold_log_plan(s);
 	if (r.nskipped)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r.nskipped, o->outdir);
 	fflush(r.jsonl);
+	r.t_start = r.t_said = sched_now();
 	stopped = sched_run(s) < 0;
+	log_status_line(NULL);
 
 	for (int i = 0; i < r.nrec; i++)
 		if (!r.rec[i].row) fold_finish(&r, s, i);

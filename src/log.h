@@ -14,6 +14,11 @@ int  log_get_level(void);
 void log_msg(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Draw text as the live status line at the foot of stderr (\r-updated;
+ * log lines go above it); NULL or "" clears it.  -1 (nothing drawn) when
+ * stderr is not a terminal. */
+int  log_status_line(const char *text);
+
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)

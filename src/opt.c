@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dev.h"
 #include "log.h"
 #include "opt.h"
 
@@ -63,7 +64,7 @@ void opt_usage(FILE *fp)
 {
 	fputs(
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
-"       esmbatch plan -i FILE|- [--quota-table TSV] [--names FILE]\n"
+"       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch version | --version | --help\n"
 "\n"
@@ -72,7 +73,9 @@ void opt_usage(FILE *fp)
 "\n"
 "Commands:\n"
 "  fold        fold the records (the default when no command is given)\n"
-"  plan        print records, residues, longest and quota per length bucket\n"
+"  plan        print records, residues, longest and quota per length bucket;\n"
+"              with --weights (or a manifest), the plan per device: budgets,\n"
+"              how many run at once per bucket, expected peak, order of work\n"
 "  calibrate   measure the memory per bucket and write a quota table\n"
 "  version     print the version and build features\n"
 "\n"
@@ -99,20 +102,24 @@ void opt_usage(FILE *fp)
 "      --force             fold: refold records an earlier run into -o finished;\n"
 "                          calibrate: overwrite another device's or weights' table\n"
 "      --workers N         fold workers per device (default 1)\n"
+"      --cpu-memory SIZE   memory of the cpu device, weights included, e.g.\n"
+"                          64G (default: 90% of the available memory)\n"
 "  -v, --verbose           more log output (repeatable)\n"
 "  -q, --quiet             less log output (repeatable)\n"
 "  -h, --help              print this help and exit\n"
 "  -V, --version           print the version and exit\n"
 "\n"
-"Exit status: 0 all records done; 1 fatal error (unreadable or corrupt\n"
-"input, bad weights, I/O, a bad record under --strict); 2 usage error or\n"
-"command not implemented; 3 finished, but some records failed.\n",
+"Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
+"or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
+"by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
+"but some records failed.\n",
 	fp);
 }
 
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
-	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS
+	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
+	O_CPUMEM
 };
 
 static const struct option long_opts[] = {
@@ -134,6 +141,7 @@ static const struct option long_opts[] = {
 	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
 	{ "force",        no_argument,       NULL, O_FORCE },
 	{ "workers",      required_argument, NULL, O_WORKERS },
+	{ "cpu-memory",   required_argument, NULL, O_CPUMEM },
 	{ "verbose",      no_argument,       NULL, 'v' },
 	{ "quiet",        no_argument,       NULL, 'q' },
 	{ "help",         no_argument,       NULL, 'h' },
@@ -234,6 +242,12 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case O_WORKERS:
 			if (parse_int("--workers", optarg, 1, 256, &o->workers))
 				return -1;
+			break;
+		case O_CPUMEM:
+			if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
+				log_error("--cpu-memory: expected a size such as 64G, got '%s'", optarg);
+				return -1;
+			}
 			break;
 		case 't':
 			if (parse_int("--threads", optarg, 0, 4096, &o->threads))

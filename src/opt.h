@@ -9,6 +9,7 @@
 #ifndef ESMBATCH_OPT_H
 #define ESMBATCH_OPT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 /* Process exit codes (documented in README.md and `esmbatch --help`). */
@@ -58,6 +59,8 @@ typedef struct {
 	                             finished; calibrate may overwrite a table
 	                             of another device or weights */
 	int        workers;       /* --workers: fold workers per device (default 1) */
+	int64_t    cpu_memory;    /* --cpu-memory: bytes the CPU device may hold,
+	                             weights included; 0 = 90% of MemAvailable */
 } opt_t;
 
 void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS */

@@ -11,6 +11,9 @@
 
 #include <jansson.h>
 
+#include "bucket.h"
+#include "dev.h"
+#include "job.h"
 #include "log.h"
 #include "scheduler.h"
 
@@ -28,7 +31,7 @@ struct sched {
 	pthread_cond_t  cond;
 };
 
-static double sched_now(void)
+double sched_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -142,6 +145,50 @@ static int sched_place(sched_t *s, int i, int c0)
 		return 0;
 	}
 	return sched_split(s, i);   /* the halves keep the numbering through start */
+}
+
+int sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+                    sched_dev_t **devs, int *ndev)
+{
+	char **spec;
+	int n = dev_split(o->devices, &spec);
+
+	*ndev = 0;
+	if (n < 0 || !(*devs = calloc(n, sizeof **devs))) {
+		dev_split_free(spec, n);
+		return -1;
+	}
+	*ndev = n;
+	for (int i = 0; i < n; i++) {
+		sched_dev_t *d = &(*devs)[i];
+		d->spec = spec[i];
+		spec[i] = NULL;
+		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
+		if (dev_precision(d->be, o->precision) < 0) goto fail;
+		if (model_load(&d->model, w, load ? d->be : NULL) < 0) goto fail;
+		d->loaded = 1;
+		d->workers = o->dump_tensors ? 1 : o->workers;
+		d->budget = dev_budget(d->be, d->spec, cpu_total, wt_f32_bytes(w), load);
+		if (qt && quota_get(qt, "worker_overhead"))
+			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
+		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
+		         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
+	}
+	free(spec);
+	return 0;
+fail:
+	dev_split_free(spec, n);
+	return -1;
+}
+
+void sched_devs_free(sched_dev_t *devs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (devs[i].loaded) model_free(&devs[i].model);
+		be_free(devs[i].be);
+		free(devs[i].spec);
+	}
+	free(devs);
 }
 
 sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
@@ -303,6 +350,125 @@ static void sched_worker(sched_t *s, int di, int wi)
 	}
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* model length of an item: residues plus a linker per chain break */
+static int64_t sched_model_len(const sched_item_t *it)
+{
+	int64_t n = it->len;
+	for (int k = 0; k < it->len; k++)
+		if (it->seq[k] == ':') n += JOB_LINKER_LEN - 1;
+	return n;
+}
+
+typedef struct {
+	int64_t items, longest, quota, at_once, peak;
+} sched_tally_t;
+
+int sched_plan(sched_t *s, FILE *out, int order)
+{
+	int nw = 0, w, nb = BUCKET_MAX + 1, ord = 0, *busy = NULL, *wdev = NULL, *started = NULL;
+	double t = 0, *fin = NULL, *at = NULL;
+	int64_t *peak = calloc(s->ndev, sizeof *peak);
+	sched_tally_t *tl = NULL;
+	char lab[32];
+	int rc = -1;
+
+	for (int i = 0; i < s->ndev; i++) nw += s->dev[i].workers;
+	busy = malloc(nw * sizeof *busy);
+	wdev = malloc(nw * sizeof *wdev);
+	fin = malloc(nw * sizeof *fin);
+	started = malloc((s->n + 1) * sizeof *started);
+	at = malloc((s->n + 1) * sizeof *at);
+	tl = calloc((size_t)s->ndev * nb, sizeof *tl);
+	if (!peak || !busy || !wdev || !fin || !started || !at || !tl) goto done;
+	w = 0;
+	for (int i = 0; i < s->ndev; i++)
+		for (int k = 0; k < s->dev[i].workers; k++) wdev[w++] = i;
+	for (w = 0; w < nw; w++) busy[w] = -1;
+	for (;;) {
+		int any, running = 0;
+		for (w = 0; w < nw; w++) {
+			sched_dev_t *d = &s->dev[wdev[w]];
+			int i;
+			if (busy[w] >= 0 || (i = sched_pick(s, d, &any)) < 0) continue;
+			s->it[i].state = SCHED_RUN;
+			s->it[i].dev = wdev[w];
+			s->it[i].worker = w;
+			d->granted += s->it[i].quota;
+			busy[w] = i;
+			fin[w] = t + (double)s->it[i].len * s->it[i].len;
+			started[ord] = i;
+			at[ord++] = t;
+		}
+		/* what runs now, per device and bucket */
+		for (int i = 0; i < s->ndev; i++) {
+			int64_t now[BUCKET_MAX + 1] = { 0 };
+			if (s->dev[i].granted > peak[i]) peak[i] = s->dev[i].granted;
+			for (w = 0; w < nw; w++)
+				if (busy[w] >= 0 && wdev[w] == i) now[bucket_of(NULL, sched_model_len(&s->it[busy[w]]))]++;
+			for (int b = 0; b < nb; b++) {
+				sched_tally_t *x = &tl[i * nb + b];
+				if (now[b] > x->at_once) x->at_once = now[b];
+				if (now[b] && s->dev[i].granted > x->peak) x->peak = s->dev[i].granted;
+			}
+		}
+		for (w = 0; w < nw; w++)   /* on to the earliest end */
+			if (busy[w] >= 0 && (!running++ || fin[w] < t)) t = fin[w];
+		if (!running) break;
+		for (w = 0; w < nw; w++) {
+			if (busy[w] < 0 || fin[w] > t) continue;
+			s->it[busy[w]].state = SCHED_DONE;
+			s->dev[wdev[w]].granted -= s->it[busy[w]].quota;
+			busy[w] = -1;
+		}
+	}
+	for (int k = 0; k < ord; k++) {
+		sched_item_t *it = &s->it[started[k]];
+		sched_tally_t *x = &tl[it->dev * nb + bucket_of(NULL, sched_model_len(it))];
+		x->items++;
+		if (it->len > x->longest) x->longest = it->len;
+		if (it->quota > x->quota) x->quota = it->quota;
+	}
+	fprintf(out, "device\tbudget\tworkers\tpeak\n");
+	for (int i = 0; i < s->ndev; i++)
+		fprintf(out, "%s\t%lld\t%d\t%lld\n", s->dev[i].be->name, (long long)s->dev[i].budget,
+		        s->dev[i].workers, (long long)peak[i]);
+	fprintf(out, "\ndevice\tbucket\titems\tlongest\tquota\tat_once\tpeak\n");
+	for (int i = 0; i < s->ndev; i++)
+		for (int b = 0; b < nb; b++) {
+			const sched_tally_t *x = &tl[i * nb + b];
+			if (!x->items) continue;
+			fprintf(out, "%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", s->dev[i].be->name,
+			        bucket_label(NULL, b, lab, sizeof lab), (long long)x->items,
+			        (long long)x->longest, (long long)x->quota, (long long)x->at_once,
+			        (long long)x->peak);
+		}
+	if (order) {
+		fprintf(out, "\nstart\tdevice\tworker\trecord\tresidues\tchunk\tquota\n");
+		for (int k = 0; k < ord; k++) {
+			const sched_item_t *it = &s->it[started[k]];
+			fprintf(out, "%.1f\t%s\t%d\t%d\t%d-%d\t%d\t%lld\n", t > 0 ? 100.0 * at[k] / t : 0.0,
+			        s->dev[it->dev].be->name, it->worker, it->rec, it->start + 1, it->start + it->len,
+			        it->chunk, (long long)it->quota);
+		}
+	}
+	rc = ferror(out) ? -1 : 0;
+done:
+	/* nothing ran: every item planned is waiting again */
+	for (int k = 0; k < ord; k++) {
+		s->it[started[k]].state = SCHED_WAIT;
+		s->it[started[k]].dev = s->it[started[k]].worker = -1;
+	}
+	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = 0;
+	free(peak);
+	free(busy);
+	free(wdev);
+	free(fin);
+	free(started);
+	free(at);
+	free(tl);
+	return rc;
 }
 
 int sched_run(sched_t *s)

@@ -24,6 +24,7 @@
 #include "be.h"
 #include "mem.h"
 #include "model.h"
+#include "opt.h"
 #include "quota.h"
 #include "st.h"
 #include "tok.h"
@@ -82,12 +83,36 @@ typedef struct {
 	const char *const   *names;       /* record names for the dump */
 } sched_opt_t;
 
+/* Open every device of o->devices into *devs (*ndev of them): backend,
+ * --precision, the model loaded on it (load: 1) or its shapes only (0:
+ * for planning; the budget then leaves room for the weights still to
+ * come), workers, budget (dev_budget; cpu_total from dev_cpu_memory) and
+ * the quota table's worker_overhead, logged.  0, or -1 after logging
+ * (what was opened is in *devs: sched_devs_free it). */
+int  sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+                     sched_dev_t **devs, int *ndev);
+void sched_devs_free(sched_dev_t *devs, int n);
+
 sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
 void     sched_free(sched_t *s);
 /* Queue the record's sequence as one item (planned, maybe split). 0 or -1. */
 int      sched_add(sched_t *s, int rec, const char *seq);
+/* The plan: a dry run of the workers' policy over the queued items, a
+ * fold's duration taken as proportional to L^2 (enough to order the work),
+ * nothing folded and every item left waiting.  Writes three TSV tables to
+ * out, separated by blank lines:
+ *   device  budget  workers  peak            (peak: most quota held at once)
+ *   device  bucket  items  longest  quota  at_once  peak
+ *       (per bucket: its largest quota, most of its items running at once
+ *        on the device, and the device's quota held while one runs)
+ *   start  device  worker  record  residues  chunk  quota
+ *       (every item in the order it starts; start: percent of the run)
+ * With order == 0 the third table is left out.  0, or -1 on a write error. */
+int      sched_plan(sched_t *s, FILE *out, int order);
 /* Run every item to an end.  0, or -1 when stopped early. */
 int      sched_run(sched_t *s);
+/* Seconds on the monotonic clock. */
+double   sched_now(void);
 /* Items, in the order made (a record's fragments: ascending start). */
 int                 sched_count(const sched_t *s);
 const sched_item_t *sched_item(const sched_t *s, int i);

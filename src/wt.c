@@ -27,6 +27,7 @@ struct wt {
 	char       *used;      /* [st_count] for a file */
 	cfg_t       cfg;
 	char        fp[17];
+	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	struct { be_t *be; void *p; } *buf;
 	int         nbuf, capbuf;
 };
@@ -196,6 +197,7 @@ void wt_close(wt_t *w)
 
 const cfg_t *wt_cfg(const wt_t *w) { return &w->cfg; }
 const char *wt_fingerprint(const wt_t *w) { return w->fp; }
+int64_t     wt_f32_bytes(const wt_t *w) { return w->f32_bytes; }
 const char *wt_path(const wt_t *w) { return w->path; }
 
 static void wt_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
@@ -218,16 +220,22 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	float *host = NULL;
 	void *p = NULL;
 	int64_t numel = 1;
+	int fresh = 0;   /* not asked for before */
 
 	*dst = NULL;
 	vsnprintf(name, sizeof name, fmt, ap);
 	if (w->st) {
 		t = st_find(w->st, name);
-		if (t) { hs = t->shape; hnd = t->nd; w->used[t - st_at(w->st, 0)] = 1; }
+		if (t) {
+			hs = t->shape;
+			hnd = t->nd;
+			fresh = !w->used[t - st_at(w->st, 0)];
+			w->used[t - st_at(w->st, 0)] = 1;
+		}
 	} else {
 		for (int i = 0; i < w->ne && !m; i++)
 			if (!strcmp(w->e[i].name, name)) m = &w->e[i];
-		if (m) { hs = m->shape; hnd = m->nd; m->used = 1; }
+		if (m) { hs = m->shape; hnd = m->nd; fresh = !m->used; m->used = 1; }
 	}
 	if (!t && !m && w->recording) {
 		if (optional) return 0;
@@ -248,13 +256,14 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 		log_error("%s: tensor '%s' has shape %s, the config needs %s", w->path, name, have, want);
 		return -1;
 	}
+	for (int i = 0; i < nd; i++) numel *= shape[i];
+	if (fresh) w->f32_bytes += (int64_t)sizeof(float) * numel;
 	if (!t || !be) return 0;
 	if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
 		log_error("%s: tensor '%s' has dtype %s, expected a float type", w->path, name,
 		          st_dtype_name(t->dtype));
 		return -1;
 	}
-	for (int i = 0; i < nd; i++) numel *= shape[i];
 	if (t->dtype == ST_F32 && ((uintptr_t)t->data & 3) == 0) {
 		host = (float *)t->data;
 	} else if (!(host = malloc(sizeof(float) * (numel ? numel : 1)))) {

@@ -42,6 +42,10 @@ const cfg_t *wt_cfg(const wt_t *w);
 /* 16 hex digits identifying the weights (hash of header and size) */
 const char  *wt_fingerprint(const wt_t *w);
 const char  *wt_path(const wt_t *w);
+/* Float32 bytes of the tensors the loaders asked for so far (each counted
+ * once): what the model occupies on each device it is loaded on, known
+ * after model_load, also with be == NULL or from a manifest. */
+int64_t      wt_f32_bytes(const wt_t *w);
 
 /* FNV-1a (64 bits) of data[0..n) continuing from h; start from WT_FNV_SEED.
  * The fingerprint's hash, also used for sequences (fold's resume journal). */

@@ -6,7 +6,8 @@
 # record too long for both is split and every fragment written
 # (NAME.partIofN.pdb, original numbering, a FRAGMENT remark), --no-split
 # makes such records failed (exit 3); an injected out-of-memory event
-# (ESMBATCH_FAULT=oom:N) leaves every other output identical to a clean run.
+# (ESMBATCH_FAULT=oom:N) leaves every other output identical to a clean run;
+# `plan` keeps every device within its budget and orders work longest first.
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -70,6 +71,37 @@ for f in "$tmp/clean"/*.pdb; do
 	cmp -s "$f" "$tmp/fault/$n.pdb" || fail "$n.pdb differs after another job's OOM"
 done
 [ "$(tail -n +2 "$tmp/fault/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "fault run: not all ok"
+
+# the plan without folding: per device within its budget, every record
+# in the order of work, the longest first on each device
+"$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --devices sim:12M,sim:8M \
+	--workers 2 >"$tmp/plan.tsv" || fail "plan exited $?"
+python3 - "$tmp/plan.tsv" <<'PY' || fail "plan: bad tables"
+import sys
+tables = [[l.split("\t") for l in t.strip().split("\n")] for t in open(sys.argv[1]).read().split("\n\n")]
+assert len(tables) == 4, len(tables)
+dev = {r[0]: r for r in tables[1][1:]}
+for name, budget, workers, peak in dev.values():
+    assert int(peak) <= int(budget), (name, peak, budget)
+for r in tables[2][1:]:
+    assert int(r[6]) <= int(dev[r[0]][1]) and int(r[5]) >= 1, r
+order = tables[3][1:]
+assert sorted(int(r[3]) for r in order) == list(range(8)), order
+for d in dev:   # the longest of a device's records starts first on it
+    lens = [int(r[4].split("-")[1]) for r in order if r[1] == d]
+    assert not lens or lens[0] == max(lens), (d, lens)
+PY
+"$bin" plan -q -i "$tmp/mix.fa" --cpu-memory 12Q >/dev/null 2>&1
+[ $? -eq 2 ] || fail "bad --cpu-memory: expected exit 2"
+"$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --devices cpu --cpu-memory 1K >"$tmp/plan1k.tsv" ||
+	fail "plan --cpu-memory 1K exited $?"
+grep -q $'^cpu\t0\t1\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
+
+# the input is checked before the weights are loaded
+"$bin" -q -i "$tmp/none.fa" -o "$tmp/none" --weights "$tmp/none.safetensors" 2>"$tmp/none.err"
+[ $? -eq 1 ] || fail "missing input: expected exit 1"
+grep -q none.fa "$tmp/none.err" && ! grep -q none.safetensors "$tmp/none.err" ||
+	fail "missing input: not reported before the weights"
 
 echo "test_sched: $fails failure(s)"
 [ "$fails" -eq 0 ]

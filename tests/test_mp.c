@@ -490,6 +490,74 @@ static void test_fx_arena_refused(void **state)
 	be_free(cpu);
 }
 
+/* one pass mixing tensors and host buffers: a host buffer lives across
+ * a tensor, another is transient; executing, the buffers are written */
+static void host_pass(fx_t *fx, char **keep)
+{
+	char *a = fx_host(fx, 1000);
+	tn_t t = fx_new2(fx, 16, 16);
+	char *b = fx_host(fx, 3000);
+	if (!fx->planning && !fx->err) {
+		memset(a, 1, 1000);
+		memset(b, 2, 3000);
+	}
+	fx_host_drop(fx, b, 3000);
+	fx_drop(fx, &t);
+	*keep = a;
+}
+
+/* Host buffers are planned: in the arena where backend memory is host
+ * memory, else in a host arena of the planned size; executing places them
+ * as planned, and fx_host_keep hands over the memory live buffers lie in. */
+static void test_fx_host(void **state)
+{
+	(void)state;
+	be_t *cpu = be_cpu_init(1);
+	assert_non_null(cpu);
+	be_t dev = *cpu;
+	dev.host_mem = 0;
+	for (int shared = 1; shared >= 0; shared--) {
+		be_t *be = shared ? cpu : &dev, *owner = NULL;
+		fx_t fx;
+		char *keep;
+
+		fx_plan_begin(&fx, be);
+		host_pass(&fx, &keep);
+		assert_int_equal(fx.err, 0);
+		size_t high = fx.mp.high, host = fx.hmp.high;
+		size_t tensor = mp_round(sizeof(float) * 256);
+		size_t hosted = mp_round(1000) + mp_round(3000);
+		assert_int_equal(high, shared ? tensor + hosted : tensor);
+		assert_int_equal(host, shared ? 0 : hosted);
+		fx_end(&fx);
+
+		assert_int_equal(fx_exec_begin(&fx, be, high), 0);
+		assert_int_equal(fx_exec_host(&fx, host), 0);
+		host_pass(&fx, &keep);
+		assert_int_equal(fx.err, 0);
+		assert_int_equal(fx.mp.high, high);
+		assert_int_equal(fx.hmp.high, host);
+		void *mem = fx_host_keep(&fx, &owner);
+		assert_true(keep == (char *)mem);       /* the first placement */
+		assert_ptr_equal(owner, shared ? be : NULL);
+		fx_end(&fx);
+		assert_int_equal(keep[999], 1);         /* still there */
+		if (owner) owner->free(owner, mem);
+		else free(mem);
+
+		/* one unit less host memory and the pass cannot run */
+		if (!shared) {
+			assert_int_equal(fx_exec_begin(&fx, be, high), 0);
+			assert_int_equal(fx_exec_host(&fx, host - MP_ALIGN), 0);
+			host_pass(&fx, &keep);
+			assert_int_equal(fx.err, -2);
+			assert_non_null(strstr(fx.errmsg, "host arena"));
+			fx_end(&fx);
+		}
+	}
+	be_free(cpu);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -500,6 +568,7 @@ int main(void)
 		cmocka_unit_test(test_fx_plan_then_execute),
 		cmocka_unit_test(test_fx_zero_arena),
 		cmocka_unit_test(test_fx_arena_refused),
+		cmocka_unit_test(test_fx_host),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -252,13 +252,15 @@ int calib_main(const opt_t *o, FILE *out)
 			goto done;
 		}
 	}
-	/* warm-up: one pass at the longest length gives the worker's own
-	 * memory (BLAS buffers, attention scratch, allocator arenas) the size
-	 * no shorter fold outgrows; what it leaves behind is the overhead */
-	{
+	/* warm-up: one pass at every length gives the worker's own memory
+	 * (BLAS packing buffers, attention scratch, allocator arenas) the size
+	 * no fold of these lengths outgrows (not the longest fold's: the
+	 * GEMMs' blocks, hence the packed panels, are wider at short lengths);
+	 * what it leaves behind is the overhead */
+	for (int i = 0; i < n; i++) {
 		model_run_t once = run;
 		once.passes = 1;
-		if (calib_fold(&m, &once, len[n - 1], &warm) < 0) goto done;
+		if (calib_fold(&m, &once, len[i], &warm) < 0) goto done;
 	}
 	overhead = calib_used(be, NULL) - after_weights;
 	if (overhead < 0) overhead = 0;

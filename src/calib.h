@@ -7,9 +7,9 @@
  * with --exclusive), then engine version, device memory, driver and
  * runtime, chunk size, recycles, date, and the per-device fixed costs in
  * their own fields: context= (resident before the weights), weights=
- * (what loading them added), worker_overhead= (what a one-pass warm-up fold
- * at the longest length left behind: BLAS buffers, attention scratch,
- * thread stacks, allocator arenas; no shorter fold adds to it).
+ * (what loading them added), worker_overhead= (what one warm-up pass at
+ * each length left behind: BLAS buffers, attention scratch, thread stacks,
+ * allocator arenas; no fold of those lengths adds to it).
  * Rows: max_len = the calibrated length, peak allocated, peak reserved,
  * device used, quota = ceil(reserved x safety) + worker_overhead.
  */

@@ -297,23 +297,21 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 	return fail ? -1 : 0;
 }
 
-/* y: [d] = LayerNorm(x: [d]), statistics in double */
+/* y: [d] = LayerNorm(x: [d]); two passes (mean, then the variance of the
+ * centred values), so a large mean costs no precision */
 BE_CPU_CLONES
 static void cpu_ln_row(float *y, const float *x, int d, const float *w, const float *bias, float eps)
 {
-	double mean = 0.0, var = 0.0;
-	float inv, mu;
+	float mean = 0.0f, var = 0.0f, inv;
 
 	#pragma omp simd reduction(+:mean)
 	for (int i = 0; i < d; i++) mean += x[i];
-	mean /= d;
+	mean /= (float)d;
 	#pragma omp simd reduction(+:var)
-	for (int i = 0; i < d; i++) { double t = x[i] - mean; var += t * t; }
-	var /= d;
-	inv = (float)(1.0 / sqrt(var + eps));
-	mu = (float)mean;
+	for (int i = 0; i < d; i++) { float t = x[i] - mean; var += t * t; }
+	inv = 1.0f / sqrtf(var / (float)d + eps);
 	#pragma omp simd
-	for (int i = 0; i < d; i++) y[i] = (x[i] - mu) * inv * w[i] + bias[i];
+	for (int i = 0; i < d; i++) y[i] = (x[i] - mean) * inv * w[i] + bias[i];
 }
 
 static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,

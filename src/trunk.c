@@ -172,6 +172,23 @@ void trunk_free(trunk_t *t)
 /* rows per chunk for a length-L pair state */
 static int tk_rows(int chunk, int L) { return chunk > 0 && chunk < L ? chunk : L; }
 
+/* bias[:, i0:i0+nc, :] = W xv^T: the rows i0.. of a pair bias [H, L, L]
+ * (bias[h, i, j] = lin(x[i, j])[h], lin without bias) from xv: [nc, L, c] */
+static void tk_pair_bias_rows(fx_t *fx, const lin_t *lin, tn_t xv, tn_t bias, int i0)
+{
+	int nc = (int)xv.ne[0], L = (int)xv.ne[1], c = (int)xv.ne[2];
+	be_gemm_t g = {
+		.transa = 0, .transb = 1, .m = lin->out, .n = nc * L, .k = c,
+		.alpha = 1.0f, .beta = 0.0f,
+		.a = lin->w, .lda = c, .b = xv.d, .ldb = c,
+		.c = bias.d + (int64_t)i0 * L, .ldc = (int64_t)L * L, .batch = 1,
+	};
+
+	if (bias.ne[0] != lin->out || lin->in != c || lin->b)
+		fx_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
+	op_gemm(fx, &g);
+}
+
 /* bias: [H, L, L], bias[h, i, j] = lin(ln(z[i, j]))[h] (lin without bias);
  * z: [L, L, c].  Transient: one [n, L, c] chunk. */
 static void tk_pair_bias(fx_t *fx, const ln_t *ln, const lin_t *lin, tn_t z, tn_t bias, int n)
@@ -179,20 +196,11 @@ static void tk_pair_bias(fx_t *fx, const ln_t *ln, const lin_t *lin, tn_t z, tn_
 	int L = (int)z.ne[0], c = (int)z.ne[2];
 	tn_t x = fx_new3(fx, n, L, c);
 
-	if (bias.ne[0] != lin->out || lin->in != c || lin->b)
-		fx_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t xv = tn_rows(x, 0, nc);
 		op_layernorm(fx, xv, tn_rows(z, i0, nc), ln);
-		/* bias[:, i0:i0+nc, :] = W xv^T */
-		be_gemm_t g = {
-			.transa = 0, .transb = 1, .m = lin->out, .n = nc * L, .k = c,
-			.alpha = 1.0f, .beta = 0.0f,
-			.a = lin->w, .lda = c, .b = xv.d, .ldb = c,
-			.c = bias.d + (int64_t)i0 * L, .ldc = (int64_t)L * L, .batch = 1,
-		};
-		op_gemm(fx, &g);
+		tk_pair_bias_rows(fx, lin, xv, bias, i0);
 	}
 	fx_drop(fx, &x);
 }
@@ -343,7 +351,7 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t znv = tn_rows(zn, 0, nc), tv = tn_rows(t, 0, nc), gv = tn_rows(g, 0, nc);
 		tn_t zv = tn_rows(z, i0, nc);
-		op_layernorm(fx, znv, zv, &m->ln_in);
+		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
 		tk_trimul_proj(fx, tn_reshape2(r, c, (int64_t)nc * L), znv, r_p, r_g, gv, ones);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
@@ -376,14 +384,15 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 }
 
 /* z: [L, L, c] += triangle attention around the starting node: row i attends
- * over z[i, :] with the bias linear(layer_norm(z)) shared by all rows */
+ * over z[i, :] with the bias linear(layer_norm(z)) shared by all rows.  In
+ * one chunk (n = L) the bias comes from the projections' layer_norm(z). */
 static void tk_triatt(fx_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tn_t z, int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2], hw = cf->pair_head_width, H = c / hw;
 	tn_t bias = fx_new3(fx, H, L, L);
 	tn_t x, q, k, v, g;
 
-	tk_pair_bias(fx, &m->ln, &m->bias, z, bias, n);
+	if (n < L) tk_pair_bias(fx, &m->ln, &m->bias, z, bias, n);
 	x = fx_new3(fx, n, L, c);
 	q = fx_new3(fx, n, L, c);
 	k = fx_new3(fx, n, L, c);
@@ -394,6 +403,7 @@ static void tk_triatt(fx_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tn_t z
 		tn_t xv = tn_rows(x, 0, nc), gv = tn_rows(g, 0, nc);
 		int64_t sb = (int64_t)L * c;
 		op_layernorm(fx, xv, tn_rows(z, i0, nc), &m->ln);
+		if (n == L) tk_pair_bias_rows(fx, &m->bias, xv, bias, 0);
 		op_linear(fx, tn_rows(q, 0, nc), xv, &m->q, 0.0f);
 		op_linear(fx, tn_rows(k, 0, nc), xv, &m->k, 0.0f);
 		op_linear(fx, tn_rows(v, 0, nc), xv, &m->v, 0.0f);

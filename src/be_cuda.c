@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cublas_v2.h>
@@ -29,6 +30,7 @@
 
 typedef struct {
 	int                 device;
+	char                name[16];     /* "cuda:N", the backend's name */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
 	void               *blas_ws;      /* [BE_CUDA_BLAS_WS] bytes */
@@ -277,6 +279,17 @@ int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 	return 0;
 }
 
+int be_cuda_count(void)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess) {
+		cudaGetLastError();   /* no driver or no device: not an error here */
+		return 0;
+	}
+	return n;
+}
+
 be_t *be_cuda_init(int device)
 {
 	int n = 0;
@@ -301,6 +314,7 @@ be_t *be_cuda_init(int device)
 		return NULL;
 	}
 	c->device = device;
+	snprintf(c->name, sizeof c->name, "cuda:%d", device);
 	c->compute = CUBLAS_COMPUTE_32F;
 	pthread_mutex_init(&c->idx_lock, NULL);
 	if (be_cuda_rt(cudaSetDevice(device), "cudaSetDevice") ||
@@ -316,7 +330,7 @@ be_t *be_cuda_init(int device)
 		return NULL;
 	}
 	*be = (be_t){
-		.name = "cuda", .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
+		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,

@@ -13,6 +13,11 @@ typedef enum {
 	BE_CUDA_FP16,   /* tensor-core float16 inputs, float32 accumulation */
 } be_cuda_prec_t;
 
+/* Number of CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies;
+ * they are numbered 0..n-1 as cuda:N); 0 without a driver, a device or a
+ * CUDA build. */
+int be_cuda_count(void);
+
 /* Set the GEMM precision of a backend made by be_cuda_init (and its
  * be->precision).  Returns 0, or negative for another backend (or a build
  * without CUDA). */

@@ -11,6 +11,11 @@ be_t *be_cuda_init(int device)
 	return NULL;
 }
 
+int be_cuda_count(void)
+{
+	return 0;
+}
+
 int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 {
 	return -EINVAL;

@@ -190,9 +190,17 @@ int dev_split(const char *list, char ***specs)
 
 	*specs = NULL;
 	if (!list) {
-		if (!(v = calloc(1, sizeof *v))) return -1;
+		/* every CUDA device this process sees, else the CPU (spec NULL) */
+		int ncuda = be_cuda_count();
+		if (!(v = calloc(ncuda ? ncuda : 1, sizeof *v))) return -1;
+		for (int i = 0; i < ncuda; i++)
+			if (asprintf(&v[i], "cuda:%d", i) < 0) {
+				v[i] = NULL;
+				dev_split_free(v, ncuda);
+				return -1;
+			}
 		*specs = v;
-		return 1;
+		return ncuda ? ncuda : 1;
 	}
 	if (!(copy = strdup(list))) return -1;
 	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {

@@ -90,7 +90,7 @@ void opt_usage(FILE *fp)
 "      --num-recycles N    trunk recycles, -1 = model default (default -1)\n"
 "      --precision P       auto, fp32, bf16 or fp16 (default auto)\n"
 "      --devices LIST      cpu, cuda, cuda:N, sim:SIZE, comma-separated\n"
-"                          (default: the first CUDA device, else cpu)\n"
+"                          (default: every visible CUDA device, else cpu)\n"
 "      --dump-tensors FILE write intermediate tensors (safetensors)\n"
 "      --pae               also write the predicted aligned error\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"

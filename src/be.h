@@ -2,8 +2,8 @@
  *
  * Model code never calls these directly: it goes through the op layer
  * (op.h), which checks shapes, skips work while planning and records the
- * first failure.  Every backend implements every entry (mem_info is
- * optional).  All tensors are
+ * first failure.  Every backend implements every entry (mem_info and
+ * worker are optional).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
  * device memory for CUDA); strides are in elements.  Each entry returns 0 on
  * success and a negative status on failure (never exits).
@@ -68,6 +68,12 @@ struct be {
 	/* optional (may be NULL): the device's free and total bytes as its
 	 * driver reports them (CUDA: cudaMemGetInfo) */
 	int  (*mem_info)(be_t *be, size_t *free, size_t *total);
+	/* optional (may be NULL: then all workers share this backend safely,
+	 * as on the CPU): a backend for one more worker on the same device,
+	 * with its own stream, library handle and workspace, in the same
+	 * memory space (buffers of either, weights included, are valid in
+	 * both).  The caller frees it with be_free before this one. */
+	be_t *(*worker)(be_t *be);
 	/* bytes the backend holds per worker outside the arenas (e.g. a
 	 * cuBLAS workspace); counted in a job's peak reserved */
 	size_t      workspace;

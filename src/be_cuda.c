@@ -265,6 +265,20 @@ static void be_cuda_destroy(be_t *be)
 	free(be);
 }
 
+/* one more worker on the parent's device: own stream, cuBLAS handle and
+ * workspace, the parent's GEMM precision */
+static be_t *be_cuda_worker(be_t *parent)
+{
+	be_cuda_ctx_t *pc = parent->ctx;
+	be_t *be = be_cuda_init(pc->device);
+
+	if (be) {
+		((be_cuda_ctx_t *)be->ctx)->compute = pc->compute;
+		be->precision = parent->precision;
+	}
+	return be;
+}
+
 int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 {
 	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
@@ -331,6 +345,7 @@ be_t *be_cuda_init(int device)
 	}
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
+		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,

@@ -273,7 +273,13 @@ static int sched_settled(const sched_t *s, int rec)
 static void sched_worker(sched_t *s, int di, int wi)
 {
 	sched_dev_t *d = &s->dev[di];
+	/* the device's model, run on this worker's own backend where the
+	 * device has per-worker ones (CUDA: stream, cuBLAS handle) */
+	model_t m = d->model;
+	be_t *wbe = d->be->worker ? d->be->worker(d->be) : NULL;
 
+	if (wbe) m.be = wbe;
+	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		int any, i;
@@ -302,11 +308,11 @@ static void sched_worker(sched_t *s, int di, int wi)
 		char err[256] = "";
 		double t0 = sched_now();
 		tok_t t;
-		int rc = tok_encode(&t, seq, d->model.cfg);
+		int rc = tok_encode(&t, seq, m.cfg);
 		if (rc < 0) {
 			snprintf(err, sizeof err, "cannot encode the sequence");
 		} else {
-			rc = mem_fold(&d->model, &t, &run, &out, &fig, err, sizeof err);
+			rc = mem_fold(&m, &t, &run, &out, &fig, err, sizeof err);
 			if (rc == 0 && s->o.done(s->o.ctx, it, d, &t, &out, &fig, sched_now() - t0, err,
 			                         sizeof err) < 0)
 				rc = -1;
@@ -350,6 +356,7 @@ static void sched_worker(sched_t *s, int di, int wi)
 	}
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	be_free(wbe);
 }
 
 /* model length of an item: residues plus a linker per chain break */

@@ -47,7 +47,7 @@ static int lm_make_inv_freq(lm_t *lm, be_t *be, int hd)
 int lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be)
 {
 	int D = c->lm_dim, n = c->lm_layers, rc = 0;
-	float *comb = NULL;
+	float *comb = NULL, *shared_freq = NULL;
 
 	memset(lm, 0, sizeof *lm);
 	lm->nlayers = n;
@@ -63,6 +63,9 @@ int lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be)
 	rc |= wt_lin(w, be, &lm->s_mlp_3, c->c_s, c->c_s, 1, "esm_s_mlp.3");
 	rc |= wt_get(w, be, (float **)&lm->aa_embed, 0, 2, (int64_t[]){ LM_AA_TYPES, c->c_s },
 	             "embedding.weight");
+	/* newer transformers keep one rotary buffer for all layers */
+	rc |= wt_get(w, be, &shared_freq, 1, 1, (int64_t[]){ D / c->lm_heads / 2 },
+	             "esm.rotary_embeddings.inv_freq");
 	if (rc) goto fail;
 	if (!be) return 0;
 	/* softmax(esm_s_combine) on the host, in double */
@@ -74,7 +77,9 @@ int lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be)
 		for (int i = 0; i <= n; i++) lm->combine[i] = (float)(e[i] / sum);
 	}
 	for (int i = 0; i < n; i++)
-		if (!lm->layers[i].inv_freq) {
+		if (!lm->layers[i].inv_freq && shared_freq) {
+			lm->layers[i].inv_freq = shared_freq;
+		} else if (!lm->layers[i].inv_freq) {
 			if (!lm->inv_freq && lm_make_inv_freq(lm, be, D / c->lm_heads) < 0) goto fail;
 			lm->layers[i].inv_freq = lm->inv_freq;
 		}

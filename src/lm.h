@@ -16,7 +16,8 @@
 typedef struct {
 	ln_t  attn_ln;          /* esm.encoder.layer.N.attention.LayerNorm */
 	lin_t q, k, v;          /* esm.encoder.layer.N.attention.self.{query,key,value} */
-	const float *inv_freq;  /* esm.encoder.layer.N.attention.self.rotary_embeddings.inv_freq [hd/2] */
+	const float *inv_freq;  /* esm.encoder.layer.N.attention.self.rotary_embeddings.inv_freq [hd/2],
+	                         * else esm.rotary_embeddings.inv_freq (shared), else computed */
 	lin_t o;                /* esm.encoder.layer.N.attention.output.dense */
 	ln_t  ffn_ln;           /* esm.encoder.layer.N.LayerNorm */
 	lin_t fc1;              /* esm.encoder.layer.N.intermediate.dense [ffn, D] */

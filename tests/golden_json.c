@@ -56,6 +56,20 @@ char *golden_sequence(const char *s)
 	return r;
 }
 
+int golden_open(const char *fixture, st_t **exp, json_t **json)
+{
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
+	*exp = st_open(path);
+	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
+	*json = *exp ? golden_json_load(path) : NULL;
+	if (*exp && *json) return 0;
+	st_close(*exp);
+	*exp = NULL;
+	return -1;
+}
+
 json_t *golden_json_seq(json_t *root, const char *name)
 {
 	json_t *seqs = json_object_get(root, "sequences");

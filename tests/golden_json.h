@@ -13,6 +13,9 @@
 
 #include "st.h"
 
+/* A fixture under TEST_DATA: its expected.safetensors and expected.json.
+ * 0, or -1 (reason printed) with both NULL; the caller closes both. */
+int golden_open(const char *fixture, st_t **exp, json_t **json);
 /* parsed expected.json, or NULL (reason printed to stderr) */
 json_t *golden_json_load(const char *path);
 /* the entry of sequences[] whose "name" is name, or NULL */

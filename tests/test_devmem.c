@@ -76,10 +76,7 @@ static void run_fixture(const char *fixture)
 	assert_non_null(w = wt_open(path));
 	assert_int_equal(model_load(&mc, w, cpu), 0);
 	assert_int_equal(model_load(&md, w, dbg), 0);
-	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
-	assert_non_null(exp = st_open(path));
-	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
-	assert_non_null(ej = golden_json_load(path));
+	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
 		const char *name = json_string_value(json_object_get(sj, "name"));

@@ -181,13 +181,9 @@ static void linker_mask(const char *sequence, int L, float *mask)
 
 static void golden_fixture(const char *fixture)
 {
-	char path[1024];
-	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
-	st_t *st = st_open(path);
-	assert_non_null(st);
-	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
-	json_t *root = golden_json_load(path);
-	assert_non_null(root);
+	st_t *st;
+	json_t *root;
+	assert_int_equal(golden_open(fixture, &st, &root), 0);
 
 	int checked = 0;
 	size_t si;

@@ -79,10 +79,7 @@ static void run_fixture(const char *fixture)
 	pass_t p = { .c = c, .sm = &sm, .hd = &hd };
 	assert_int_equal(wt_lin(w, be, &p.t2s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s"), 0);
 	assert_int_equal(wt_lin(w, be, &p.t2z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z"), 0);
-	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
-	assert_non_null(exp = st_open(path));
-	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
-	assert_non_null(ej = golden_json_load(path));
+	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
 		const char *name = json_string_value(json_object_get(sj, "name"));

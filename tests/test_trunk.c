@@ -74,10 +74,7 @@ static void fixture_open(fixture_t *f, const char *fixture)
 	assert_non_null(f->w = wt_open(path));
 	f->c = wt_cfg(f->w);
 	assert_int_equal(trunk_load(&f->t, f->c, f->w, f->be), 0);
-	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
-	assert_non_null(f->exp = st_open(path));
-	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
-	assert_non_null(f->ej = golden_json_load(path));
+	assert_int_equal(golden_open(fixture, &f->exp, &f->ej), 0);
 	json_array_foreach(json_object_get(f->ej, "sequences"), i, sj)
 		if (json_is_true(json_object_get(sj, "recycle_detail"))) f->seqj = sj;
 	assert_non_null(f->seqj);

@@ -22,49 +22,18 @@
 
 /* ---- loading ------------------------------------------------------------ */
 
-/* w NULL: sizes only (for planning without weights) */
-static int tk_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
-	__attribute__((format(printf, 7, 8)));
-static int tk_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
-{
-	char name[256];
-	va_list ap;
-
-	*l = (lin_t){ NULL, NULL, out, in };
-	if (!w) return 0;
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
-	return wt_lin(w, be, l, out, in, bias, "%s", name);
-}
-
-static int tk_ln(wt_t *w, be_t *be, ln_t *ln, int d, const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
-static int tk_ln(wt_t *w, be_t *be, ln_t *ln, int d, const char *fmt, ...)
-{
-	char name[256];
-	va_list ap;
-
-	*ln = (ln_t){ NULL, NULL, d, TRUNK_LN_EPS };
-	if (!w) return 0;
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
-	return wt_ln(w, be, ln, d, TRUNK_LN_EPS, "%s", name);
-}
-
 /* P = trunk.blocks.N.NAME */
 static int tk_load_trimul(trunk_trimul_t *m, int cz, wt_t *w, be_t *be, int n, const char *name)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
-	int rc = tk_ln(w, be, &m->ln_in, cz, p, n, name, "layer_norm_in");
-	rc |= tk_lin(w, be, &m->a_p, cz, cz, 1, p, n, name, "linear_a_p");
-	rc |= tk_lin(w, be, &m->a_g, cz, cz, 1, p, n, name, "linear_a_g");
-	rc |= tk_lin(w, be, &m->b_p, cz, cz, 1, p, n, name, "linear_b_p");
-	rc |= tk_lin(w, be, &m->b_g, cz, cz, 1, p, n, name, "linear_b_g");
-	rc |= tk_ln(w, be, &m->ln_out, cz, p, n, name, "layer_norm_out");
-	rc |= tk_lin(w, be, &m->z, cz, cz, 1, p, n, name, "linear_z");
-	rc |= tk_lin(w, be, &m->g, cz, cz, 1, p, n, name, "linear_g");
+	int rc = wt_ln(w, be, &m->ln_in, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_in");
+	rc |= wt_lin(w, be, &m->a_p, cz, cz, 1, p, n, name, "linear_a_p");
+	rc |= wt_lin(w, be, &m->a_g, cz, cz, 1, p, n, name, "linear_a_g");
+	rc |= wt_lin(w, be, &m->b_p, cz, cz, 1, p, n, name, "linear_b_p");
+	rc |= wt_lin(w, be, &m->b_g, cz, cz, 1, p, n, name, "linear_b_g");
+	rc |= wt_ln(w, be, &m->ln_out, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_out");
+	rc |= wt_lin(w, be, &m->z, cz, cz, 1, p, n, name, "linear_z");
+	rc |= wt_lin(w, be, &m->g, cz, cz, 1, p, n, name, "linear_g");
 	return rc;
 }
 
@@ -72,21 +41,21 @@ static int tk_load_triatt(trunk_triatt_t *m, int cz, int heads, wt_t *w, be_t *b
                           const char *name)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
-	int rc = tk_ln(w, be, &m->ln, cz, p, n, name, "layer_norm");
-	rc |= tk_lin(w, be, &m->bias, heads, cz, 0, p, n, name, "linear");
-	rc |= tk_lin(w, be, &m->q, cz, cz, 0, p, n, name, "mha.linear_q");
-	rc |= tk_lin(w, be, &m->k, cz, cz, 0, p, n, name, "mha.linear_k");
-	rc |= tk_lin(w, be, &m->v, cz, cz, 0, p, n, name, "mha.linear_v");
-	rc |= tk_lin(w, be, &m->g, cz, cz, 1, p, n, name, "mha.linear_g");
-	rc |= tk_lin(w, be, &m->o, cz, cz, 1, p, n, name, "mha.linear_o");
+	int rc = wt_ln(w, be, &m->ln, cz, TRUNK_LN_EPS, p, n, name, "layer_norm");
+	rc |= wt_lin(w, be, &m->bias, heads, cz, 0, p, n, name, "linear");
+	rc |= wt_lin(w, be, &m->q, cz, cz, 0, p, n, name, "mha.linear_q");
+	rc |= wt_lin(w, be, &m->k, cz, cz, 0, p, n, name, "mha.linear_k");
+	rc |= wt_lin(w, be, &m->v, cz, cz, 0, p, n, name, "mha.linear_v");
+	rc |= wt_lin(w, be, &m->g, cz, cz, 1, p, n, name, "mha.linear_g");
+	rc |= wt_lin(w, be, &m->o, cz, cz, 1, p, n, name, "mha.linear_o");
 	return rc;
 }
 
 static int tk_load_mlp(trunk_mlp_t *m, int d, wt_t *w, be_t *be, int n, const char *name)
 {
-	int rc = tk_ln(w, be, &m->ln, d, "trunk.blocks.%d.%s.mlp.0", n, name);
-	rc |= tk_lin(w, be, &m->fc1, 4 * d, d, 1, "trunk.blocks.%d.%s.mlp.1", n, name);
-	rc |= tk_lin(w, be, &m->fc2, d, 4 * d, 1, "trunk.blocks.%d.%s.mlp.3", n, name);
+	int rc = wt_ln(w, be, &m->ln, d, TRUNK_LN_EPS, "trunk.blocks.%d.%s.mlp.0", n, name);
+	rc |= wt_lin(w, be, &m->fc1, 4 * d, d, 1, "trunk.blocks.%d.%s.mlp.1", n, name);
+	rc |= wt_lin(w, be, &m->fc2, d, 4 * d, 1, "trunk.blocks.%d.%s.mlp.3", n, name);
 	return rc;
 }
 
@@ -98,16 +67,16 @@ static int tk_load_block(trunk_block_t *b, const cfg_t *c, wt_t *w, be_t *be, in
 	const char *p = "trunk.blocks.%d.%s";
 	int rc;
 
-	rc = tk_ln(w, be, &b->ln_1, cs, p, n, "layernorm_1");
-	rc |= tk_ln(w, be, &b->p2s_ln, cz, p, n, "pair_to_sequence.layernorm");
-	rc |= tk_lin(w, be, &b->p2s, hs, cz, 0, p, n, "pair_to_sequence.linear");
-	rc |= tk_lin(w, be, &b->att_proj, 3 * cs, cs, 0, p, n, "seq_attention.proj");
-	rc |= tk_lin(w, be, &b->att_g, cs, cs, 1, p, n, "seq_attention.g_proj");
-	rc |= tk_lin(w, be, &b->att_o, cs, cs, 1, p, n, "seq_attention.o_proj");
+	rc = wt_ln(w, be, &b->ln_1, cs, TRUNK_LN_EPS, p, n, "layernorm_1");
+	rc |= wt_ln(w, be, &b->p2s_ln, cz, TRUNK_LN_EPS, p, n, "pair_to_sequence.layernorm");
+	rc |= wt_lin(w, be, &b->p2s, hs, cz, 0, p, n, "pair_to_sequence.linear");
+	rc |= wt_lin(w, be, &b->att_proj, 3 * cs, cs, 0, p, n, "seq_attention.proj");
+	rc |= wt_lin(w, be, &b->att_g, cs, cs, 1, p, n, "seq_attention.g_proj");
+	rc |= wt_lin(w, be, &b->att_o, cs, cs, 1, p, n, "seq_attention.o_proj");
 	rc |= tk_load_mlp(&b->mlp_seq, cs, w, be, n, "mlp_seq");
-	rc |= tk_ln(w, be, &b->s2p_ln, cs, p, n, "sequence_to_pair.layernorm");
-	rc |= tk_lin(w, be, &b->s2p_proj, cz, cs, 1, p, n, "sequence_to_pair.proj");
-	rc |= tk_lin(w, be, &b->s2p_o, cz, cz, 1, p, n, "sequence_to_pair.o_proj");
+	rc |= wt_ln(w, be, &b->s2p_ln, cs, TRUNK_LN_EPS, p, n, "sequence_to_pair.layernorm");
+	rc |= wt_lin(w, be, &b->s2p_proj, cz, cs, 1, p, n, "sequence_to_pair.proj");
+	rc |= wt_lin(w, be, &b->s2p_o, cz, cz, 1, p, n, "sequence_to_pair.o_proj");
 	rc |= tk_load_trimul(&b->mul_out, cz, w, be, n, "tri_mul_out");
 	rc |= tk_load_trimul(&b->mul_in, cz, w, be, n, "tri_mul_in");
 	rc |= tk_load_triatt(&b->att_start, cz, hz, w, be, n, "tri_att_start");
@@ -147,13 +116,13 @@ int trunk_load(trunk_t *t, const cfg_t *c, wt_t *w, be_t *be)
 	rc |= wt_get(w, be, &p, 0, 2, (int64_t[]){ 2 * c->position_bins + 2, c->c_z },
 	             "trunk.pairwise_positional_embedding.embedding.weight");
 	t->relpos = p;
-	rc |= tk_ln(w, be, &t->recycle_s_norm, c->c_s, "trunk.recycle_s_norm");
-	rc |= tk_ln(w, be, &t->recycle_z_norm, c->c_z, "trunk.recycle_z_norm");
+	rc |= wt_ln(w, be, &t->recycle_s_norm, c->c_s, TRUNK_LN_EPS, "trunk.recycle_s_norm");
+	rc |= wt_ln(w, be, &t->recycle_z_norm, c->c_z, TRUNK_LN_EPS, "trunk.recycle_z_norm");
 	rc |= wt_get(w, be, &p, 0, 2, (int64_t[]){ TRUNK_RECYCLE_BINS, c->c_z },
 	             "trunk.recycle_disto.weight");
 	t->recycle_disto = p;
-	rc |= tk_lin(w, be, &t->trunk2sm_s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s");
-	rc |= tk_lin(w, be, &t->trunk2sm_z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z");
+	rc |= wt_lin(w, be, &t->trunk2sm_s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s");
+	rc |= wt_lin(w, be, &t->trunk2sm_z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z");
 	if (rc) {
 		trunk_free(t);
 		return -1;

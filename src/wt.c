@@ -333,6 +333,8 @@ int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *f
 	va_list ap;
 	int rc;
 
+	*l = (lin_t){ NULL, NULL, out, in };
+	if (!w) return 0;
 	va_start(ap, fmt);
 	rc = wt_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
 	va_end(ap);
@@ -346,6 +348,8 @@ int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
 	va_list ap;
 	int rc;
 
+	*ln = (ln_t){ NULL, NULL, d, eps };
+	if (!w) return 0;
 	va_start(ap, fmt);
 	rc = wt_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
 	va_end(ap);

@@ -56,7 +56,9 @@ uint64_t wt_fnv(uint64_t h, const void *data, size_t n);
  * memory.  optional: a missing tensor gives 0 and *dst = NULL. */
 int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-/* PREFIX.weight [out, in] and, if bias, PREFIX.bias [out] */
+/* PREFIX.weight [out, in] and, if bias, PREFIX.bias [out].  wt_lin and
+ * wt_ln with w == NULL only fill in the sizes (pointers NULL): enough to
+ * plan a pass without any weights. */
 int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* PREFIX.weight and PREFIX.bias [d] */

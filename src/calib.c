@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "af.h"
 #include "calib.h"
 #include "config.h"
 #include "dev.h"
@@ -141,10 +142,9 @@ static int calib_fold(const model_t *m, const model_run_t *run, int L, calib_row
 static int calib_svg(const char *path, const calib_row_t *rows, int n, const char *title)
 {
 	const double W = 640, H = 400, x0 = 70, y0 = 30, pw = 540, ph = 320;
-	char *tmp = NULL;
 	double ymax = 1, xmax = rows[n - 1].L;
 	FILE *f;
-	int rc = 0;
+	af_t a;
 
 	for (int i = 0; i < n; i++) {
 		double v[3] = { (double)rows[i].fig.predicted, (double)rows[i].fig.reserved,
@@ -152,11 +152,7 @@ static int calib_svg(const char *path, const calib_row_t *rows, int n, const cha
 		for (int k = 0; k < 3; k++) if (v[k] > ymax) ymax = v[k];
 	}
 	ymax *= 1.1;
-	if (asprintf(&tmp, "%s.tmp", path) < 0 || !(f = fopen(tmp, "w"))) {
-		log_error("%s: cannot write: %s", path, strerror(errno));
-		free(tmp);
-		return -1;
-	}
+	if (!(f = af_open(&a, path))) return -1;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 	        "font-family=\"sans-serif\" font-size=\"12\">\n"
 	        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
@@ -189,13 +185,7 @@ static int calib_svg(const char *path, const calib_row_t *rows, int n, const cha
 		        y0 + 16 + 14 * k, color[k], name[k]);
 	}
 	fputs("</svg>\n", f);
-	if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) < 0) {
-		log_error("%s: write failed: %s", path, strerror(errno));
-		unlink(tmp);
-		rc = -1;
-	}
-	free(tmp);
-	return rc;
+	return af_close(&a, 1);
 }
 
 /* "x.tsv" -> "x.svg", else PATH.svg; malloc'ed */

@@ -25,6 +25,7 @@
 
 #include <jansson.h>
 
+#include "af.h"
 #include "bucket.h"
 #include "calib.h"
 #include "config.h"
@@ -61,8 +62,6 @@ typedef struct {
 	int          ndev;
 	fold_rec_t  *rec;
 	int          nrec;
-	FILE        *summary;
-	char        *summary_tmp, *summary_path;
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
@@ -264,31 +263,18 @@ static int fold_journal_open(fold_run_t *r)
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
 static int fold_write_pae(const char *path, const model_out_t *out)
 {
-	char *tmp = NULL;
-	FILE *f;
-	int rc = 0;
+	af_t a;
 
-	if (asprintf(&tmp, "%s.tmp", path) < 0) return -1;
-	if (!(f = fopen(tmp, "w"))) {
-		log_error("%s: cannot write: %s", tmp, strerror(errno));
-		free(tmp);
-		return -1;
-	}
-	fputs("[{\"predicted_aligned_error\": [", f);
+	if (!af_open(&a, path)) return -1;
+	fputs("[{\"predicted_aligned_error\": [", a.f);
 	for (int i = 0; i < out->L; i++) {
-		fputs(i ? ", [" : "[", f);
+		fputs(i ? ", [" : "[", a.f);
 		for (int k = 0; k < out->L; k++)
-			fprintf(f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
-		fputc(']', f);
+			fprintf(a.f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
+		fputc(']', a.f);
 	}
-	fprintf(f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
-	if (ferror(f) | (fclose(f) != 0) || rename(tmp, path) < 0) {
-		log_error("%s: write failed: %s", path, strerror(errno));
-		unlink(tmp);
-		rc = -1;
-	}
-	free(tmp);
-	return rc;
+	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
+	return af_close(&a, 1);
 }
 
 /* a fragment's file name before the record's fragments are numbered */
@@ -492,13 +478,10 @@ static void fold_close(fold_run_t *r)
 	}
 	free(r->rec);
 	wt_close(r->wt);
-	if (r->summary) fclose(r->summary);
 	if (r->jsonl) fclose(r->jsonl);
 	if (r->done) fclose(r->done);
 	json_decref(r->prev);
 	quota_free(r->qt);
-	free(r->summary_tmp);
-	free(r->summary_path);
 	st_writer_free(r->dump);
 	pthread_mutex_destroy(&r->lock);
 }
@@ -564,25 +547,17 @@ static int fold_summary(fold_run_t *r)
 	const char *head = "index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
 	                   "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
 	                   "\tdevice_used_bytes\n";
-	int bad;
+	char *path = fold_path(r->o->outdir, "summary", ".tsv");
+	af_t a;
+	int rc = -1;
 
-	r->summary_path = fold_path(r->o->outdir, "summary", ".tsv");
-	r->summary_tmp = fold_path(r->o->outdir, "summary", ".tsv.tmp");
-	if (!r->summary_path || !r->summary_tmp || !(r->summary = fopen(r->summary_tmp, "w"))) {
-		log_error("%s: cannot write: %s", r->summary_tmp ? r->summary_tmp : r->o->outdir,
-		          strerror(errno));
-		return -1;
+	if (path && af_open(&a, path)) {
+		fputs(head, a.f);
+		for (int i = 0; i < r->nrec; i++) fold_summary_line(a.f, &r->rec[i]);
+		rc = af_close(&a, 1);
 	}
-	fputs(head, r->summary);
-	for (int i = 0; i < r->nrec; i++) fold_summary_line(r->summary, &r->rec[i]);
-	bad = ferror(r->summary) | (fclose(r->summary) != 0);
-	r->summary = NULL;
-	if (bad || rename(r->summary_tmp, r->summary_path) < 0) {
-		log_error("%s: cannot write: %s", r->summary_path, strerror(errno));
-		unlink(r->summary_tmp);
-		return -1;
-	}
-	return 0;
+	free(path);
+	return rc;
 }
 
 int fold_main(const opt_t *o)
@@ -665,8 +640,8 @@ int fold_main(const opt_t *o)
 	if (r.io_error) goto done;
 	if (fold_summary(&r) < 0) goto done;
 	if (r.dump && st_writer_save(r.dump, o->dump_tensors) < 0) goto done;
-	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s",
-	         r.nok, r.nsplit, r.nfailed, r.nskipped, r.summary_path);
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
+	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
 	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
 	if (stopped) log_error("interrupted: the records not folded are marked failed; "
 	                       "rerun the same command to fold only those");

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "af.h"
 #include "log.h"
 #include "rc.h"
 
@@ -124,34 +124,8 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 
 int pdb_write_atomic(const char *path, const pdb_input_t *in)
 {
-	size_t n = strlen(path) + 5;
-	char *tmp = malloc(n);
-	if (!tmp) {
-		log_error("%s: out of memory", path);
-		return -1;
-	}
-	snprintf(tmp, n, "%s.tmp", path);
-	FILE *f = fopen(tmp, "w");
-	if (!f) {
-		log_error("%s: cannot create: %s", tmp, strerror(errno));
-		free(tmp);
-		return -1;
-	}
-	int rc = pdb_write(f, in);
-	if (rc == 0 && (fflush(f) != 0 || fsync(fileno(f)) != 0)) {
-		log_error("%s: cannot write: %s", tmp, strerror(errno));
-		rc = -1;
-	}
-	if (fclose(f) != 0 && rc == 0) {
-		log_error("%s: cannot close: %s", tmp, strerror(errno));
-		rc = -1;
-	}
-	if (rc == 0 && rename(tmp, path) != 0) {
-		log_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-		rc = -1;
-	}
-	if (rc != 0)
-		unlink(tmp);
-	free(tmp);
-	return rc;
+	af_t a;
+
+	if (!af_open(&a, path)) return -1;
+	return af_close(&a, pdb_write(a.f, in) == 0);
 }

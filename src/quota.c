@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "af.h"
 #include "log.h"
 #include "quota.h"
 
@@ -366,31 +367,8 @@ int quota_write_fp(const quota_table_t *t, FILE *fp)
 
 int quota_write(const quota_table_t *t, const char *path)
 {
-	char *tmp = NULL;
-	FILE *fp;
-	int rc;
+	af_t a;
 
-	if (asprintf(&tmp, "%s.tmp", path) < 0) {
-		log_error("out of memory");
-		return -1;
-	}
-	fp = fopen(tmp, "w");
-	if (!fp) {
-		log_error("%s: cannot write: %s", tmp, strerror(errno));
-		free(tmp);
-		return -1;
-	}
-	rc = quota_write_fp(t, fp);
-	if (fclose(fp) != 0)
-		rc = -1;
-	if (rc == 0 && rename(tmp, path) != 0) {
-		log_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-		rc = -1;
-	} else if (rc != 0) {
-		log_error("%s: write error: %s", tmp, strerror(errno));
-	}
-	if (rc != 0)
-		remove(tmp);
-	free(tmp);
-	return rc;
+	if (!af_open(&a, path)) return -1;
+	return af_close(&a, quota_write_fp(t, a.f) == 0);
 }

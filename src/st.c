@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "af.h"
 #include "log.h"
 #include "st.h"
 
@@ -401,9 +402,9 @@ int st_writer_add_meta(st_writer_t *w, const char *key, const char *value)
 int st_writer_save(st_writer_t *w, const char *path)
 {
 	json_t *h = json_object();
-	char *text = NULL, *tmp = NULL;
-	FILE *f = NULL;
+	char *text = NULL;
 	size_t off = 0, hlen;
+	af_t a;
 	uint64_t hl;
 	int ret = -1;
 
@@ -420,31 +421,13 @@ int st_writer_save(st_writer_t *w, const char *path)
 	if (!(text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS))) goto done;
 	hlen = strlen(text);
 	hl = (hlen + 7) & ~(uint64_t)7;   /* pad the header with spaces to 8 bytes */
-	if (asprintf(&tmp, "%s.tmp", path) < 0) { tmp = NULL; goto done; }
-	if (!(f = fopen(tmp, "wb"))) {
-		log_error("%s: cannot write: %s", tmp, strerror(errno));
-		goto done;
-	}
-	fwrite(&hl, 8, 1, f);
-	fwrite(text, 1, hlen, f);
-	for (size_t i = hlen; i < hl; i++) fputc(' ', f);
-	for (int i = 0; i < w->n; i++) fwrite(w->e[i].data, 1, w->e[i].nbytes, f);
-	if (ferror(f) | (fclose(f) != 0)) {
-		f = NULL;
-		log_error("%s: write failed: %s", tmp, strerror(errno));
-		unlink(tmp);
-		goto done;
-	}
-	f = NULL;
-	if (rename(tmp, path) < 0) {
-		log_error("%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-		unlink(tmp);
-		goto done;
-	}
-	ret = 0;
+	if (!af_open(&a, path)) goto done;
+	fwrite(&hl, 8, 1, a.f);
+	fwrite(text, 1, hlen, a.f);
+	for (size_t i = hlen; i < hl; i++) fputc(' ', a.f);
+	for (int i = 0; i < w->n; i++) fwrite(w->e[i].data, 1, w->e[i].nbytes, a.f);
+	ret = af_close(&a, 1);
 done:
-	if (f) { fclose(f); unlink(tmp); }
-	free(tmp);
 	free(text);
 	json_decref(h);
 	return ret;

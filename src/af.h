@@ -1,0 +1,26 @@
+/* af.h - files written atomically: the text goes to PATH.tmp, which is
+ * flushed to disk and renamed to PATH only when everything was written, so
+ * PATH is either absent (or its old version) or complete.
+ *
+ * Ownership: af_open fills a caller-owned af_t; af_close releases it
+ * whatever happens.
+ */
+#ifndef ESMBATCH_AF_H
+#define ESMBATCH_AF_H
+
+#include <stdio.h>
+
+typedef struct {
+	FILE *f;      /* write here */
+	char *path;   /* the final name */
+	char *tmp;    /* PATH.tmp */
+} af_t;
+
+/* Create PATH.tmp for writing; returns a->f, or NULL after one logged line. */
+FILE *af_open(af_t *a, const char *path);
+/* ok != 0: flush, sync and close PATH.tmp and rename it to PATH; ok == 0 (the
+ * caller gave up) or any failure: remove PATH.tmp.  0 when PATH was
+ * written, negative otherwise (a failure is logged). */
+int   af_close(af_t *a, int ok);
+
+#endif

@@ -29,6 +29,7 @@ static int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "be.h"
+#include "be_cpu_gemm.h"
 #include "log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -54,6 +55,7 @@ typedef struct {
 static pthread_once_t cpu_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t  cpu_key;
 static int            cpu_key_ok;
+static int            cpu_has_cg;   /* the own GEMM kernel runs here (set at init) */
 
 static int cpu_alloc(be_t *be, size_t n, void **p)
 {
@@ -71,6 +73,28 @@ static int cpu_copy(be_t *be, void *dst, const void *src, size_t n)
 }
 
 static int cpu_sync(be_t *be) { return 0; }
+
+static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
+
+/* this thread's scratch of at least n floats, or NULL */
+static float *cpu_scratch(size_t n)
+{
+	cpu_scratch_t *sc;
+	void *p = NULL;
+
+	if (pthread_once(&cpu_key_once, cpu_key_make) != 0 || !cpu_key_ok) return NULL;
+	sc = pthread_getspecific(cpu_key);
+	if (sc && sc->cap >= n) return sc->data;
+	if (posix_memalign(&p, 64, sizeof *sc + n * sizeof(float)) != 0) return NULL;
+	if (pthread_setspecific(cpu_key, p) != 0) {
+		free(p);
+		return NULL;
+	}
+	free(sc);
+	sc = p;
+	sc->cap = n;
+	return sc->data;
+}
 
 /* e^x for float x, branch-free so that loops over it vectorise: x is clamped
  * to [-88, 88] (so -inf gives 0, +inf and NaN 1.65e38); x = n ln2 + r with
@@ -140,15 +164,14 @@ static void cpu_gemm_block(const be_gemm_t *g, int64_t b, int i0, int ni, int j0
 	            a, (int)g->lda, bm, (int)g->ldb, beta, c, (int)g->ldc);
 }
 
-/* The work is split into tasks run by the OpenMP threads, each one
+/* CBLAS: the work is split into tasks run by the OpenMP threads, each one
  * single-threaded BLAS call: batch entries, and within an entry blocks of
  * rows (or of 16-column multiples when C is wide and short) small enough
  * that a block of C (256 KiB at most) stays in cache between the bias pass
  * and the product.  No false sharing: tasks write disjoint blocks. */
-static int cpu_gemm(be_t *be, const be_gemm_t *g)
+static int cpu_gemm_blas(const be_gemm_t *g, double flops)
 {
 	int T = omp_get_max_threads();
-	double flops = 2.0 * g->m * g->n * g->k * g->batch;
 	int by_rows = g->m >= g->n;
 	int len = by_rows ? g->m : g->n, other = by_rows ? g->n : g->m;
 	/* pieces per batch entry: enough tasks for every thread, blocks <= 64 Ki floats */
@@ -166,6 +189,45 @@ static int cpu_gemm(be_t *be, const be_gemm_t *g)
 		else         cpu_gemm_block(g, b, 0, g->m, o, n);
 	}
 	return 0;
+}
+
+/* The own kernel (be_cpu_gemm.c): tasks of about CPU_GEMM_MB rows (whole
+ * 12-row tiles, shared out evenly) by CG_NB columns of one batch entry,
+ * their number a multiple of the thread count so that no thread idles at
+ * the end; each task packs its columns of op(B) in its thread's scratch. */
+#define CPU_GEMM_MB 240
+static int cpu_gemm_own(const be_gemm_t *g, double flops)
+{
+	int T = flops < 4e6 ? 1 : omp_get_max_threads();
+	int nj = (g->n + CG_NB - 1) / CG_NB, tiles = (g->m + 11) / 12;
+	int pm = (tiles + CPU_GEMM_MB / 12 - 1) / (CPU_GEMM_MB / 12);
+	int64_t per = (int64_t)g->batch * nj, ntask;
+	int fail = 0;
+
+	while (pm < tiles && (per * pm) % T) pm++;
+	ntask = per * pm;
+	#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (T > 1 && ntask > 1)
+	for (int64_t t = 0; t < ntask; t++) {
+		int64_t b = t / ((int64_t)pm * nj);
+		int ti = (int)(t / nj % pm), j0 = (int)(t % nj) * CG_NB;
+		int i0 = (int)((int64_t)ti * tiles / pm) * 12;
+		int i1 = (int)((int64_t)(ti + 1) * tiles / pm) * 12;
+		float *P = cpu_scratch((size_t)CG_KB * CG_NB);
+		if (i1 > g->m) i1 = g->m;
+		if (i0 >= i1) continue;
+		if (!P) { fail = 1; continue; }
+		cg_block(g, b, i0, i1 - i0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB, P);
+	}
+	return fail ? -1 : 0;
+}
+
+static int cpu_gemm(be_t *be, const be_gemm_t *g)
+{
+	double flops = 2.0 * g->m * g->n * g->k * g->batch;
+
+	if (!g->transa && g->k > 0 && cpu_has_cg)
+		return cpu_gemm_own(g, flops);
+	return cpu_gemm_blas(g, flops);
 }
 
 /* Softmax step of one score tile row: s[0..tk) += bias, masked keys to
@@ -244,28 +306,6 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 		float *o = a->o + b * a->o_sb + (int64_t)(i0 + i) * a->o_sl + h * a->o_sh;
 		cpu_scale(o, acc + (int64_t)i * D, D, l[i] > 0.0f ? 1.0f / l[i] : 0.0f);
 	}
-}
-
-static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
-
-/* this thread's scratch of at least n floats, or NULL */
-static float *cpu_scratch(size_t n)
-{
-	cpu_scratch_t *sc;
-	void *p = NULL;
-
-	if (pthread_once(&cpu_key_once, cpu_key_make) != 0 || !cpu_key_ok) return NULL;
-	sc = pthread_getspecific(cpu_key);
-	if (sc && sc->cap >= n) return sc->data;
-	if (posix_memalign(&p, 64, sizeof *sc + n * sizeof(float)) != 0) return NULL;
-	if (pthread_setspecific(cpu_key, p) != 0) {
-		free(p);
-		return NULL;
-	}
-	free(sc);
-	sc = p;
-	sc->cap = n;
-	return sc->data;
 }
 
 static int cpu_attn(be_t *be, const be_attn_t *a)
@@ -541,6 +581,7 @@ be_t *be_cpu_init(int threads)
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	openblas_set_num_threads(1);
 #endif
+	cpu_has_cg = cg_usable() && !getenv("ESMBATCH_CPU_BLAS");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,

@@ -230,7 +230,8 @@ static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
 
 /* gemm: all four transpositions, alpha, beta in {0 over NaN, 1, random},
  * with and without bias, 1..3 strided batches, random shapes and a few
- * larger than the BLAS blocking. */
+ * larger than the blocking of the kernels (k and column blocks of 256,
+ * 12-row tiles, parallel tasks) and batched like the triangle products. */
 static void test_gemm(void **state)
 {
 	uint64_t s = 1;
@@ -238,6 +239,11 @@ static void test_gemm(void **state)
 		gemm_trial(*state, &s, rng_dim(&s, 70), rng_dim(&s, 70), rng_dim(&s, 70), 1 + rng_below(&s, 3));
 	gemm_trial(*state, &s, 130, 67, 301, 2);
 	gemm_trial(*state, &s, 1, 513, 257, 1);
+	for (int t = 0; t < 4; t++) {
+		gemm_trial(*state, &s, 700, 290, 530, 1);
+		gemm_trial(*state, &s, 2003, 128, 128, 1);
+		gemm_trial(*state, &s, 37, 45, 128, 64);
+	}
 }
 
 /* ---- attention ----------------------------------------------------------- */

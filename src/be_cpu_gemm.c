@@ -1,0 +1,180 @@
+/* be_cpu_gemm.c - the CPU backend's own float32 GEMM kernel (AVX-512F).
+ *
+ * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
+ * shape of every nn.Linear and of the trunk's channel-major products.  Per
+ * block of C, op(B) is packed into panels of 32 columns, [k][32], which
+ * stay in L1; A is read in place, one broadcast per element, by a 12 x 32
+ * register tile (24 accumulators).  Unlike a general BLAS the large
+ * operand A is never copied, and the bias and beta are applied while the
+ * tile is still in registers.  Products run in k order, one fused
+ * multiply-add per term, in float32.
+ */
+#include "config.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "be_cpu_gemm.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+
+#define CG_NR 32   /* columns per packed panel: two vectors of 16 */
+#define CG_MR 12   /* rows per register tile */
+
+int cg_usable(void)
+{
+	__builtin_cpu_init();
+	return __builtin_cpu_supports("avx512f");
+}
+
+/* t[c] = column c of the 16 x 16 block r[0..16) (rows), in registers */
+__attribute__((target("avx512f"), always_inline))
+static inline void cg_transpose16(__m512 r[16])
+{
+	__m512 t[16], u[16];
+
+	for (int i = 0; i < 8; i++) {
+		t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+		t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+	}
+	/* u[4i + c]: rows 4i .. 4i+3 of columns c, c+4, c+8, c+12 (one per lane) */
+	for (int i = 0; i < 4; i++) {
+		u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+		u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+		u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+		u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+	}
+	for (int c = 0; c < 4; c++) {
+		__m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);      /* c, c+8 of rows 0-7 */
+		__m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);      /* c+4, c+12 */
+		__m512 a2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88); /* rows 8-15 */
+		__m512 b2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+		r[c] = _mm512_shuffle_f32x4(a, a2, 0x88);
+		r[c + 8] = _mm512_shuffle_f32x4(a, a2, 0xdd);
+		r[c + 4] = _mm512_shuffle_f32x4(b, b2, 0x88);
+		r[c + 12] = _mm512_shuffle_f32x4(b, b2, 0xdd);
+	}
+}
+
+/* P: [ceil(nj / 32)][kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+nj] of entry b,
+ * zero past column nj.  B: [n, k] is transposed 16 x 16 in registers. */
+__attribute__((target("avx512f")))
+static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int nj)
+{
+	const float *B = g->b + b * g->stride_b;
+
+	for (int p0 = 0; p0 < nj; p0 += CG_NR) {
+		float *pp = P + (int64_t)p0 * kb;
+		int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
+		if (!g->transb) {   /* B: [k, n] */
+			for (int k = 0; k < kb; k++) {
+				const float *row = B + (int64_t)(k0 + k) * g->ldb + j0 + p0;
+				memcpy(pp + k * CG_NR, row, (size_t)w * sizeof *row);
+				memset(pp + k * CG_NR + w, 0, (size_t)(CG_NR - w) * sizeof *row);
+			}
+			continue;
+		}
+		for (int h = 0; h < CG_NR; h += 16)   /* B: [n, k], 16 of its rows at a time */
+			for (int k = 0; k < kb; k += 16) {
+				int nk = kb - k < 16 ? kb - k : 16;
+				__mmask16 km = (__mmask16)((1u << nk) - 1);
+				__m512 r[16];
+				for (int i = 0; i < 16; i++)
+					r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, B + (int64_t)(j0 + p0 + h + i) * g->ldb + k0 + k)
+					                 : _mm512_setzero_ps();
+				cg_transpose16(r);
+				for (int i = 0; i < nk; i++) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
+			}
+	}
+}
+
+/* c: [R, w] (rows of stride ldc) = alpha x: [R, kb] pp: [kb, 32] + beta c
+ * + bias: [w] (bias may be NULL; c is not read when beta is 0);
+ * R <= 12, w <= 32 */
+__attribute__((target("avx512f"), always_inline))
+static inline void cg_tile(const int R, int kb, const float *x, int64_t ldx, const float *pp,
+                           float *c, int64_t ldc, int w, float alpha, float beta, const float *bias)
+{
+	__m512 c0[CG_MR], c1[CG_MR], bv0, bv1, va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+	__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+	__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
+
+	#pragma GCC unroll 12
+	for (int r = 0; r < CG_MR; r++)
+		if (r < R) { c0[r] = _mm512_setzero_ps(); c1[r] = _mm512_setzero_ps(); }
+	for (int k = 0; k < kb; k++) {
+		__m512 w0 = _mm512_load_ps(pp + k * CG_NR), w1 = _mm512_load_ps(pp + k * CG_NR + 16);
+		#pragma GCC unroll 12
+		for (int r = 0; r < CG_MR; r++)
+			if (r < R) {
+				__m512 xv = _mm512_set1_ps(x[r * ldx + k]);
+				c0[r] = _mm512_fmadd_ps(xv, w0, c0[r]);
+				c1[r] = _mm512_fmadd_ps(xv, w1, c1[r]);
+			}
+	}
+	bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+	bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+	#pragma GCC unroll 12
+	for (int r = 0; r < CG_MR; r++)
+		if (r < R) {
+			float *cr = c + r * ldc;
+			__m512 o0 = _mm512_fmadd_ps(va, c0[r], bv0), o1 = _mm512_fmadd_ps(va, c1[r], bv1);
+			if (beta != 0.0f) {
+				o0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, cr), o0);
+				o1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, cr + 16), o1);
+			}
+			_mm512_mask_storeu_ps(cr, m0, o0);
+			_mm512_mask_storeu_ps(cr + 16, m1, o1);
+		}
+}
+
+#define CG_TILE(R) \
+	__attribute__((target("avx512f"))) \
+	static void cg_tile##R(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
+	                       int64_t ldc, int w, float alpha, float beta, const float *bias) \
+	{ cg_tile(R, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); }
+CG_TILE(1) CG_TILE(2) CG_TILE(3) CG_TILE(4) CG_TILE(5) CG_TILE(6)
+CG_TILE(7) CG_TILE(8) CG_TILE(9) CG_TILE(10) CG_TILE(11) CG_TILE(12)
+
+typedef void (*cg_tile_fn)(int, const float *, int64_t, const float *, float *, int64_t, int,
+                           float, float, const float *);
+static const cg_tile_fn cg_tiles[CG_MR + 1] = {
+	NULL, cg_tile1, cg_tile2, cg_tile3, cg_tile4, cg_tile5, cg_tile6,
+	cg_tile7, cg_tile8, cg_tile9, cg_tile10, cg_tile11, cg_tile12,
+};
+
+void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, float *P)
+{
+	const float *A = g->a + b * g->stride_a + (int64_t)i0 * g->lda;
+	float *C = g->c + b * g->stride_c + (int64_t)i0 * g->ldc + j0;
+
+	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
+		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
+		/* the first k block applies beta and the bias, later ones add */
+		float beta = k0 ? 1.0f : g->beta;
+		const float *bias = k0 || !g->bias ? NULL : g->bias + j0;
+
+		cg_pack(P, g, b, k0, kb, j0, nj);
+		for (int p0 = 0; p0 < nj; p0 += CG_NR) {
+			int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
+			for (int r0 = 0; r0 < mi; r0 += CG_MR) {
+				int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
+				cg_tiles[R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, P + (int64_t)p0 * kb,
+				            C + (int64_t)r0 * g->ldc + p0, g->ldc, w, g->alpha, beta,
+				            bias ? bias + p0 : NULL);
+			}
+		}
+	}
+}
+
+#else   /* no kernel for this CPU or compiler: cg_usable() is 0, cg_block is never called */
+
+int cg_usable(void) { return 0; }
+
+void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, float *P)
+{
+	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)P;
+}
+
+#endif

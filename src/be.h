@@ -2,8 +2,8 @@
  *
  * Model code never calls these directly: it goes through the op layer
  * (op.h), which checks shapes, skips work while planning and records the
- * first failure.  Every backend implements every entry (mem_info and
- * worker are optional).  All tensors are
+ * first failure.  Every backend implements every entry (mem_info,
+ * worker and trimul are optional).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
  * device memory for CUDA); strides are in elements.  Each entry returns 0 on
  * success and a negative status on failure (never exits).
@@ -114,6 +114,12 @@ struct be {
 	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
 	 * q, k: [L, c] */
 	int (*outer)(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
+	/* optional (may be NULL: the trunk then multiplies channel-major
+	 * projections with batched GEMMs): the triangle-multiplication
+	 * product on channel-last tensors, x: [ni, nj, c] with
+	 * x[i, j, :] = sum_k a[i, k, :] * b[j, k, :]; a: [ni, nk, c],
+	 * b: [nj, nk, c]; x apart from a and b */
+	int (*trimul)(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk, int c);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

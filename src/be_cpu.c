@@ -194,29 +194,48 @@ static int cpu_gemm_blas(const be_gemm_t *g, double flops)
 /* The own kernel (be_cpu_gemm.c): tasks of about CPU_GEMM_MB rows (whole
  * 12-row tiles, shared out evenly) by CG_NB columns of one batch entry,
  * their number a multiple of the thread count so that no thread idles at
- * the end; each task packs its columns of op(B) in its thread's scratch. */
+ * the end.  op(B) of a single entry is packed once, by all the threads, into
+ * the calling thread's scratch and shared by the tasks (up to
+ * CPU_GEMM_SHARED floats); otherwise each task packs its columns, one k
+ * block at a time, into its own thread's scratch. */
 #define CPU_GEMM_MB 240
+#define CPU_GEMM_SHARED (1 << 22)
 static int cpu_gemm_own(const be_gemm_t *g, double flops)
 {
 	int T = flops < 4e6 ? 1 : omp_get_max_threads();
 	int nj = (g->n + CG_NB - 1) / CG_NB, tiles = (g->m + 11) / 12;
 	int pm = (tiles + CPU_GEMM_MB / 12 - 1) / (CPU_GEMM_MB / 12);
 	int64_t per = (int64_t)g->batch * nj, ntask;
+	float *packed = NULL;
 	int fail = 0;
 
+	if (g->batch == 1 && CG_PACKED(g->k, g->n) <= CPU_GEMM_SHARED)
+		packed = cpu_scratch((size_t)CG_PACKED(g->k, g->n));
 	while (pm < tiles && (per * pm) % T) pm++;
 	ntask = per * pm;
-	#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (T > 1 && ntask > 1)
-	for (int64_t t = 0; t < ntask; t++) {
-		int64_t b = t / ((int64_t)pm * nj);
-		int ti = (int)(t / nj % pm), j0 = (int)(t % nj) * CG_NB;
-		int i0 = (int)((int64_t)ti * tiles / pm) * 12;
-		int i1 = (int)((int64_t)(ti + 1) * tiles / pm) * 12;
-		float *P = cpu_scratch((size_t)CG_KB * CG_NB);
-		if (i1 > g->m) i1 = g->m;
-		if (i0 >= i1) continue;
-		if (!P) { fail = 1; continue; }
-		cg_block(g, b, i0, i1 - i0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB, P);
+	#pragma omp parallel reduction(|:fail) if (T > 1 && ntask > 1)
+	{
+		if (packed) {   /* by panels of 32 columns: every thread takes part */
+			#pragma omp for schedule(static)
+			for (int p = 0; p < (g->n + 31) / 32; p++) {
+				int j0 = p * 32 / CG_NB * CG_NB;
+				cg_pack_b(g, 0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB, p * 32 - j0,
+				          packed + (int64_t)j0 * g->k);
+			}
+		}
+		#pragma omp for schedule(dynamic)
+		for (int64_t t = 0; t < ntask; t++) {
+			int64_t b = t / ((int64_t)pm * nj);
+			int ti = (int)(t / nj % pm), j0 = (int)(t % nj) * CG_NB;
+			int i0 = (int)((int64_t)ti * tiles / pm) * 12;
+			int i1 = (int)((int64_t)(ti + 1) * tiles / pm) * 12;
+			float *P = packed ? NULL : cpu_scratch((size_t)CG_KB * CG_NB);
+			if (i1 > g->m) i1 = g->m;
+			if (i0 >= i1) continue;
+			if (!packed && !P) { fail = 1; continue; }
+			cg_block(g, b, i0, i1 - i0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB,
+			         packed ? packed + (int64_t)j0 * g->k : NULL, P);
+		}
 	}
 	return fail ? -1 : 0;
 }
@@ -568,6 +587,47 @@ static int cpu_outer(be_t *be, float *y, const float *q, const float *k, int i0,
 	return 0;
 }
 
+/* x: [nj, c] = sum_k a: [nk, c] (one row i) * b[j]: [nk, c] for every j */
+BE_CPU_CLONES
+static void cpu_trimul_row(float *x, const float *a, const float *b, int nj, int nk, int c)
+{
+	for (int j = 0; j < nj; j++) {
+		float *xj = x + (int64_t)j * c;
+		const float *bj = b + (int64_t)j * nk * c;
+		memset(xj, 0, sizeof *xj * c);
+		for (int k = 0; k < nk; k++) {
+			#pragma omp simd
+			for (int q = 0; q < c; q++) xj[q] += a[(int64_t)k * c + q] * bj[(int64_t)k * c + q];
+		}
+	}
+}
+
+/* The own kernel over tasks of 16 channels by CPU_TRI_JB columns j (every
+ * row i), so that a task's columns of b stay in cache while all of a's
+ * rows pass; without it (or c not a multiple of 16), rows i in parallel. */
+#define CPU_TRI_JB 40
+static int cpu_trimul(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk,
+                      int c)
+{
+	double flops = 2.0 * ni * nj * nk * c;
+
+	if (cpu_has_cg && c % 16 == 0) {
+		int nb = (nj + CPU_TRI_JB - 1) / CPU_TRI_JB;
+		int64_t ntask = (int64_t)(c / 16) * nb;
+		#pragma omp parallel for schedule(dynamic) if (flops >= 4e6)
+		for (int64_t t = 0; t < ntask; t++) {
+			int j0 = (int)(t % nb) * CPU_TRI_JB, c0 = (int)(t / nb) * 16;
+			cg_trimul_block(x, a, b, ni, nj, nk, c, c0, j0,
+			                nj - j0 < CPU_TRI_JB ? nj : j0 + CPU_TRI_JB);
+		}
+		return 0;
+	}
+	#pragma omp parallel for schedule(static) if (flops >= 4e6)
+	for (int i = 0; i < ni; i++)
+		cpu_trimul_row(x + (int64_t)i * nj * c, a + (int64_t)i * nk * c, b, nj, nk, c);
+	return 0;
+}
+
 static void cpu_destroy(be_t *be) { free(be); }
 
 be_t *be_cpu_init(int threads)
@@ -589,7 +649,7 @@ be_t *be_cpu_init(int threads)
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.transpose_inplace = cpu_transpose_inplace,
-		.rotary = cpu_rotary, .outer = cpu_outer,
+		.rotary = cpu_rotary, .outer = cpu_outer, .trimul = cpu_trimul,
 	};
 	return be;
 }

@@ -1,4 +1,5 @@
-/* be_cpu_gemm.c - the CPU backend's own float32 GEMM kernel (AVX-512F).
+/* be_cpu_gemm.c - the CPU backend's own float32 kernels (AVX-512F): GEMM
+ * and the triangle-multiplication product.
  *
  * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
  * shape of every nn.Linear and of the trunk's channel-major products.  Per
@@ -6,8 +7,10 @@
  * stay in L1; A is read in place, one broadcast per element, by a 12 x 32
  * register tile (24 accumulators).  Unlike a general BLAS the large
  * operand A is never copied, and the bias and beta are applied while the
- * tile is still in registers.  Products run in k order, one fused
- * multiply-add per term, in float32.
+ * tile is still in registers.  The triangle product (cg_trimul_block)
+ * works on channel-last tensors, 16 channels per vector, with a 4 x 5 tile
+ * of (i, j) pairs.  Products run in k order, one fused multiply-add per
+ * term, in float32.
  */
 #include "config.h"
 
@@ -57,36 +60,42 @@ static inline void cg_transpose16(__m512 r[16])
 	}
 }
 
-/* P: [ceil(nj / 32)][kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+nj] of entry b,
- * zero past column nj.  B: [n, k] is transposed 16 x 16 in registers. */
+/* pp: [kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+w] of entry b (w <= 32), zero
+ * past column w.  B: [n, k] is transposed 16 x 16 in registers. */
 __attribute__((target("avx512f")))
-static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int nj)
+static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int w)
 {
 	const float *B = g->b + b * g->stride_b;
 
-	for (int p0 = 0; p0 < nj; p0 += CG_NR) {
-		float *pp = P + (int64_t)p0 * kb;
-		int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
-		if (!g->transb) {   /* B: [k, n] */
-			for (int k = 0; k < kb; k++) {
-				const float *row = B + (int64_t)(k0 + k) * g->ldb + j0 + p0;
-				memcpy(pp + k * CG_NR, row, (size_t)w * sizeof *row);
-				memset(pp + k * CG_NR + w, 0, (size_t)(CG_NR - w) * sizeof *row);
-			}
-			continue;
+	if (!g->transb) {   /* B: [k, n] */
+		for (int k = 0; k < kb; k++) {
+			const float *row = B + (int64_t)(k0 + k) * g->ldb + j0;
+			memcpy(pp + k * CG_NR, row, (size_t)w * sizeof *row);
+			memset(pp + k * CG_NR + w, 0, (size_t)(CG_NR - w) * sizeof *row);
 		}
-		for (int h = 0; h < CG_NR; h += 16)   /* B: [n, k], 16 of its rows at a time */
-			for (int k = 0; k < kb; k += 16) {
-				int nk = kb - k < 16 ? kb - k : 16;
-				__mmask16 km = (__mmask16)((1u << nk) - 1);
-				__m512 r[16];
-				for (int i = 0; i < 16; i++)
-					r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, B + (int64_t)(j0 + p0 + h + i) * g->ldb + k0 + k)
-					                 : _mm512_setzero_ps();
-				cg_transpose16(r);
-				for (int i = 0; i < nk; i++) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
-			}
+		return;
 	}
+	for (int h = 0; h < CG_NR; h += 16)   /* B: [n, k], 16 of its rows at a time */
+		for (int k = 0; k < kb; k += 16) {
+			int nk = kb - k < 16 ? kb - k : 16;
+			__mmask16 km = (__mmask16)((1u << nk) - 1);
+			__m512 r[16];
+			for (int i = 0; i < 16; i++) {
+				const float *src = B + (int64_t)(j0 + h + i) * g->ldb + k0 + k;
+				/* the rows' lines two blocks on: B is often cold (weights) */
+				if (h + i < w && k + 32 < kb) _mm_prefetch((const char *)(src + 32), _MM_HINT_T0);
+				r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps();
+			}
+			cg_transpose16(r);
+			for (int i = 0; i < nk; i++) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
+		}
+}
+
+/* P: [ceil(nj / 32)][kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+nj] of entry b */
+static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int nj)
+{
+	for (int p0 = 0; p0 < nj; p0 += CG_NR)
+		cg_pack_panel(P + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0, nj - p0 < CG_NR ? nj - p0 : CG_NR);
 }
 
 /* c: [R, w] (rows of stride ldc) = alpha x: [R, kb] pp: [kb, 32] + beta c
@@ -144,7 +153,17 @@ static const cg_tile_fn cg_tiles[CG_MR + 1] = {
 	cg_tile7, cg_tile8, cg_tile9, cg_tile10, cg_tile11, cg_tile12,
 };
 
-void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, float *P)
+void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
+{
+	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
+		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
+		cg_pack_panel(P + CG_PACKED(k0, nj) + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0,
+		              nj - p0 < CG_NR ? nj - p0 : CG_NR);
+	}
+}
+
+void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
+              float *P)
 {
 	const float *A = g->a + b * g->stride_a + (int64_t)i0 * g->lda;
 	float *C = g->c + b * g->stride_c + (int64_t)i0 * g->ldc + j0;
@@ -154,13 +173,14 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, flo
 		/* the first k block applies beta and the bias, later ones add */
 		float beta = k0 ? 1.0f : g->beta;
 		const float *bias = k0 || !g->bias ? NULL : g->bias + j0;
+		const float *pk = packed ? packed + CG_PACKED(k0, nj) : P;
 
-		cg_pack(P, g, b, k0, kb, j0, nj);
+		if (!packed) cg_pack(P, g, b, k0, kb, j0, nj);
 		for (int p0 = 0; p0 < nj; p0 += CG_NR) {
 			int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
 			for (int r0 = 0; r0 < mi; r0 += CG_MR) {
 				int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
-				cg_tiles[R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, P + (int64_t)p0 * kb,
+				cg_tiles[R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
 				            C + (int64_t)r0 * g->ldc + p0, g->ldc, w, g->alpha, beta,
 				            bias ? bias + p0 : NULL);
 			}
@@ -168,13 +188,99 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, flo
 	}
 }
 
-#else   /* no kernel for this CPU or compiler: cg_usable() is 0, cg_block is never called */
+/* ---- the triangle product ------------------------------------------------ */
+
+/* x[ii, jj, 0..16) = sum_k a[ii, k, 0..16) * b[jj, k, 0..16) for ii < RI,
+ * jj < RJ (RI <= 4, RJ <= 5: 20 accumulators); rows of a, b, x at strides
+ * sa, sb, sxi, columns of x at sxj, k at sk */
+__attribute__((target("avx512f"), always_inline))
+static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64_t sa,
+                               const float *b, int64_t sb, int nk, int64_t sk, float *x,
+                               int64_t sxi, int64_t sxj)
+{
+	__m512 acc[4][5];
+
+	#pragma GCC unroll 4
+	for (int ii = 0; ii < 4; ii++)
+		#pragma GCC unroll 5
+		for (int jj = 0; jj < 5; jj++)
+			if (ii < RI && jj < RJ) acc[ii][jj] = _mm512_setzero_ps();
+	for (int k = 0; k < nk; k++) {
+		__m512 av[4], bv[5];
+		#pragma GCC unroll 4
+		for (int ii = 0; ii < 4; ii++)
+			if (ii < RI) av[ii] = _mm512_loadu_ps(a + ii * sa + k * sk);
+		#pragma GCC unroll 5
+		for (int jj = 0; jj < 5; jj++)
+			if (jj < RJ) bv[jj] = _mm512_loadu_ps(b + jj * sb + k * sk);
+		#pragma GCC unroll 4
+		for (int ii = 0; ii < 4; ii++)
+			#pragma GCC unroll 5
+			for (int jj = 0; jj < 5; jj++)
+				if (ii < RI && jj < RJ) acc[ii][jj] = _mm512_fmadd_ps(av[ii], bv[jj], acc[ii][jj]);
+	}
+	#pragma GCC unroll 4
+	for (int ii = 0; ii < 4; ii++)
+		#pragma GCC unroll 5
+		for (int jj = 0; jj < 5; jj++)
+			if (ii < RI && jj < RJ) _mm512_storeu_ps(x + ii * sxi + jj * sxj, acc[ii][jj]);
+}
+
+#define CG_TRI_TILE(RI, RJ) \
+	__attribute__((target("avx512f"))) \
+	static void cg_tri_tile##RI##x##RJ(const float *a, int64_t sa, const float *b, int64_t sb, \
+	                                   int nk, int64_t sk, float *x, int64_t sxi, int64_t sxj) \
+	{ cg_tri_tile(RI, RJ, a, sa, b, sb, nk, sk, x, sxi, sxj); }
+CG_TRI_TILE(4, 5) CG_TRI_TILE(1, 5) CG_TRI_TILE(4, 1) CG_TRI_TILE(1, 1)
+
+void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
+                     int c0, int j0, int j1)
+{
+	int64_t sa = (int64_t)nk * c, sxi = (int64_t)nj * c;
+
+	for (int j = j0; j < j1; j += 5) {
+		int RJ = j1 - j < 5 ? j1 - j : 5;
+		for (int i = 0; i < ni; i += 4) {
+			int RI = ni - i < 4 ? ni - i : 4;
+			const float *ai = a + (int64_t)i * sa + c0, *bj = b + (int64_t)j * sa + c0;
+			float *xij = x + (int64_t)i * sxi + (int64_t)j * c + c0;
+			if (RI == 4 && RJ == 5) {
+				cg_tri_tile4x5(ai, sa, bj, sa, nk, c, xij, sxi, c);
+			} else if (RJ == 5) {   /* the last rows, one at a time */
+				for (int r = 0; r < RI; r++)
+					cg_tri_tile1x5(ai + r * sa, sa, bj, sa, nk, c, xij + r * sxi, sxi, c);
+			} else if (RI == 4) {   /* the last columns */
+				for (int q = 0; q < RJ; q++)
+					cg_tri_tile4x1(ai, sa, bj + q * sa, sa, nk, c, xij + (int64_t)q * c, sxi, c);
+			} else {
+				for (int r = 0; r < RI; r++)
+					for (int q = 0; q < RJ; q++)
+						cg_tri_tile1x1(ai + r * sa, sa, bj + q * sa, sa, nk, c,
+						               xij + r * sxi + (int64_t)q * c, sxi, c);
+			}
+		}
+	}
+}
+
+#else   /* no kernel for this CPU or compiler: cg_usable() is 0, nothing else is called */
 
 int cg_usable(void) { return 0; }
 
-void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, float *P)
+void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
 {
-	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)P;
+	(void)g; (void)b; (void)j0; (void)nj; (void)p0; (void)P;
+}
+
+void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
+              float *P)
+{
+	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)packed; (void)P;
+}
+
+void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
+                     int c0, int j0, int j1)
+{
+	(void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0; (void)j1;
 }
 
 #endif

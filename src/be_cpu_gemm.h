@@ -1,4 +1,5 @@
-/* be_cpu_gemm.h - the CPU backend's own float32 GEMM kernel (AVX-512F).
+/* be_cpu_gemm.h - the CPU backend's own float32 kernels (AVX-512F): GEMM
+ * and the triangle-multiplication product.
  *
  * For be_gemm_t products with A not transposed (the large operand read in
  * place, k contiguous); the CPU backend splits C into blocks and runs one
@@ -17,9 +18,26 @@
 /* 1 when this CPU runs the kernel (x86-64 with AVX-512F), else 0 */
 int cg_usable(void);
 
+/* floats of a packed column block of op(B): nj columns, all of k */
+#define CG_PACKED(k, nj) ((int64_t)(k) * (((nj) + 31) / 32 * 32))
+
+/* Columns j0 .. j0+nj of op(B[b]) packed for cg_block (nj <= CG_NB) go to
+ * P: [CG_PACKED(k, nj)]; this writes the 32 of them from j0+p0 (p0 a
+ * multiple of 32 below nj), so that threads can share the packing; k >= 1. */
+void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P);
+
 /* C[b][i0 .. i0+mi, j0 .. j0+nj] = alpha A[b] op(B[b]) + beta C + bias over
- * the whole of k (k >= 1); g->transa must be 0, nj <= CG_NB.  P: scratch
- * of CG_KB * CG_NB floats, 64-byte aligned, owned by the caller. */
-void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, float *P);
+ * the whole of k (k >= 1); g->transa must be 0, nj <= CG_NB.  packed: those
+ * columns from cg_pack_b, or NULL: then they are packed here, one k block
+ * at a time, into P (scratch of CG_KB * CG_NB floats, 64-byte aligned).
+ * Both are owned by the caller. */
+void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
+              float *P);
+
+/* x[:, j0 .. j1, c0 .. c0+16] of the triangle product
+ * x: [ni, nj, c], x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];
+ * a: [ni, nk, c], b: [nj, nk, c]; c a multiple of 16. */
+void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
+                     int c0, int j0, int j1);
 
 #endif

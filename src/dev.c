@@ -10,7 +10,8 @@
 #include "mem.h"
 
 /* a simulated card: the CPU backend's entries with a byte budget on
- * alloc/free; `be` first so the vtable's be_t* is the sim_t* */
+ * alloc/free and, like CUDA, no direct triangle product; `be` first so the
+ * vtable's be_t* is the sim_t* */
 typedef struct {
 	be_t            be;
 	be_t           *cpu;
@@ -118,6 +119,7 @@ static be_t *dev_sim_open(const char *spec, int threads)
 	s->be.alloc = dev_sim_alloc;
 	s->be.free = dev_sim_free;
 	s->be.mem_info = dev_sim_mem_info;
+	s->be.trimul = NULL;   /* planned and run as on a card: batched GEMMs */
 	s->be.destroy = dev_sim_destroy;
 	return &s->be;
 }

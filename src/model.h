@@ -27,7 +27,9 @@
 
 typedef struct {
 	const cfg_t *cfg;
-	be_t        *be;
+	be_t        *be;       /* the weights' backend; for a shapes-only model the
+	                          backend its passes are planned for (its ops decide
+	                          the trunk's form), or NULL (planned as on CUDA) */
 	lm_t         lm;
 	trunk_t      trunk;
 	sm_t         sm;

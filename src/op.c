@@ -121,6 +121,17 @@ void op_outer(fx_t *fx, tn_t y, tn_t q, tn_t k, int i0)
 	          "outer");
 }
 
+void op_trimul(fx_t *fx, tn_t x, tn_t a, tn_t b)
+{
+	int ok = fx->be->trimul && a.nd == 3 && b.nd == 3 && x.nd == 3 && a.ne[1] == b.ne[1] &&
+	         a.ne[2] == b.ne[2] && x.ne[0] == a.ne[0] && x.ne[1] == b.ne[0] && x.ne[2] == a.ne[2];
+	if (!op_check(fx, ok, "trimul", "a [ni, nk, c], b [nj, nk, c] -> x [ni, nj, c] (be->trimul)"))
+		return;
+	if (!op_run(fx) || !tn_numel(x)) return;
+	op_status(fx, fx->be->trimul(fx->be, x.d, a.d, b.d, (int)a.ne[0], (int)b.ne[0], (int)a.ne[1],
+	                             (int)a.ne[2]), "trimul");
+}
+
 void op_gemm(fx_t *fx, const be_gemm_t *g)
 {
 	if (!op_run(fx) || !g->m || !g->n || !g->batch) return;

@@ -38,6 +38,9 @@ void op_transpose_inplace(fx_t *fx, tn_t x);
 void op_rotary(fx_t *fx, tn_t x, const float *inv_freq);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 void op_outer(fx_t *fx, tn_t y, tn_t q, tn_t k, int i0);
+/* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
+ * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
+void op_trimul(fx_t *fx, tn_t x, tn_t a, tn_t b);
 /* raw strided-batched GEMM and fused attention (pointers from tensors) */
 void op_gemm(fx_t *fx, const be_gemm_t *g);
 void op_attn(fx_t *fx, const be_attn_t *a);

@@ -185,6 +185,7 @@ int sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, 
 		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
 		if (dev_precision(d->be, o->precision) < 0) goto fail;
 		if (model_load(&d->model, w, load ? d->be : NULL) < 0) goto fail;
+		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
 		d->loaded = 1;
 		d->workers = o->dump_tensors ? 1 : o->workers;
 		d->budget = dev_budget(d->be, d->spec, cpu_total, wt_f32_bytes(w), load);

@@ -4,7 +4,9 @@
  * shared by all rows of an attention are [H, L, L] with the key index
  * contiguous; they are written straight in that layout by a GEMM that
  * computes W x^T.  The triangle multiplication keeps one projection for all
- * rows, in row blocks (one block per chunk of rows r0..r0+nr), each block
+ * rows.  Where the backend has a direct triangle product (be->trimul, the
+ * CPU) everything stays channel-last; elsewhere (CUDA) the projection is
+ * kept in row blocks (one block per chunk of rows r0..r0+nr), each block
  * channel-major [c][nr][L], so that its products are batched (over
  * channels) GEMMs on block pairs.  Incoming updates and the ending-node
  * attention work on z transposed in place, so neither needs a second z.
@@ -352,6 +354,61 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
+/* xv: [nc, L, c] = gated projection of znv: [nc, L, c], channel-last;
+ * g: [nc, L, c] scratch */
+static void tk_gated(fx_t *fx, tn_t xv, tn_t znv, const lin_t *p, const lin_t *gate, tn_t g)
+{
+	op_linear(fx, xv, znv, p, 0.0f);
+	op_linear(fx, g, znv, gate, 0.0f);
+	op_binary(fx, xv, xv, g, BE_GATE);
+}
+
+/* The same update where the backend has a direct triangle product
+ * (be->trimul): every tensor channel-last, f = gated projection of all
+ * rows, then per chunk of rows r = their gated projection and
+ * x[i, j] = sum_k r[i, k] f[j, k], without transposes or channel-major
+ * GEMMs.  Outgoing and incoming as in tk_trimul. */
+static void tk_trimul_direct(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, int n)
+{
+	int L = (int)z.ne[0], c = (int)z.ne[2];
+	const lin_t *r_p = outgoing ? &m->a_p : &m->b_p, *r_g = outgoing ? &m->a_g : &m->b_g;
+	const lin_t *f_p = outgoing ? &m->b_p : &m->a_p, *f_g = outgoing ? &m->b_g : &m->a_g;
+	tn_t f, zn, g, r, x;
+
+	if (!outgoing) op_transpose_inplace(fx, z);
+	f = fx_new3(fx, L, L, c);
+	zn = fx_new3(fx, n, L, c);
+	g = fx_new3(fx, n, L, c);
+	for (int i0 = 0; i0 < L; i0 += n) {
+		int nc = L - i0 < n ? L - i0 : n;
+		tn_t znv = tn_rows(zn, 0, nc);
+		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
+		tk_gated(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(g, 0, nc));
+	}
+	r = fx_new3(fx, n, L, c);
+	x = fx_new3(fx, n, L, c);
+	for (int i0 = 0; i0 < L; i0 += n) {
+		int nc = L - i0 < n ? L - i0 : n;
+		tn_t znv = tn_rows(zn, 0, nc), gv = tn_rows(g, 0, nc), rv = tn_rows(r, 0, nc);
+		tn_t xv = tn_rows(x, 0, nc), zv = tn_rows(z, i0, nc);
+		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
+		tk_gated(fx, rv, znv, r_p, r_g, gv);
+		op_trimul(fx, xv, rv, f);
+		/* z rows += linear_z(layer_norm_out(x)) * sigmoid(linear_g(layer_norm_in(z rows))) */
+		op_layernorm(fx, xv, xv, &m->ln_out);
+		op_linear(fx, gv, znv, &m->g, 0.0f);
+		op_linear(fx, rv, xv, &m->z, 0.0f);
+		op_binary(fx, rv, rv, gv, BE_GATE);
+		op_binary(fx, zv, zv, rv, BE_ADD);
+	}
+	fx_drop(fx, &x);
+	fx_drop(fx, &r);
+	fx_drop(fx, &g);
+	fx_drop(fx, &zn);
+	fx_drop(fx, &f);
+	if (!outgoing) op_transpose_inplace(fx, z);
+}
+
 /* z: [L, L, c] += triangle attention around the starting node: row i attends
  * over z[i, :] with the bias linear(layer_norm(z)) shared by all rows.  In
  * one chunk (n = L) the bias comes from the projections' layer_norm(z). */
@@ -421,8 +478,13 @@ void trunk_block(fx_t *fx, const trunk_block_t *b, const cfg_t *c, tn_t s, tn_t 
 	tk_seq_attention(fx, b, c, s, z, n);
 	tk_mlp(fx, &b->mlp_seq, s, L);
 	tk_seq_to_pair(fx, b, s, z, n);
-	tk_trimul(fx, &b->mul_out, z, 1, n);
-	tk_trimul(fx, &b->mul_in, z, 0, n);
+	if (fx->be && fx->be->trimul) {
+		tk_trimul_direct(fx, &b->mul_out, z, 1, n);
+		tk_trimul_direct(fx, &b->mul_in, z, 0, n);
+	} else {
+		tk_trimul(fx, &b->mul_out, z, 1, n);
+		tk_trimul(fx, &b->mul_in, z, 0, n);
+	}
 	tk_triatt(fx, &b->att_start, c, z, n);
 	tk_triatt_end(fx, &b->att_end, c, z, n);
 	tk_mlp(fx, &b->mlp_pair, tn_reshape2(z, (int64_t)L * L, c->c_z), (int64_t)n * L);
@@ -481,14 +543,14 @@ void trunk_recycle_in(fx_t *fx, const trunk_t *t, tn_t s, tn_t z, tn_t s_s_0, tn
 	fx_drop(fx, &e);
 }
 
-size_t trunk_block_peak(const cfg_t *c, int L, int chunk)
+size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk)
 {
 	trunk_block_t b;
 	fx_t fx;
 	size_t high;
 
 	if (tk_check_cfg(c) < 0 || tk_load_block(&b, c, NULL, NULL, 0) < 0) return 0;
-	fx_plan_begin(&fx, NULL);
+	fx_plan_begin(&fx, be);
 	tn_t s = fx_new2(&fx, L, c->c_s), z = fx_new3(&fx, L, L, c->c_z);
 	trunk_block(&fx, &b, c, s, z, chunk);
 	fx_drop(&fx, &z);

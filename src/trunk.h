@@ -108,8 +108,9 @@ void trunk_recycle_in(fx_t *fx, const trunk_t *t, tn_t s, tn_t z, tn_t s_s_0, tn
                       tn_t prev_z, const int32_t *bins, int chunk);
 
 /* Activation arena (bytes, the planner's high-water mark) of one block at
- * length L with this chunk, s and z included; weights need not be loaded.
+ * length L with this chunk on backend be (whose ops decide the form of the
+ * triangle multiplication), s and z included; weights need not be loaded.
  * 0 when planning fails. */
-size_t trunk_block_peak(const cfg_t *c, int L, int chunk);
+size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk);
 
 #endif

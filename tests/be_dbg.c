@@ -393,6 +393,21 @@ static int dbg_outer(be_t *be, float *y, const float *q, const float *k, int i0,
 	return dbg_leave(c, c->cpu->outer(c->cpu, y, q, k, i0, ni, L, ch));
 }
 
+static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk,
+                      int ch)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t nx = (int64_t)ni * nj * ch, na = (int64_t)ni * nk * ch, nb = (int64_t)nj * nk * ch;
+	int rc;
+
+	if (dbg_dev(c, "trimul", "x", x, nx * F) || dbg_dev(c, "trimul", "a", a, na * F) ||
+	    dbg_dev(c, "trimul", "b", b, nb * F) || dbg_apart(c, "trimul", "x and a", x, nx, a, na, 0) ||
+	    dbg_apart(c, "trimul", "x and b", x, nx, b, nb, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -433,6 +448,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .rotary = dbg_rotary, .outer = dbg_outer,
+		.trimul = dbg_trimul,
 	};
 	return be;
 fail:

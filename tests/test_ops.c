@@ -44,7 +44,7 @@
 /* ---- worst errors per op ------------------------------------------------- */
 
 enum { E_GEMM, E_ATTN, E_LN, E_SOFTMAX, E_GELU, E_SIGMOID, E_ADD, E_MUL, E_GATE,
-       E_AXPBY, E_GATHER, E_ROTARY, E_OUTER, E_LINEAR, E_N };
+       E_AXPBY, E_GATHER, E_ROTARY, E_OUTER, E_TRIMUL, E_LINEAR, E_N };
 
 static struct { const char *name, *metric; double bound, worst; } errs[E_N] = {
 	[E_GEMM] = { "gemm", "nmse", NMSE_BOUND, 0 },
@@ -60,6 +60,7 @@ static struct { const char *name, *metric; double bound, worst; } errs[E_N] = {
 	[E_GATHER] = { "gather", "rel", ELEM_TOL, 0 },
 	[E_ROTARY] = { "rotary", "rel", ELEM_TOL, 0 },
 	[E_OUTER] = { "outer", "rel", ELEM_TOL, 0 },
+	[E_TRIMUL] = { "trimul", "nmse", NMSE_BOUND, 0 },
 	[E_LINEAR] = { "op_linear", "nmse", NMSE_BOUND, 0 },
 };
 
@@ -667,6 +668,41 @@ static void test_outer(void **state)
 	}
 }
 
+/* trimul: x[i, j, :] = sum_k a[i, k, :] b[j, k, :]; channel counts that
+ * are multiples of 16 (the vector kernel, tiles of 4 x 5 with every kind
+ * of edge) and others (the plain loop); x is fully overwritten (NaN
+ * before) and nothing past it is touched. */
+static void test_trimul(void **state)
+{
+	be_t *be = *state;
+	uint64_t s = 14;
+	const int cs[] = { 16, 128, 48, 8, 20, 1 };
+	assert_non_null(be->trimul);
+	for (int t = 0; t < TRIALS; t++) {
+		int ni = rng_dim(&s, 13), nj = rng_dim(&s, 23), nk = rng_dim(&s, 40);
+		int c = cs[t % 6];
+		int64_t n = (int64_t)ni * nj * c;
+		float *a = frand(&s, (size_t)ni * nk * c, 1.0f), *b = frand(&s, (size_t)nj * nk * c, 1.0f);
+		float *x = frand(&s, n + 1, 1.0f), tail = x[n];
+		float *before;
+		double *ref = dref(n);
+		for (int64_t u = 0; u < n; u++) x[u] = NAN;
+		before = fcopy(x, n);
+		for (int i = 0; i < ni; i++)
+			for (int j = 0; j < nj; j++)
+				for (int q = 0; q < c; q++) {
+					double acc = 0.0;
+					for (int k = 0; k < nk; k++)
+						acc += (double)a[((int64_t)i * nk + k) * c + q] * b[((int64_t)j * nk + k) * c + q];
+					ref[((int64_t)i * nj + j) * c + q] = acc;
+				}
+		assert_int_equal(be->trimul(be, x, a, b, ni, nj, nk, c), 0);
+		expect_err(E_TRIMUL, cmp_nmse(x, before, ref, n));
+		assert_memory_equal(&x[n], &tail, sizeof tail);
+		tmp_reset();
+	}
+}
+
 /* ---- the op layer ---------------------------------------------------------- */
 
 /* op_linear: y [2, 3, out] = x [2, 3, in] W^T + b + beta y, with the
@@ -745,11 +781,17 @@ static void bad_outer(fx_t *fx)
 	op_outer(fx, fx_new3(fx, 3, 6, 8), q, k, 4);   /* rows 4..6 of 6 */
 }
 
+static void bad_trimul(fx_t *fx)
+{
+	op_trimul(fx, fx_new3(fx, 3, 5, 16), fx_new3(fx, 3, 7, 16), fx_new3(fx, 5, 6, 16));   /* nk 7 vs 6 */
+}
+
 static const bad_call_t bad_calls[] = {
 	{ "linear", bad_linear_in }, { "linear", bad_linear_out }, { "linear", bad_linear_rows },
 	{ "layernorm", bad_layernorm },
 	{ "binary", bad_binary }, { "axpby", bad_axpby }, { "transpose", bad_transpose },
 	{ "rotary", bad_rotary }, { "gather", bad_gather }, { "outer", bad_outer },
+	{ "trimul", bad_trimul },
 };
 
 /* Each shape mismatch sets fx->err with a message naming the op, while
@@ -898,6 +940,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_transpose, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_rotary, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_trimul, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_op_linear, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_op_shape_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_op_planning_no_touch, setup, teardown),

@@ -62,7 +62,9 @@ static int32_t *load_i32(const fixture_t *f, const char *name, int64_t n)
 	return p;
 }
 
-static void fixture_open(fixture_t *f, const char *fixture)
+/* gemm_form: the backend without its direct triangle product, so that the
+ * trunk takes the batched-GEMM form (the one CUDA runs) */
+static void fixture_open(fixture_t *f, const char *fixture, int gemm_form)
 {
 	char path[1024];
 	size_t i;
@@ -70,6 +72,7 @@ static void fixture_open(fixture_t *f, const char *fixture)
 
 	memset(f, 0, sizeof *f);
 	assert_non_null(f->be = be_cpu_init(1));
+	if (gemm_form) f->be->trimul = NULL;
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(f->w = wt_open(path));
 	f->c = wt_cfg(f->w);
@@ -138,14 +141,16 @@ static size_t run_pass(const fixture_t *f, const float *prev_s, const float *pre
 	return high;
 }
 
-/* every pass K of the recycle-detail sequence against trunk_s_rK, trunk_z_rK */
-static void golden_passes(const char *fixture)
+/* every pass K of the recycle-detail sequence against trunk_s_rK,
+ * trunk_z_rK, in both forms of the triangle multiplication */
+static void golden_form(const char *fixture, int gemm_form)
 {
 	fixture_t f;
 	char sname[32], zname[32], bname[32];
 	int failures = 0;
 
-	fixture_open(&f, fixture);
+	fixture_open(&f, fixture, gemm_form);
+	printf("%s, %s form:\n", fixture, gemm_form ? "batched-GEMM" : "direct");
 	int L = f.L, passes = f.c->max_recycles;
 	int64_t ns = (int64_t)L * f.c->c_s, nz = (int64_t)L * L * f.c->c_z;
 	float *s = malloc(sizeof *s * ns), *z = malloc(sizeof *z * nz);
@@ -176,6 +181,12 @@ static void golden_passes(const char *fixture)
 	assert_int_equal(failures, 0);
 }
 
+static void golden_passes(const char *fixture)
+{
+	golden_form(fixture, 0);
+	golden_form(fixture, 1);
+}
+
 static void test_golden_tiny_a(void **state) { golden_passes("tiny_a"); }
 static void test_golden_tiny_b(void **state) { golden_passes("tiny_b"); }
 
@@ -191,12 +202,12 @@ static double max_abs_diff(const float *a, const float *b, int64_t n)
 
 /* pass 0 with chunk sizes 1, 3 (a non-divisor), 8 and L against the
  * unchunked pass, within the golden tolerance of trunk_s_r0 / trunk_z_r0;
- * also a smaller planned arena for small chunks */
-static void chunk_agreement(const char *fixture)
+ * also a smaller planned arena for small chunks; both forms */
+static void chunk_form(const char *fixture, int gemm_form)
 {
 	fixture_t f;
 
-	fixture_open(&f, fixture);
+	fixture_open(&f, fixture, gemm_form);
 	int L = f.L;
 	int64_t ns = (int64_t)L * f.c->c_s, nz = (int64_t)L * L * f.c->c_z;
 	float *s_ref = malloc(sizeof(float) * ns), *z_ref = malloc(sizeof(float) * nz);
@@ -220,6 +231,12 @@ static void chunk_agreement(const char *fixture)
 	free(z_ref);
 	free(s_ref);
 	fixture_close(&f);
+}
+
+static void chunk_agreement(const char *fixture)
+{
+	chunk_form(fixture, 0);
+	chunk_form(fixture, 1);
 }
 
 static void test_chunks_tiny_a(void **state) { chunk_agreement("tiny_a"); }
@@ -257,7 +274,7 @@ static void test_plan(void **state)
 {
 	fixture_t f;
 
-	fixture_open(&f, "tiny_b");
+	fixture_open(&f, "tiny_b", 0);
 	int64_t ns = (int64_t)f.L * f.c->c_s, nz = (int64_t)f.L * f.L * f.c->c_z;
 	float *s = malloc(sizeof(float) * ns), *z = malloc(sizeof(float) * nz);
 	size_t high = run_pass(&f, NULL, NULL, NULL, 5, s, z);
@@ -271,39 +288,51 @@ static void test_plan(void **state)
 
 /* activation arena of one esmfold_v1 trunk block (s and z included), from
  * the planner, unchunked and chunked; printed for the issue's report */
+/* Block peaks of the full model's dimensions on the CPU (direct triangle
+ * product) and on a backend without it (channel-major GEMMs, as CUDA):
+ * chunks never raise the peak, and chunk 64 holds z, one triangle-
+ * multiplication projection, the [H, L, L] biases, s-sized tensors and a
+ * few [64, L, c_z] slabs. */
 static void test_peak_esmfold_v1(void **state)
 {
 	cfg_t c = { 0 };
 	int lens[] = { 256, 512, 1024, 1344 }, chunks[] = { 0, 128, 64, 32 };
+	be_t *cpu = be_cpu_init(1), gemm_only;
 
+	assert_non_null(cpu);
+	gemm_only = *cpu;
+	gemm_only.trimul = NULL;
 	c.c_s = 1024;
 	c.c_z = 128;
 	c.seq_head_width = 32;
 	c.pair_head_width = 32;
 	c.position_bins = 32;
 	c.trunk_blocks = 48;
-	printf("esmfold_v1 trunk block activation arena (MiB):\n%6s", "L");
-	for (size_t j = 0; j < sizeof chunks / sizeof *chunks; j++)
-		printf(chunks[j] ? "  chunk %4d" : "   unchunked", chunks[j]);
-	printf("   z alone\n");
-	for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
-		int L = lens[i];
-		size_t prev = 0;
-		printf("%6d", L);
-		for (size_t j = 0; j < sizeof chunks / sizeof *chunks; j++) {
-			size_t high = trunk_block_peak(&c, L, chunks[j]);
-			assert_true(high > 0);
-			if (j) assert_true(high <= prev);
-			prev = high;
-			printf("  %10.1f", high / 1048576.0);
+	for (int v = 0; v < 2; v++) {
+		be_t *be = v ? &gemm_only : cpu;
+		printf("esmfold_v1 trunk block activation arena (MiB), %s:\n%6s",
+		       v ? "batched GEMMs (CUDA)" : "direct triangle product (CPU)", "L");
+		for (size_t j = 0; j < sizeof chunks / sizeof *chunks; j++)
+			printf(chunks[j] ? "  chunk %4d" : "   unchunked", chunks[j]);
+		printf("   z alone\n");
+		for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+			int L = lens[i];
+			size_t prev = 0;
+			printf("%6d", L);
+			for (size_t j = 0; j < sizeof chunks / sizeof *chunks; j++) {
+				size_t high = trunk_block_peak(&c, be, L, chunks[j]);
+				assert_true(high > 0);
+				if (j) assert_true(high <= prev);
+				prev = high;
+				printf("  %10.1f", high / 1048576.0);
+			}
+			printf("  %8.1f\n", (double)L * L * c.c_z * sizeof(float) / 1048576.0);
+			double zb = (double)L * L * c.c_z * sizeof(float), slab = zb * 64 / L;
+			printf("        chunk 64: 2 z + %.2f slabs\n", (trunk_block_peak(&c, be, L, 64) - 2 * zb) / slab);
+			assert_true(trunk_block_peak(&c, be, L, 64) < 2 * zb + 6 * slab);
 		}
-		printf("  %8.1f\n", (double)L * L * c.c_z * sizeof(float) / 1048576.0);
-		/* chunked: z, one triangle-multiplication projection, the [H, L, L]
-		 * biases, s-sized tensors, and a few [64, L, c_z] chunk slabs */
-		double zb = (double)L * L * c.c_z * sizeof(float), slab = zb * 64 / L;
-		printf("        chunk 64: 2 z + %.2f slabs\n", (trunk_block_peak(&c, L, 64) - 2 * zb) / slab);
-		assert_true(trunk_block_peak(&c, L, 64) < 2 * zb + 6 * slab);
 	}
+	be_free(cpu);
 }
 
 int main(void)

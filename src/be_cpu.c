@@ -292,9 +292,11 @@ static void cpu_scale(float *y, const float *x, int64_t n, float a)
 }
 
 /* One (batch, head, query tile): streaming softmax over key tiles.
- * s: [tq, TK] scores, acc: [tq, D] unnormalised output, m, l: [tq]. */
-static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
-                          float *s, float *acc, float *m, float *l)
+ * s: [tq, TK] scores, acc: [tq, D] unnormalised output, m, l: [tq].
+ * kp, vp: this (batch, head)'s K^T and V packed for the own kernel
+ * (cpu_attn_pack), or NULL: CBLAS on K and V in place. */
+static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, const float *kp,
+                          const float *vp, float *s, float *acc, float *m, float *l)
 {
 	const float *q = a->q + b * a->q_sb + (int64_t)i0 * a->q_sl + h * a->q_sh;
 	const float *mask = a->mask ? a->mask + b * a->mask_sb : NULL;
@@ -308,8 +310,14 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 		const float *v = a->v + b * a->v_sb + (int64_t)j0 * a->v_sl + h * a->v_sh;
 
 		/* s[i, j] = scale * q_i . k_j */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
-		            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
+		if (kp) {
+			be_gemm_t g = { .transb = 1, .m = tq, .n = tk, .k = D, .alpha = a->scale,
+			                .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
+			cg_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL);
+		} else {
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
+			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
+		}
 		for (int i = 0; i < tq; i++) {
 			const float *bi = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
 			                            (int64_t)(i0 + i) * a->bias_sq + j0 : NULL;
@@ -318,8 +326,14 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 			if (corr != 1.0f) cpu_scale(acc + (int64_t)i * D, acc + (int64_t)i * D, D, corr);
 		}
 		/* acc += p v */
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f,
-		            s, BE_CPU_TK, v, (int)a->v_sl, 1.0f, acc, D);
+		if (vp) {
+			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,
+			                .a = s, .lda = BE_CPU_TK, .c = acc, .ldc = D, .batch = 1 };
+			cg_block(&g, 0, 0, tq, 0, D, vp + CG_PACKED(j0, D), NULL);
+		} else {
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f,
+			            s, BE_CPU_TK, v, (int)a->v_sl, 1.0f, acc, D);
+		}
 	}
 	for (int i = 0; i < tq; i++) {
 		float *o = a->o + b * a->o_sb + (int64_t)(i0 + i) * a->o_sl + h * a->o_sh;
@@ -327,17 +341,45 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq,
 	}
 }
 
+/* kp: [CG_PACKED(D, Lk)] = K^T of (batch b, head h), packed for cg_block in
+ * column blocks of CG_NB keys (block j0 at kp + j0 D); vp:
+ * [CG_PACKED(Lk, D)] = V likewise, one column block of D, so that the keys
+ * from j0 (a multiple of CG_KB) start at vp + CG_PACKED(j0, D). */
+static void cpu_attn_pack(const be_attn_t *a, int b, int h, float *kp, float *vp)
+{
+	be_gemm_t gk = { .transb = 1, .n = a->Lk, .k = a->D,
+	                 .b = a->k + b * a->k_sb + h * a->k_sh, .ldb = a->k_sl };
+	be_gemm_t gv = { .n = a->D, .k = a->Lk, .b = a->v + b * a->v_sb + h * a->v_sh, .ldb = a->v_sl };
+
+	for (int j0 = 0; j0 < a->Lk; j0 += CG_NB) {
+		int nj = a->Lk - j0 < CG_NB ? a->Lk - j0 : CG_NB;
+		for (int p0 = 0; p0 < nj; p0 += 32) cg_pack_b(&gk, 0, j0, nj, p0, kp + (int64_t)j0 * a->D);
+	}
+	for (int p0 = 0; p0 < a->D; p0 += 32) cg_pack_b(&gv, 0, 0, a->D, p0, vp);
+}
+
+/* With the own kernel (key tiles of CG_KB, D <= CG_NB): one task per
+ * (batch, head), which packs K^T and V once for all its query tiles;
+ * otherwise one task per (batch, head, query tile) on CBLAS. */
 static int cpu_attn(be_t *be, const be_attn_t *a)
 {
 	int nqt = (a->Lq + BE_CPU_TQ - 1) / BE_CPU_TQ;
-	int64_t ntask = (int64_t)a->B * a->H * nqt;
-	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ;
+	int own = cpu_has_cg && BE_CPU_TK == CG_KB && a->D <= CG_NB;
+	int64_t ntask = (int64_t)a->B * a->H * (own ? 1 : nqt);
+	size_t pk = own ? (size_t)CG_PACKED(a->D, a->Lk) + (size_t)CG_PACKED(a->Lk, a->D) : 0;
+	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ + pk;
 	int fail = 0;
 
 	#pragma omp parallel reduction(|:fail)
 	{
-		float *s = cpu_scratch(need), *acc = NULL, *m = NULL, *l = NULL;
+		float *s = cpu_scratch(need), *acc = NULL, *m = NULL, *l = NULL, *kp = NULL, *vp = NULL;
 		if (s) {
+			/* the packed operands first: 64-byte aligned, as cg_block reads them */
+			if (own) {
+				kp = s;
+				vp = kp + CG_PACKED(a->D, a->Lk);
+				s = vp + CG_PACKED(a->Lk, a->D);
+			}
 			acc = s + (size_t)BE_CPU_TQ * BE_CPU_TK;
 			m = acc + (size_t)BE_CPU_TQ * a->D;
 			l = m + BE_CPU_TQ;
@@ -346,11 +388,19 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 		 * scratch failed: it then only records the failure */
 		#pragma omp for schedule(dynamic)
 		for (int64_t t = 0; t < ntask; t++) {
+			if (!s) { fail = 1; continue; }
+			if (own) {
+				int h = (int)(t % a->H), b = (int)(t / a->H);
+				cpu_attn_pack(a, b, h, kp, vp);
+				for (int i0 = 0; i0 < a->Lq; i0 += BE_CPU_TQ)
+					cpu_attn_tile(a, b, h, i0, a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ,
+					              kp, vp, s, acc, m, l);
+				continue;
+			}
 			int qt = (int)(t % nqt), h = (int)(t / nqt % a->H), b = (int)(t / nqt / a->H);
 			int i0 = qt * BE_CPU_TQ;
-			int tq = a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ;
-			if (!s) { fail = 1; continue; }
-			cpu_attn_tile(a, b, h, i0, tq, s, acc, m, l);
+			cpu_attn_tile(a, b, h, i0, a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ,
+			              NULL, NULL, s, acc, m, l);
 		}
 	}
 	return fail ? -1 : 0;

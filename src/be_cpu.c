@@ -654,8 +654,9 @@ static void cpu_trimul_row(float *x, const float *a, const float *b, int nj, int
 
 /* The own kernel over tasks of 16 channels by CPU_TRI_JB columns j (every
  * row i), so that a task's columns of b stay in cache while all of a's
- * rows pass; without it (or c not a multiple of 16), rows i in parallel. */
-#define CPU_TRI_JB 40
+ * rows pass, each with a's channels copied together in its thread's
+ * scratch; without it (or c not a multiple of 16), rows i in parallel. */
+#define CPU_TRI_JB 80
 static int cpu_trimul(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk,
                       int c)
 {
@@ -664,13 +665,16 @@ static int cpu_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 	if (cpu_has_cg && c % 16 == 0) {
 		int nb = (nj + CPU_TRI_JB - 1) / CPU_TRI_JB;
 		int64_t ntask = (int64_t)(c / 16) * nb;
-		#pragma omp parallel for schedule(dynamic) if (flops >= 4e6)
+		int fail = 0;
+		#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (flops >= 4e6)
 		for (int64_t t = 0; t < ntask; t++) {
 			int j0 = (int)(t % nb) * CPU_TRI_JB, c0 = (int)(t / nb) * 16;
+			float *ap = cpu_scratch((size_t)ni * CG_TRI_KB * 16);
+			if (!ap) { fail = 1; continue; }
 			cg_trimul_block(x, a, b, ni, nj, nk, c, c0, j0,
-			                nj - j0 < CPU_TRI_JB ? nj : j0 + CPU_TRI_JB);
+			                nj - j0 < CPU_TRI_JB ? nj : j0 + CPU_TRI_JB, ap);
 		}
-		return 0;
+		return fail ? -1 : 0;
 	}
 	#pragma omp parallel for schedule(static) if (flops >= 4e6)
 	for (int i = 0; i < ni; i++)

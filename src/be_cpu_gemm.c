@@ -9,8 +9,9 @@
  * operand A is never copied, and the bias and beta are applied while the
  * tile is still in registers.  The triangle product (cg_trimul_block)
  * works on channel-last tensors, 16 channels per vector, with a 4 x 5 tile
- * of (i, j) pairs.  Products run in k order, one fused multiply-add per
- * term, in float32.
+ * of (i, j) pairs, in blocks of CG_TRI_KB k for which a's 16 channels are
+ * first copied together (in a they lie c floats apart).  Products run in
+ * k order, one fused multiply-add per term, in float32.
  */
 #include "config.h"
 
@@ -195,8 +196,8 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
  * sa, sb, sxi, columns of x at sxj, k at sk */
 __attribute__((target("avx512f"), always_inline))
 static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64_t sa,
-                               const float *b, int64_t sb, int nk, int64_t sk, float *x,
-                               int64_t sxi, int64_t sxj)
+                               const float *b, int64_t sb, int nk, int64_t ska, int64_t sk, float *x,
+                               int64_t sxi, int64_t sxj, int add)
 {
 	__m512 acc[4][5];
 
@@ -204,12 +205,13 @@ static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64
 	for (int ii = 0; ii < 4; ii++)
 		#pragma GCC unroll 5
 		for (int jj = 0; jj < 5; jj++)
-			if (ii < RI && jj < RJ) acc[ii][jj] = _mm512_setzero_ps();
+			if (ii < RI && jj < RJ)
+				acc[ii][jj] = add ? _mm512_loadu_ps(x + ii * sxi + jj * sxj) : _mm512_setzero_ps();
 	for (int k = 0; k < nk; k++) {
 		__m512 av[4], bv[5];
 		#pragma GCC unroll 4
 		for (int ii = 0; ii < 4; ii++)
-			if (ii < RI) av[ii] = _mm512_loadu_ps(a + ii * sa + k * sk);
+			if (ii < RI) av[ii] = _mm512_loadu_ps(a + ii * sa + k * ska);
 		#pragma GCC unroll 5
 		for (int jj = 0; jj < 5; jj++)
 			if (jj < RJ) bv[jj] = _mm512_loadu_ps(b + jj * sb + k * sk);
@@ -229,34 +231,47 @@ static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64
 #define CG_TRI_TILE(RI, RJ) \
 	__attribute__((target("avx512f"))) \
 	static void cg_tri_tile##RI##x##RJ(const float *a, int64_t sa, const float *b, int64_t sb, \
-	                                   int nk, int64_t sk, float *x, int64_t sxi, int64_t sxj) \
-	{ cg_tri_tile(RI, RJ, a, sa, b, sb, nk, sk, x, sxi, sxj); }
+	                                   int nk, int64_t ska, int64_t sk, float *x, int64_t sxi, \
+	                                   int64_t sxj, int add) \
+	{ cg_tri_tile(RI, RJ, a, sa, b, sb, nk, ska, sk, x, sxi, sxj, add); }
 CG_TRI_TILE(4, 5) CG_TRI_TILE(1, 5) CG_TRI_TILE(4, 1) CG_TRI_TILE(1, 1)
 
+__attribute__((target("avx512f")))
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
-                     int c0, int j0, int j1)
+                     int c0, int j0, int j1, float *ap)
 {
 	int64_t sa = (int64_t)nk * c, sxi = (int64_t)nj * c;
 
-	for (int j = j0; j < j1; j += 5) {
-		int RJ = j1 - j < 5 ? j1 - j : 5;
-		for (int i = 0; i < ni; i += 4) {
-			int RI = ni - i < 4 ? ni - i : 4;
-			const float *ai = a + (int64_t)i * sa + c0, *bj = b + (int64_t)j * sa + c0;
-			float *xij = x + (int64_t)i * sxi + (int64_t)j * c + c0;
-			if (RI == 4 && RJ == 5) {
-				cg_tri_tile4x5(ai, sa, bj, sa, nk, c, xij, sxi, c);
-			} else if (RJ == 5) {   /* the last rows, one at a time */
-				for (int r = 0; r < RI; r++)
-					cg_tri_tile1x5(ai + r * sa, sa, bj, sa, nk, c, xij + r * sxi, sxi, c);
-			} else if (RI == 4) {   /* the last columns */
-				for (int q = 0; q < RJ; q++)
-					cg_tri_tile4x1(ai, sa, bj + q * sa, sa, nk, c, xij + (int64_t)q * c, sxi, c);
-			} else {
-				for (int r = 0; r < RI; r++)
+	for (int k0 = 0; k0 < nk; k0 += CG_TRI_KB) {
+		int kb = nk - k0 < CG_TRI_KB ? nk - k0 : CG_TRI_KB, add = k0 > 0;
+		int64_t sp = (int64_t)kb * 16;
+		/* ap: [ni][kb][16], a's rows for this k block and these channels, in
+		 * sequence (a itself has them 4 c bytes apart) */
+		for (int i = 0; i < ni; i++)
+			for (int k = 0; k < kb; k++)
+				_mm512_store_ps(ap + i * sp + k * 16,
+				                _mm512_loadu_ps(a + (int64_t)i * sa + (int64_t)(k0 + k) * c + c0));
+		for (int j = j0; j < j1; j += 5) {
+			int RJ = j1 - j < 5 ? j1 - j : 5;
+			for (int i = 0; i < ni; i += 4) {
+				int RI = ni - i < 4 ? ni - i : 4;
+				const float *ai = ap + i * sp;
+				const float *bj = b + (int64_t)j * sa + (int64_t)k0 * c + c0;
+				float *xij = x + (int64_t)i * sxi + (int64_t)j * c + c0;
+				if (RI == 4 && RJ == 5) {
+					cg_tri_tile4x5(ai, sp, bj, sa, kb, 16, c, xij, sxi, c, add);
+				} else if (RJ == 5) {
+					for (int r = 0; r < RI; r++)
+						cg_tri_tile1x5(ai + r * sp, sp, bj, sa, kb, 16, c, xij + r * sxi, sxi, c, add);
+				} else if (RI == 4) {
 					for (int q = 0; q < RJ; q++)
-						cg_tri_tile1x1(ai + r * sa, sa, bj + q * sa, sa, nk, c,
-						               xij + r * sxi + (int64_t)q * c, sxi, c);
+						cg_tri_tile4x1(ai, sp, bj + q * sa, sa, kb, 16, c, xij + (int64_t)q * c, sxi, c, add);
+				} else {
+					for (int r = 0; r < RI; r++)
+						for (int q = 0; q < RJ; q++)
+							cg_tri_tile1x1(ai + r * sp, sp, bj + q * sa, sa, kb, 16, c,
+							               xij + r * sxi + (int64_t)q * c, sxi, c, add);
+				}
 			}
 		}
 	}
@@ -278,9 +293,9 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 }
 
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
-                     int c0, int j0, int j1)
+                     int c0, int j0, int j1, float *ap)
 {
-	(void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0; (void)j1;
+	(void)ap; (void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0; (void)j1;
 }
 
 #endif

@@ -14,6 +14,7 @@
 
 #define CG_KB 256   /* k per packed block of op(B) */
 #define CG_NB 256   /* most columns one cg_block may cover */
+#define CG_TRI_KB 64   /* k per block of the triangle product */
 
 /* 1 when this CPU runs the kernel (x86-64 with AVX-512F), else 0 */
 int cg_usable(void);
@@ -36,8 +37,9 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 
 /* x[:, j0 .. j1, c0 .. c0+16] of the triangle product
  * x: [ni, nj, c], x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];
- * a: [ni, nk, c], b: [nj, nk, c]; c a multiple of 16. */
+ * a: [ni, nk, c], b: [nj, nk, c]; c a multiple of 16.  ap: scratch of
+ * ni * CG_TRI_KB * 16 floats, 64-byte aligned, owned by the caller. */
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
-                     int c0, int j0, int j1);
+                     int c0, int j0, int j1, float *ap);
 
 #endif

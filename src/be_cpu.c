@@ -194,13 +194,15 @@ static int cpu_gemm_blas(const be_gemm_t *g, double flops)
 /* The own kernel (be_cpu_gemm.c): tasks of about CPU_GEMM_MB rows (whole
  * 12-row tiles, shared out evenly) by CG_NB columns of one batch entry,
  * their number a multiple of the thread count so that no thread idles at
- * the end.  op(B) of a single entry is packed once, by all the threads, into
- * the calling thread's scratch and shared by the tasks (up to
- * CPU_GEMM_SHARED floats); otherwise each task packs its columns, one k
- * block at a time, into its own thread's scratch. */
+ * the end.  Where several tasks share columns of a single entry, op(B) is
+ * packed once, by all the threads, into the calling thread's scratch and
+ * shared (up to CPU_GEMM_SHARED floats); otherwise (few rows, as in an
+ * nn.Linear on the sequence: each column block is used once) each task
+ * packs its columns, one k block at a time, into its own thread's scratch,
+ * and multiplies them while they are in cache. */
 #define CPU_GEMM_MB 240
 #define CPU_GEMM_SHARED (1 << 22)
-static int cpu_gemm_own(const be_gemm_t *g, double flops)
+static int cpu_gemm_own(const be_gemm_t *g, double flops, int ct)
 {
 	int T = flops < 4e6 ? 1 : omp_get_max_threads();
 	int nj = (g->n + CG_NB - 1) / CG_NB, tiles = (g->m + 11) / 12;
@@ -209,9 +211,9 @@ static int cpu_gemm_own(const be_gemm_t *g, double flops)
 	float *packed = NULL;
 	int fail = 0;
 
-	if (g->batch == 1 && CG_PACKED(g->k, g->n) <= CPU_GEMM_SHARED)
-		packed = cpu_scratch((size_t)CG_PACKED(g->k, g->n));
 	while (pm < tiles && (per * pm) % T) pm++;
+	if (g->batch == 1 && pm > 1 && CG_PACKED(g->k, g->n) <= CPU_GEMM_SHARED)
+		packed = cpu_scratch((size_t)CG_PACKED(g->k, g->n));
 	ntask = per * pm;
 	#pragma omp parallel reduction(|:fail) if (T > 1 && ntask > 1)
 	{
@@ -234,18 +236,39 @@ static int cpu_gemm_own(const be_gemm_t *g, double flops)
 			if (i0 >= i1) continue;
 			if (!packed && !P) { fail = 1; continue; }
 			cg_block(g, b, i0, i1 - i0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB,
-			         packed ? packed + (int64_t)j0 * g->k : NULL, P);
+			         packed ? packed + (int64_t)j0 * g->k : NULL, P, ct);
 		}
 	}
 	return fail ? -1 : 0;
+}
+
+/* An nn.Linear on few rows (X [m, k] W^T with m of 24 .. CPU_GEMM_FEW
+ * and W: [n, k] wider) is run as C^T = W X^T, stored transposed: W, read
+ * once, is then the operand read in place, row after row, and only the
+ * few rows of X are packed, as panels of 32 columns (so m should nearly
+ * fill them: at most an eighth of their width left empty). */
+#define CPU_GEMM_FEW 96
+static int cpu_gemm_few(const be_gemm_t *g)
+{
+	int pad = (g->m + 31) / 32 * 32 - g->m;
+	return !g->transa && g->transb && g->m >= 24 && g->m <= CPU_GEMM_FEW && g->n > g->m &&
+	       8 * pad <= g->m;
 }
 
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;
 
+	if (g->k > 0 && cpu_has_cg && cpu_gemm_few(g)) {
+		be_gemm_t t = *g;
+		t.m = g->n;
+		t.n = g->m;
+		t.a = g->b; t.lda = g->ldb; t.stride_a = g->stride_b;
+		t.b = g->a; t.ldb = g->lda; t.stride_b = g->stride_a;
+		return cpu_gemm_own(&t, flops, 1);
+	}
 	if (!g->transa && g->k > 0 && cpu_has_cg)
-		return cpu_gemm_own(g, flops);
+		return cpu_gemm_own(g, flops, 0);
 	return cpu_gemm_blas(g, flops);
 }
 
@@ -313,7 +336,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		if (kp) {
 			be_gemm_t g = { .transb = 1, .m = tq, .n = tk, .k = D, .alpha = a->scale,
 			                .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
-			cg_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL);
+			cg_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL, 0);
 		} else {
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
@@ -329,7 +352,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		if (vp) {
 			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,
 			                .a = s, .lda = BE_CPU_TK, .c = acc, .ldc = D, .batch = 1 };
-			cg_block(&g, 0, 0, tq, 0, D, vp + CG_PACKED(j0, D), NULL);
+			cg_block(&g, 0, 0, tq, 0, D, vp + CG_PACKED(j0, D), NULL, 0);
 		} else {
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f,
 			            s, BE_CPU_TK, v, (int)a->v_sl, 1.0f, acc, D);

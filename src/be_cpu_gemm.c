@@ -101,10 +101,12 @@ static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int
 
 /* c: [R, w] (rows of stride ldc) = alpha x: [R, kb] pp: [kb, 32] + beta c
  * + bias: [w] (bias may be NULL; c is not read when beta is 0);
- * R <= 12, w <= 32 */
+ * R <= 12, w <= 32.  ct: c transposed instead, [w, R] (rows of stride
+ * ldc), and the bias [R] along the tile's rows. */
 __attribute__((target("avx512f"), always_inline))
-static inline void cg_tile(const int R, int kb, const float *x, int64_t ldx, const float *pp,
-                           float *c, int64_t ldc, int w, float alpha, float beta, const float *bias)
+static inline void cg_tile(const int R, const int ct, int kb, const float *x, int64_t ldx,
+                           const float *pp, float *c, int64_t ldc, int w, float alpha, float beta,
+                           const float *bias)
 {
 	__m512 c0[CG_MR], c1[CG_MR], bv0, bv1, va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 	__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
@@ -122,6 +124,22 @@ static inline void cg_tile(const int R, int kb, const float *x, int64_t ldx, con
 				c0[r] = _mm512_fmadd_ps(xv, w0, c0[r]);
 				c1[r] = _mm512_fmadd_ps(xv, w1, c1[r]);
 			}
+	}
+	if (ct) {   /* 16 columns at a time, transposed in registers */
+		__mmask16 mr = (__mmask16)((1u << R) - 1);
+		__m512 bv = bias ? _mm512_maskz_loadu_ps(mr, bias) : _mm512_setzero_ps();
+		for (int h = 0; h < 2; h++) {
+			__m512 t[16];
+			for (int r = 0; r < 16; r++) t[r] = r < R ? (h ? c1[r] : c0[r]) : _mm512_setzero_ps();
+			cg_transpose16(t);
+			for (int q = 0; q < 16 && h * 16 + q < w; q++) {
+				float *cq = c + (int64_t)(h * 16 + q) * ldc;
+				__m512 o = _mm512_fmadd_ps(va, t[q], bv);
+				if (beta != 0.0f) o = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mr, cq), o);
+				_mm512_mask_storeu_ps(cq, mr, o);
+			}
+		}
+		return;
 	}
 	bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
 	bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
@@ -143,15 +161,21 @@ static inline void cg_tile(const int R, int kb, const float *x, int64_t ldx, con
 	__attribute__((target("avx512f"))) \
 	static void cg_tile##R(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
 	                       int64_t ldc, int w, float alpha, float beta, const float *bias) \
-	{ cg_tile(R, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); }
+	{ cg_tile(R, 0, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); } \
+	__attribute__((target("avx512f"))) \
+	static void cg_tile##R##t(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
+	                          int64_t ldc, int w, float alpha, float beta, const float *bias) \
+	{ cg_tile(R, 1, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); }
 CG_TILE(1) CG_TILE(2) CG_TILE(3) CG_TILE(4) CG_TILE(5) CG_TILE(6)
 CG_TILE(7) CG_TILE(8) CG_TILE(9) CG_TILE(10) CG_TILE(11) CG_TILE(12)
 
 typedef void (*cg_tile_fn)(int, const float *, int64_t, const float *, float *, int64_t, int,
                            float, float, const float *);
-static const cg_tile_fn cg_tiles[CG_MR + 1] = {
-	NULL, cg_tile1, cg_tile2, cg_tile3, cg_tile4, cg_tile5, cg_tile6,
-	cg_tile7, cg_tile8, cg_tile9, cg_tile10, cg_tile11, cg_tile12,
+static const cg_tile_fn cg_tiles[2][CG_MR + 1] = {
+	{ NULL, cg_tile1, cg_tile2, cg_tile3, cg_tile4, cg_tile5, cg_tile6,
+	  cg_tile7, cg_tile8, cg_tile9, cg_tile10, cg_tile11, cg_tile12 },
+	{ NULL, cg_tile1t, cg_tile2t, cg_tile3t, cg_tile4t, cg_tile5t, cg_tile6t,
+	  cg_tile7t, cg_tile8t, cg_tile9t, cg_tile10t, cg_tile11t, cg_tile12t },
 };
 
 void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
@@ -164,16 +188,16 @@ void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
 }
 
 void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
-              float *P)
+              float *P, int ct)
 {
 	const float *A = g->a + b * g->stride_a + (int64_t)i0 * g->lda;
-	float *C = g->c + b * g->stride_c + (int64_t)i0 * g->ldc + j0;
+	float *C = g->c + b * g->stride_c + (ct ? (int64_t)j0 * g->ldc + i0 : (int64_t)i0 * g->ldc + j0);
 
 	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
 		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
 		/* the first k block applies beta and the bias, later ones add */
 		float beta = k0 ? 1.0f : g->beta;
-		const float *bias = k0 || !g->bias ? NULL : g->bias + j0;
+		const float *bias = k0 || !g->bias ? NULL : g->bias + (ct ? i0 : j0);
 		const float *pk = packed ? packed + CG_PACKED(k0, nj) : P;
 
 		if (!packed) cg_pack(P, g, b, k0, kb, j0, nj);
@@ -181,9 +205,9 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 			int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
 			for (int r0 = 0; r0 < mi; r0 += CG_MR) {
 				int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
-				cg_tiles[R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
-				            C + (int64_t)r0 * g->ldc + p0, g->ldc, w, g->alpha, beta,
-				            bias ? bias + p0 : NULL);
+				cg_tiles[ct][R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
+				                C + (ct ? (int64_t)p0 * g->ldc + r0 : (int64_t)r0 * g->ldc + p0),
+				                g->ldc, w, g->alpha, beta, bias ? bias + (ct ? r0 : p0) : NULL);
 			}
 		}
 	}
@@ -287,9 +311,9 @@ void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
 }
 
 void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
-              float *P)
+              float *P, int ct)
 {
-	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)packed; (void)P;
+	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)packed; (void)P; (void)ct;
 }
 
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,

@@ -31,9 +31,10 @@ void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P);
  * the whole of k (k >= 1); g->transa must be 0, nj <= CG_NB.  packed: those
  * columns from cg_pack_b, or NULL: then they are packed here, one k block
  * at a time, into P (scratch of CG_KB * CG_NB floats, 64-byte aligned).
- * Both are owned by the caller. */
+ * Both are owned by the caller.  ct: C is stored transposed, element
+ * (i, j) at c[j ldc + i], and the bias is indexed by i. */
 void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
-              float *P);
+              float *P, int ct);
 
 /* x[:, j0 .. j1, c0 .. c0+16] of the triangle product
  * x: [ni, nj, c], x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];

@@ -191,9 +191,8 @@ static int teardown(void **state)
 /* One strided-batched GEMM with padded leading dimensions and gaps between
  * batches.  beta = 0 starts from NaN in C (it must not leak through); the
  * padding of C must be left alone. */
-static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
+static void gemm_trial_t(be_t *be, uint64_t *s, int m, int n, int k, int batch, int ta, int tb)
 {
-	int ta = rng_below(s, 2), tb = rng_below(s, 2);
 	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
 	int64_t lda = ca + rng_below(s, 3), ldb = cb + rng_below(s, 3), ldc = n + rng_below(s, 3);
 	int64_t sa = ra * lda + rng_below(s, 4), sb = rb * ldb + rng_below(s, 4);
@@ -229,10 +228,17 @@ static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
 	tmp_reset();
 }
 
+static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
+{
+	int ta = rng_below(s, 2), tb = rng_below(s, 2);
+	gemm_trial_t(be, s, m, n, k, batch, ta, tb);
+}
+
 /* gemm: all four transpositions, alpha, beta in {0 over NaN, 1, random},
  * with and without bias, 1..3 strided batches, random shapes and a few
  * larger than the blocking of the kernels (k and column blocks of 256,
- * 12-row tiles, parallel tasks) and batched like the triangle products. */
+ * 12-row tiles, parallel tasks) and batched like the triangle products;
+ * nn.Linear shapes on few rows (run transposed on the CPU). */
 static void test_gemm(void **state)
 {
 	uint64_t s = 1;
@@ -244,6 +250,9 @@ static void test_gemm(void **state)
 		gemm_trial(*state, &s, 700, 290, 530, 1);
 		gemm_trial(*state, &s, 2003, 128, 128, 1);
 		gemm_trial(*state, &s, 37, 45, 128, 64);
+		gemm_trial_t(*state, &s, 64, 300, 530, 1, 0, 1);
+		gemm_trial_t(*state, &s, 30, 100, 70, 3, 0, 1);
+		gemm_trial_t(*state, &s, 90, 1100, 40, 1, 0, 1);
 	}
 }
 

@@ -275,9 +275,8 @@ static int cpu_gemm(be_t *be, const be_gemm_t *g)
 /* Softmax step of one score tile row: s[0..tk) += bias, masked keys to
  * -inf, then the online-softmax update of (m, l) and s = exp(s - m).
  * Returns the factor the row's accumulator is to be scaled by. */
-BE_CPU_CLONES
-static float cpu_attn_row(float *s, int tk, const float *bias, const float *mask,
-                          float *m, float *l)
+static inline __attribute__((always_inline))
+float cpu_attn_row(float *s, int tk, const float *bias, const float *mask, float *m, float *l)
 {
 	float mx = *m, sum = 0.0f, corr;
 
@@ -304,6 +303,36 @@ static float cpu_attn_row(float *s, int tk, const float *bias, const float *mask
 	*l = *l * corr + sum;
 	*m = mx;
 	return corr;
+}
+
+/* The softmax step of every row of a score tile s: [tq, TK] (tk keys),
+ * bias row i at bias + i bias_sq (or NULL), and each row's accumulator
+ * acc: [tq, D] rescaled (none before the first keys: it is still 0). */
+BE_CPU_CLONES
+static void cpu_attn_rows(float *s, int tq, int tk, const float *bias, int64_t bias_sq,
+                          const float *mask, float *m, float *l, float *acc, int D)
+{
+	for (int i = 0; i < tq; i++) {
+		int fresh = m[i] == -INFINITY;
+		float corr = cpu_attn_row(s + (int64_t)i * BE_CPU_TK, tk, bias ? bias + i * bias_sq : NULL,
+		                          mask, m + i, l + i);
+		if (corr != 1.0f && !fresh) {
+			float *ai = acc + (int64_t)i * D;
+			#pragma omp simd
+			for (int d = 0; d < D; d++) ai[d] *= corr;
+		}
+	}
+}
+
+/* o row i (rows of stride o_sl) = acc row i / l[i] (0 where l is 0) */
+BE_CPU_CLONES
+static void cpu_attn_out(float *o, int64_t o_sl, const float *acc, const float *l, int tq, int D)
+{
+	for (int i = 0; i < tq; i++) {
+		float r = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+		#pragma omp simd
+		for (int d = 0; d < D; d++) o[i * o_sl + d] = acc[(int64_t)i * D + d] * r;
+	}
 }
 
 /* y: [n] = a * x */
@@ -341,13 +370,9 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
 		}
-		for (int i = 0; i < tq; i++) {
-			const float *bi = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
-			                            (int64_t)(i0 + i) * a->bias_sq + j0 : NULL;
-			float corr = cpu_attn_row(s + (int64_t)i * BE_CPU_TK, tk, bi,
-			                          mask ? mask + j0 : NULL, m + i, l + i);
-			if (corr != 1.0f) cpu_scale(acc + (int64_t)i * D, acc + (int64_t)i * D, D, corr);
-		}
+		cpu_attn_rows(s, tq, tk, a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
+		                               (int64_t)i0 * a->bias_sq + j0 : NULL,
+		              a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
 		/* acc += p v */
 		if (vp) {
 			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,
@@ -358,10 +383,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 			            s, BE_CPU_TK, v, (int)a->v_sl, 1.0f, acc, D);
 		}
 	}
-	for (int i = 0; i < tq; i++) {
-		float *o = a->o + b * a->o_sb + (int64_t)(i0 + i) * a->o_sl + h * a->o_sh;
-		cpu_scale(o, acc + (int64_t)i * D, D, l[i] > 0.0f ? 1.0f / l[i] : 0.0f);
-	}
+	cpu_attn_out(a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh, a->o_sl, acc, l, tq, D);
 }
 
 /* kp: [CG_PACKED(D, Lk)] = K^T of (batch b, head h), packed for cg_block in

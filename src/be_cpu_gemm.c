@@ -2,12 +2,14 @@
  * and the triangle-multiplication product.
  *
  * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
- * shape of every nn.Linear and of the trunk's channel-major products.  Per
- * block of C, op(B) is packed into panels of 32 columns, [k][32], which
- * stay in L1; A is read in place, one broadcast per element, by a 12 x 32
- * register tile (24 accumulators).  Unlike a general BLAS the large
- * operand A is never copied, and the bias and beta are applied while the
- * tile is still in registers.  The triangle product (cg_trimul_block)
+ * shape of every nn.Linear, of the attention tiles and of the batched
+ * products.  Per block of C, op(B) is packed into panels of 32 columns,
+ * [k][32], which stay in L1; A is read in place, one broadcast per
+ * element, by a 12 x 32 register tile (24 accumulators).  Unlike a general
+ * BLAS the large operand A is never copied, and the bias and beta are
+ * applied while the tile is still in registers; C may be stored
+ * transposed (ct), so that a linear on few rows can run as W X^T with the
+ * weight as the operand read in place.  The triangle product (cg_trimul_block)
  * works on channel-last tensors, 16 channels per vector, with a 4 x 5 tile
  * of (i, j) pairs, in blocks of CG_TRI_KB k for which a's 16 channels are
  * first copied together (in a they lie c floats apart).  Products run in
@@ -319,7 +321,8 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
                      int c0, int j0, int j1, float *ap)
 {
-	(void)ap; (void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0; (void)j1;
+	(void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0;
+	(void)j1; (void)ap;
 }
 
 #endif

@@ -220,11 +220,7 @@ static int cpu_gemm_own(const be_gemm_t *g, double flops, int ct)
 	{
 		if (packed) {   /* by panels of 32 columns: every thread takes part */
 			#pragma omp for schedule(static)
-			for (int p = 0; p < (g->n + 31) / 32; p++) {
-				int j0 = p * 32 / CG_NB * CG_NB;
-				cg_pack_b(g, 0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB, p * 32 - j0,
-				          packed + (int64_t)j0 * g->k);
-			}
+			for (int p = 0; p < CG_PANELS(g->n); p++) cg_pack_b(g, 0, p, packed);
 		}
 		#pragma omp for schedule(dynamic)
 		for (int64_t t = 0; t < ntask; t++) {
@@ -402,21 +398,18 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 	cpu_attn_out(a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh, a->o_sl, acc, l, tq, D);
 }
 
-/* kp: [CG_PACKED(D, Lk)] = K^T of (batch b, head h), packed for cg_block in
- * column blocks of CG_NB keys (block j0 at kp + j0 D); vp:
- * [CG_PACKED(Lk, D)] = V likewise, one column block of D, so that the keys
- * from j0 (a multiple of CG_KB) start at vp + CG_PACKED(j0, D). */
+/* kp: [CG_PACKED(D, Lk)] = K^T of (batch b, head h), packed whole for
+ * cg_block (the key block from j0 at kp + j0 D); vp: [CG_PACKED(Lk, D)] = V
+ * likewise, one column block of D, so that the keys from j0 (a multiple
+ * of CG_KB) start at vp + CG_PACKED(j0, D). */
 static void cpu_attn_pack(const be_attn_t *a, int b, int h, float *kp, float *vp)
 {
 	be_gemm_t gk = { .transb = 1, .n = a->Lk, .k = a->D,
 	                 .b = a->k + b * a->k_sb + h * a->k_sh, .ldb = a->k_sl };
 	be_gemm_t gv = { .n = a->D, .k = a->Lk, .b = a->v + b * a->v_sb + h * a->v_sh, .ldb = a->v_sl };
 
-	for (int j0 = 0; j0 < a->Lk; j0 += CG_NB) {
-		int nj = a->Lk - j0 < CG_NB ? a->Lk - j0 : CG_NB;
-		for (int p0 = 0; p0 < nj; p0 += 32) cg_pack_b(&gk, 0, j0, nj, p0, kp + (int64_t)j0 * a->D);
-	}
-	for (int p0 = 0; p0 < a->D; p0 += 32) cg_pack_b(&gv, 0, 0, a->D, p0, vp);
+	for (int p = 0; p < CG_PANELS(a->Lk); p++) cg_pack_b(&gk, 0, p, kp);
+	for (int p = 0; p < CG_PANELS(a->D); p++) cg_pack_b(&gv, 0, p, vp);
 }
 
 /* With the own kernel (key tiles of CG_KB, D <= CG_NB): one task per

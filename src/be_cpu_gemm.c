@@ -180,8 +180,12 @@ static const cg_tile_fn cg_tiles[2][CG_MR + 1] = {
 	  cg_tile7t, cg_tile8t, cg_tile9t, cg_tile10t, cg_tile11t, cg_tile12t },
 };
 
-void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
+void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
 {
+	int j0 = p * CG_NR / CG_NB * CG_NB, p0 = p * CG_NR - j0;
+	int nj = g->n - j0 < CG_NB ? g->n - j0 : CG_NB;
+	float *P = packed + (int64_t)j0 * g->k;   /* the column block */
+
 	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
 		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
 		cg_pack_panel(P + CG_PACKED(k0, nj) + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0,
@@ -307,9 +311,9 @@ void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, i
 
 int cg_usable(void) { return 0; }
 
-void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P)
+void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
 {
-	(void)g; (void)b; (void)j0; (void)nj; (void)p0; (void)P;
+	(void)g; (void)b; (void)p; (void)packed;
 }
 
 void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,

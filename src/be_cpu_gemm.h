@@ -19,13 +19,16 @@
 /* 1 when this CPU runs the kernel (x86-64 with AVX-512F), else 0 */
 int cg_usable(void);
 
-/* floats of a packed column block of op(B): nj columns, all of k */
-#define CG_PACKED(k, nj) ((int64_t)(k) * (((nj) + 31) / 32 * 32))
+/* panels of 32 columns in n columns; floats of a packed column block of
+ * op(B): nj columns, all of k */
+#define CG_PANELS(n) (((n) + 31) / 32)
+#define CG_PACKED(k, nj) ((int64_t)(k) * CG_PANELS(nj) * 32)
 
-/* Columns j0 .. j0+nj of op(B[b]) packed for cg_block (nj <= CG_NB) go to
- * P: [CG_PACKED(k, nj)]; this writes the 32 of them from j0+p0 (p0 a
- * multiple of 32 below nj), so that threads can share the packing; k >= 1. */
-void cg_pack_b(const be_gemm_t *g, int64_t b, int j0, int nj, int p0, float *P);
+/* op(B[b]) packed whole for cg_block: packed: [CG_PACKED(k, n)], its column
+ * block j0 (a multiple of CG_NB) at packed + j0 k.  This writes panel p,
+ * columns 32 p .. 32 p + 31 (p < CG_PANELS(n)), so that threads can share
+ * the packing; k >= 1. */
+void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed);
 
 /* C[b][i0 .. i0+mi, j0 .. j0+nj] = alpha A[b] op(B[b]) + beta C + bias over
  * the whole of k (k >= 1); g->transa must be 0, nj <= CG_NB.  packed: those

@@ -290,20 +290,32 @@ static void tk_trimul_proj(fx_t *fx, tn_t dst, tn_t xv, const lin_t *p, const li
 	op_binary(fx, dst, dst, g, BE_GATE);
 }
 
-/* z: [L, L, c] += triangle multiplicative update, outgoing
- * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]).
- * Both are computed as x[i,j] = sum_k r[i,k] f[j,k]: f, the projection
- * needed for every row, is made once for all rows; r only for the chunk of
- * rows being updated.  Outgoing: r = a, f = b.  Incoming works on z^T (in
- * place), where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a. */
-static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, int n)
+/* The two projections of a triangle multiplication in the roles its
+ * products give them: r, needed only for the chunk of rows being updated,
+ * and f, needed for every row (see tk_trimul). */
+typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } tk_sides_t;
+
+/* zv: [nc, L, c] (rows of z) += linear_z(layer_norm_out(xv)) *
+ * sigmoid(linear_g(znv)), znv = layer_norm_in(zv); xv is normalised in
+ * place; gv, out: [nc, L, c] scratch (out may be znv, read before) */
+static void tk_trimul_out(fx_t *fx, const trunk_trimul_t *m, tn_t zv, tn_t znv, tn_t xv, tn_t gv,
+                          tn_t out)
+{
+	op_layernorm(fx, xv, xv, &m->ln_out);
+	op_linear(fx, gv, znv, &m->g, 0.0f);
+	op_linear(fx, out, xv, &m->z, 0.0f);
+	op_binary(fx, out, out, gv, BE_GATE);
+	op_binary(fx, zv, zv, out, BE_ADD);
+}
+
+/* The update with batched GEMMs (backends without be->trimul, i.e. CUDA):
+ * f in row blocks [c][nr][L], r of a row chunk channel-major [c][nc][L],
+ * their products batched over channels. */
+static void tk_trimul_gemm(fx_t *fx, const trunk_trimul_t *m, const tk_sides_t *sd, tn_t z, int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	const lin_t *r_p = outgoing ? &m->a_p : &m->b_p, *r_g = outgoing ? &m->a_g : &m->b_g;
-	const lin_t *f_p = outgoing ? &m->b_p : &m->a_p, *f_g = outgoing ? &m->b_g : &m->a_g;
 	tn_t f, zn, t, g, ones, r, x;
 
-	if (!outgoing) op_transpose_inplace(fx, z);
 	f = fx_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	zn = fx_new3(fx, n, L, c);
 	t = fx_new3(fx, n, L, c);
@@ -314,7 +326,7 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t znv = tn_rows(zn, 0, nc);
 		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
-		tk_trimul_proj(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(g, 0, nc), ones);
+		tk_trimul_proj(fx, tn_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tn_rows(g, 0, nc), ones);
 	}
 	r = fx_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fx_new3(fx, c, n, L);           /* channel-major product of one row chunk */
@@ -323,7 +335,7 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 		tn_t znv = tn_rows(zn, 0, nc), tv = tn_rows(t, 0, nc), gv = tn_rows(g, 0, nc);
 		tn_t zv = tn_rows(z, i0, nc);
 		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		tk_trimul_proj(fx, tn_reshape2(r, c, (int64_t)nc * L), znv, r_p, r_g, gv, ones);
+		tk_trimul_proj(fx, tn_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv, ones);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -336,13 +348,8 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 			};
 			op_gemm(fx, &p);
 		}
-		/* z rows += linear_z(layer_norm_out(x)) * sigmoid(linear_g(layer_norm_in(z rows))) */
 		op_transpose(fx, tn_reshape3(tv, (int64_t)nc * L, c, 1), tn_reshape3(x, c, (int64_t)nc * L, 1));
-		op_layernorm(fx, tv, tv, &m->ln_out);
-		op_linear(fx, gv, znv, &m->g, 0.0f);
-		op_linear(fx, znv, tv, &m->z, 0.0f);
-		op_binary(fx, znv, znv, gv, BE_GATE);
-		op_binary(fx, zv, zv, znv, BE_ADD);
+		tk_trimul_out(fx, m, zv, znv, tv, gv, znv);
 	}
 	fx_drop(fx, &x);
 	fx_drop(fx, &r);
@@ -351,7 +358,6 @@ static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, i
 	fx_drop(fx, &t);
 	fx_drop(fx, &zn);
 	fx_drop(fx, &f);
-	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
 /* xv: [nc, L, c] = gated projection of znv: [nc, L, c], channel-last;
@@ -363,19 +369,15 @@ static void tk_gated(fx_t *fx, tn_t xv, tn_t znv, const lin_t *p, const lin_t *g
 	op_binary(fx, xv, xv, g, BE_GATE);
 }
 
-/* The same update where the backend has a direct triangle product
- * (be->trimul): every tensor channel-last, f = gated projection of all
- * rows, then per chunk of rows r = their gated projection and
- * x[i, j] = sum_k r[i, k] f[j, k], without transposes or channel-major
- * GEMMs.  Outgoing and incoming as in tk_trimul. */
-static void tk_trimul_direct(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, int n)
+/* The update with the backend's direct triangle product (be->trimul, the
+ * CPU): every tensor channel-last, without transposes or channel-major
+ * GEMMs. */
+static void tk_trimul_direct(fx_t *fx, const trunk_trimul_t *m, const tk_sides_t *sd, tn_t z,
+                             int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	const lin_t *r_p = outgoing ? &m->a_p : &m->b_p, *r_g = outgoing ? &m->a_g : &m->b_g;
-	const lin_t *f_p = outgoing ? &m->b_p : &m->a_p, *f_g = outgoing ? &m->b_g : &m->a_g;
 	tn_t f, zn, g, r, x;
 
-	if (!outgoing) op_transpose_inplace(fx, z);
 	f = fx_new3(fx, L, L, c);
 	zn = fx_new3(fx, n, L, c);
 	g = fx_new3(fx, n, L, c);
@@ -383,7 +385,7 @@ static void tk_trimul_direct(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outg
 		int nc = L - i0 < n ? L - i0 : n;
 		tn_t znv = tn_rows(zn, 0, nc);
 		op_layernorm(fx, znv, tn_rows(z, i0, nc), &m->ln_in);
-		tk_gated(fx, tn_rows(f, i0, nc), znv, f_p, f_g, tn_rows(g, 0, nc));
+		tk_gated(fx, tn_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tn_rows(g, 0, nc));
 	}
 	r = fx_new3(fx, n, L, c);
 	x = fx_new3(fx, n, L, c);
@@ -392,20 +394,33 @@ static void tk_trimul_direct(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outg
 		tn_t znv = tn_rows(zn, 0, nc), gv = tn_rows(g, 0, nc), rv = tn_rows(r, 0, nc);
 		tn_t xv = tn_rows(x, 0, nc), zv = tn_rows(z, i0, nc);
 		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		tk_gated(fx, rv, znv, r_p, r_g, gv);
+		tk_gated(fx, rv, znv, sd->r_p, sd->r_g, gv);
 		op_trimul(fx, xv, rv, f);
-		/* z rows += linear_z(layer_norm_out(x)) * sigmoid(linear_g(layer_norm_in(z rows))) */
-		op_layernorm(fx, xv, xv, &m->ln_out);
-		op_linear(fx, gv, znv, &m->g, 0.0f);
-		op_linear(fx, rv, xv, &m->z, 0.0f);
-		op_binary(fx, rv, rv, gv, BE_GATE);
-		op_binary(fx, zv, zv, rv, BE_ADD);
+		tk_trimul_out(fx, m, zv, znv, xv, gv, rv);
 	}
 	fx_drop(fx, &x);
 	fx_drop(fx, &r);
 	fx_drop(fx, &g);
 	fx_drop(fx, &zn);
 	fx_drop(fx, &f);
+}
+
+/* z: [L, L, c] += triangle multiplicative update, outgoing
+ * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]).
+ * Both are computed as x[i,j] = sum_k r[i,k] f[j,k]: f, the projection
+ * needed for every row, is made once for all rows; r only for the chunk of
+ * rows being updated.  Outgoing: r = a, f = b.  Incoming works on z^T (in
+ * place), where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a.
+ * The product is the backend's direct one where it has it, else batched
+ * GEMMs. */
+static void tk_trimul(fx_t *fx, const trunk_trimul_t *m, tn_t z, int outgoing, int n)
+{
+	tk_sides_t sd = outgoing ? (tk_sides_t){ &m->a_p, &m->a_g, &m->b_p, &m->b_g }
+	                         : (tk_sides_t){ &m->b_p, &m->b_g, &m->a_p, &m->a_g };
+
+	if (!outgoing) op_transpose_inplace(fx, z);
+	if (fx->be && fx->be->trimul) tk_trimul_direct(fx, m, &sd, z, n);
+	else                          tk_trimul_gemm(fx, m, &sd, z, n);
 	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
@@ -478,13 +493,8 @@ void trunk_block(fx_t *fx, const trunk_block_t *b, const cfg_t *c, tn_t s, tn_t 
 	tk_seq_attention(fx, b, c, s, z, n);
 	tk_mlp(fx, &b->mlp_seq, s, L);
 	tk_seq_to_pair(fx, b, s, z, n);
-	if (fx->be && fx->be->trimul) {
-		tk_trimul_direct(fx, &b->mul_out, z, 1, n);
-		tk_trimul_direct(fx, &b->mul_in, z, 0, n);
-	} else {
-		tk_trimul(fx, &b->mul_out, z, 1, n);
-		tk_trimul(fx, &b->mul_in, z, 0, n);
-	}
+	tk_trimul(fx, &b->mul_out, z, 1, n);
+	tk_trimul(fx, &b->mul_in, z, 0, n);
 	tk_triatt(fx, &b->att_start, c, z, n);
 	tk_triatt_end(fx, &b->att_end, c, z, n);
 	tk_mlp(fx, &b->mlp_pair, tn_reshape2(z, (int64_t)L * L, c->c_z), (int64_t)n * L);

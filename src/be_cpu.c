@@ -358,7 +358,9 @@ static void cpu_scale(float *y, const float *x, int64_t n, float a)
 /* One (batch, head, query tile): streaming softmax over key tiles.
  * s: [tq, TK] scores, acc: [tq, D] unnormalised output, m, l: [tq].
  * kp, vp: this (batch, head)'s K^T and V packed for the own kernel
- * (cpu_attn_pack), or NULL: CBLAS on K and V in place. */
+ * (cpu_attn_pack), or NULL: CBLAS on K and V in place.  With the own
+ * kernel and all keys in one tile, s becomes the softmax itself and its
+ * product with v is stored straight into o (no accumulator). */
 static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, const float *kp,
                           const float *vp, float *s, float *acc, float *m, float *l)
 {
@@ -367,6 +369,19 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 	int D = a->D;
 
 	for (int i = 0; i < tq; i++) { m[i] = -INFINITY; l[i] = 0.0f; }
+	if (kp && a->Lk <= BE_CPU_TK) {   /* one key tile: o = softmax(s) v, no accumulator */
+		be_gemm_t gs = { .transb = 1, .m = tq, .n = a->Lk, .k = D, .alpha = a->scale,
+		                 .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
+		be_gemm_t go = { .m = tq, .n = D, .k = a->Lk, .alpha = 1.0f, .a = s, .lda = BE_CPU_TK,
+		                 .c = a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh,
+		                 .ldc = a->o_sl, .batch = 1 };
+		cg_block(&gs, 0, 0, tq, 0, a->Lk, kp, NULL, 0);
+		cg_attn_rows(s, BE_CPU_TK, tq, a->Lk, a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
+		                                             (int64_t)i0 * a->bias_sq : NULL,
+		             a->bias_sq, mask, m, l, NULL, D);
+		cg_block(&go, 0, 0, tq, 0, D, vp, NULL, 0);
+		return;
+	}
 	memset(acc, 0, sizeof *acc * tq * D);
 	for (int j0 = 0; j0 < a->Lk; j0 += BE_CPU_TK) {
 		int tk = a->Lk - j0 < BE_CPU_TK ? a->Lk - j0 : BE_CPU_TK;
@@ -382,9 +397,10 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
 		}
-		cpu_attn_rows(s, tq, tk, a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
-		                               (int64_t)i0 * a->bias_sq + j0 : NULL,
-		              a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
+		const float *bias = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
+		                              (int64_t)i0 * a->bias_sq + j0 : NULL;
+		if (kp) cg_attn_rows(s, BE_CPU_TK, tq, tk, bias, a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
+		else    cpu_attn_rows(s, tq, tk, bias, a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
 		/* acc += p v */
 		if (vp) {
 			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,

@@ -17,6 +17,7 @@
  */
 #include "config.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -71,10 +72,12 @@ static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int 
 	const float *B = g->b + b * g->stride_b;
 
 	if (!g->transb) {   /* B: [k, n] */
+		__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
+		__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
 		for (int k = 0; k < kb; k++) {
 			const float *row = B + (int64_t)(k0 + k) * g->ldb + j0;
-			memcpy(pp + k * CG_NR, row, (size_t)w * sizeof *row);
-			memset(pp + k * CG_NR + w, 0, (size_t)(CG_NR - w) * sizeof *row);
+			_mm512_store_ps(pp + k * CG_NR, _mm512_maskz_loadu_ps(m0, row));
+			_mm512_store_ps(pp + k * CG_NR + 16, _mm512_maskz_loadu_ps(m1, row + 16));
 		}
 		return;
 	}
@@ -219,6 +222,91 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 	}
 }
 
+/* ---- the attention's softmax step ------------------------------------------ */
+
+/* e^x for x <= 0, 16 at a time: cpu_exp's reduction and Cephes polynomial
+ * (be_cpu.c), 2^n applied by vscalefps.  x is clamped at -104, where the
+ * result rounds to 0 (so -inf gives 0, exactly); NaN stays NaN. */
+__attribute__((target("avx512f"), always_inline))
+static inline __m512 cg_exp(__m512 x)
+{
+	__m512 n, r, p;
+
+	x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+	n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+	                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+	r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f), r);
+	p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+	p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+	p = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+	return _mm512_scalef_ps(p, n);
+}
+
+__attribute__((target("avx512f")))
+void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
+                  const float *mask, float *m, float *l, float *acc, int D)
+{
+	const __m512 ninf = _mm512_set1_ps(-INFINITY);
+	int nv = (tk + 15) / 16;
+	__mmask16 tail = tk % 16 ? (__mmask16)((1u << tk % 16) - 1) : 0xffff;
+
+	for (int i = 0; i < tq; i++) {
+		float *si = s + i * lds, mx, sum, corr;
+		const float *bi = bias ? bias + i * bias_sq : NULL;
+		__m512 v[CG_KB / 16], vmx = ninf, vsum = _mm512_setzero_ps();
+
+		/* s + bias, masked keys and the lanes past tk at -inf; the row max */
+		for (int q = 0; q < nv; q++) {
+			__mmask16 km = q == nv - 1 ? tail : 0xffff;
+			__m512 x = _mm512_maskz_loadu_ps(km, si + 16 * q);
+			if (bi) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(km, bi + 16 * q));
+			if (mask)
+				km &= _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(km, mask + 16 * q),
+				                         _mm512_setzero_ps(), _CMP_NEQ_UQ);
+			v[q] = _mm512_mask_blend_ps(km, ninf, x);
+			vmx = _mm512_max_ps(vmx, v[q]);
+		}
+		mx = _mm512_reduce_max_ps(vmx);
+		mx = m[i] > mx ? m[i] : mx;
+		if (mx == -INFINITY) {   /* every key so far masked */
+			for (int q = 0; q < nv; q++)
+				_mm512_mask_storeu_ps(si + 16 * q, q == nv - 1 ? tail : 0xffff, _mm512_setzero_ps());
+			continue;
+		}
+		for (int q = 0; q < nv; q++) {
+			v[q] = cg_exp(_mm512_sub_ps(v[q], _mm512_set1_ps(mx)));
+			vsum = _mm512_add_ps(vsum, v[q]);
+		}
+		sum = _mm512_reduce_add_ps(vsum);
+		if (!acc) {   /* the only key tile: the softmax itself */
+			__m512 inv = _mm512_set1_ps(1.0f / sum);
+			for (int q = 0; q < nv; q++)
+				_mm512_mask_storeu_ps(si + 16 * q, q == nv - 1 ? tail : 0xffff, _mm512_mul_ps(v[q], inv));
+			m[i] = mx;
+			l[i] = sum;
+			continue;
+		}
+		for (int q = 0; q < nv; q++)
+			_mm512_mask_storeu_ps(si + 16 * q, q == nv - 1 ? tail : 0xffff, v[q]);
+		corr = m[i] == -INFINITY ? 0.0f
+		                         : _mm512_cvtss_f32(cg_exp(_mm512_set1_ps(m[i] - mx)));
+		if (m[i] != -INFINITY && corr != 1.0f) {   /* acc holds earlier tiles */
+			float *ai = acc + (int64_t)i * D;
+			for (int d = 0; d < D; d += 16) {
+				__mmask16 dm = D - d >= 16 ? 0xffff : (__mmask16)((1u << (D - d)) - 1);
+				_mm512_mask_storeu_ps(ai + d, dm,
+				                      _mm512_mul_ps(_mm512_maskz_loadu_ps(dm, ai + d), _mm512_set1_ps(corr)));
+			}
+		}
+		l[i] = l[i] * corr + sum;
+		m[i] = mx;
+	}
+}
+
 /* ---- the triangle product ------------------------------------------------ */
 
 /* x[ii, jj, 0..16) = sum_k a[ii, k, 0..16) * b[jj, k, 0..16) for ii < RI,
@@ -320,6 +408,13 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
               float *P, int ct)
 {
 	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)packed; (void)P; (void)ct;
+}
+
+void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
+                  const float *mask, float *m, float *l, float *acc, int D)
+{
+	(void)s; (void)lds; (void)tq; (void)tk; (void)bias; (void)bias_sq; (void)mask; (void)m;
+	(void)l; (void)acc; (void)D;
 }
 
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,

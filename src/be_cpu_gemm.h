@@ -1,5 +1,5 @@
-/* be_cpu_gemm.h - the CPU backend's own float32 kernels (AVX-512F): GEMM
- * and the triangle-multiplication product.
+/* be_cpu_gemm.h - the CPU backend's own float32 kernels (AVX-512F): GEMM,
+ * the triangle-multiplication product and the attention's softmax step.
  *
  * For be_gemm_t products with A not transposed (the large operand read in
  * place, k contiguous); the CPU backend splits C into blocks and runs one
@@ -38,6 +38,18 @@ void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed);
  * (i, j) at c[j ldc + i], and the bias is indexed by i. */
 void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
               float *P, int ct);
+
+/* The softmax step of an attention score tile s: [tq, tk] (rows of stride
+ * lds, tk <= CG_KB), row by row: s += bias row (bias + i bias_sq, or NULL),
+ * keys j with mask[j] == 0 (mask NULL: none) to -inf, then with the row's
+ * running max m[i] and sum l[i] (-inf and 0 before its first keys):
+ * m' = max(m, max_j s), s = e^(s - m'), l = l e^(m - m') + sum_j s, and
+ * the row's accumulator acc: [tq, D] scaled by e^(m - m') (not read before
+ * the first keys).  acc NULL: this is the only key tile, and s becomes the
+ * softmax itself (divided by l).  A row whose keys are all masked is set
+ * to 0 (l stays 0). */
+void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
+                  const float *mask, float *m, float *l, float *acc, int D);
 
 /* x[:, j0 .. j1, c0 .. c0+16] of the triangle product
  * x: [ni, nj, c], x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];

@@ -134,16 +134,18 @@ static void run_fixture(const char *fixture)
 			if (p.disto)
 				failures += !golden_check(exp, sj, name, "distogram_logits", p.disto,
 				                          L * L * HEADS_PAE_BINS);
-			/* the same in row chunks of 5: equal up to BLAS blocking */
-			float *whole = p.pae;
-			double ptm_whole = p.ptm;
+			/* the same in row chunks of 5 meets the same reference: the
+			 * GEMMs then see other row counts, and a BLAS may sum in
+			 * another order for them (OpenBLAS without AVX-512 does) */
+			free(p.pae);
 			p.pae = malloc(sizeof(float) * L * L);
 			assert_non_null(p.pae);
 			p.chunk = 5;
 			plan_and_run(be, &p);
-			for (int64_t k = 0; k < L * L; k++) assert_true(fabsf(p.pae[k] - whole[k]) <= 1e-5f);
-			assert_true(fabs(p.ptm - ptm_whole) <= 1e-7);
-			free(whole);
+			ptm = (float)p.ptm;
+			failures += !golden_check(exp, sj, name, "ptm", &ptm, 1);
+			failures += !golden_check(exp, sj, name, "predicted_aligned_error", p.pae, L * L);
+			failures += !golden_check(exp, sj, name, "max_predicted_aligned_error", &p.max_pae, 1);
 			nz++;
 		}
 		if (states) {

@@ -1,4 +1,8 @@
-/* be_cpu.c - the CPU backend: float32, OpenMP across rows, CBLAS for GEMMs.
+/* be_cpu.c - the CPU backend: float32, OpenMP across rows; matrix
+ * products, the triangle product, the attention's softmax step, layer
+ * norms and gates on the own AVX-512 kernels (be_cpu_gemm.c) where the CPU
+ * has AVX-512F, else (or with ESMBATCH_CPU_BLAS=1) on CBLAS and the
+ * portable loops below.
  *
  * Host memory is backend memory, so upload/download are memcpy.  One thread
  * pool: OpenMP threads split the work, and every BLAS call inside them is
@@ -7,10 +11,10 @@
  * [BE_CPU_TQ, BE_CPU_TK] tile per thread, in per-thread scratch kept from
  * call to call (no allocation per call).
  *
- * Inner loops are `omp simd` kernels over contiguous ranges; on x86-64 (GCC
- * 12 and later) each is built for AVX-512, AVX2 and the baseline and the
- * best one is picked at load time (target_clones).  exp is cpu_exp below,
- * vectorisable and within 1e-7 (relative) of expf.
+ * Portable inner loops are `omp simd` kernels over contiguous ranges; on
+ * x86-64 (GCC 12 and later) each is built for AVX-512, AVX2 and the
+ * baseline and the best one is picked at load time (target_clones).  exp
+ * is cpu_exp below, vectorisable and within 1e-7 (relative) of expf.
  */
 #include "config.h"
 
@@ -98,12 +102,13 @@ static float *cpu_scratch(size_t n)
 }
 
 /* e^x for float x, branch-free so that loops over it vectorise: x is clamped
- * to [-88, 88] (so -inf gives 0, +inf and NaN 1.65e38); x = n ln2 + r with
+ * to [-88, 89] (so -inf gives 0, +inf and NaN +inf); x = n ln2 + r with
  * |r| <= ln2 / 2, e^r by the Cephes expf polynomial, 2^n by the exponent
- * bits (below 2^-126 the result is 0).  Relative error under 1e-7. */
+ * bits (below 2^-126 the result is 0, above 2^127 +inf).  Relative error
+ * under 1e-7. */
 static inline float cpu_exp(float x)
 {
-	const int32_t lo = (int32_t)(0xc2b00000u ^ 0x7fffffffu), hi = 0x42b00000;  /* -88, 88 */
+	const int32_t lo = (int32_t)(0xc2b00000u ^ 0x7fffffffu), hi = 0x42b20000;  /* -88, 89 */
 	int32_t b, key, e;
 	float n, r, p, s;
 
@@ -366,6 +371,8 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 {
 	const float *q = a->q + b * a->q_sb + (int64_t)i0 * a->q_sl + h * a->q_sh;
 	const float *mask = a->mask ? a->mask + b * a->mask_sb : NULL;
+	const float *bias = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh + (int64_t)i0 * a->bias_sq
+	                            : NULL;   /* the tile's first row, key 0 */
 	int D = a->D;
 
 	for (int i = 0; i < tq; i++) { m[i] = -INFINITY; l[i] = 0.0f; }
@@ -376,9 +383,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		                 .c = a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh,
 		                 .ldc = a->o_sl, .batch = 1 };
 		cg_block(&gs, 0, 0, tq, 0, a->Lk, kp, NULL, 0);
-		cg_attn_rows(s, BE_CPU_TK, tq, a->Lk, a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
-		                                             (int64_t)i0 * a->bias_sq : NULL,
-		             a->bias_sq, mask, m, l, NULL, D);
+		cg_attn_rows(s, BE_CPU_TK, tq, a->Lk, bias, a->bias_sq, mask, m, l, NULL, D);
 		cg_block(&go, 0, 0, tq, 0, D, vp, NULL, 0);
 		return;
 	}
@@ -397,10 +402,9 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
 		}
-		const float *bias = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh +
-		                              (int64_t)i0 * a->bias_sq + j0 : NULL;
-		if (kp) cg_attn_rows(s, BE_CPU_TK, tq, tk, bias, a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
-		else    cpu_attn_rows(s, tq, tk, bias, a->bias_sq, mask ? mask + j0 : NULL, m, l, acc, D);
+		const float *bj = bias ? bias + j0 : NULL, *mj = mask ? mask + j0 : NULL;
+		if (kp) cg_attn_rows(s, BE_CPU_TK, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
+		else    cpu_attn_rows(s, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
 		/* acc += p v */
 		if (vp) {
 			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,
@@ -496,6 +500,12 @@ static void cpu_ln_row(float *y, const float *x, int d, const float *w, const fl
 static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
                          const float *w, const float *bias, float eps)
 {
+	if (cpu_has_cg) {   /* blocks of 32 rows, taken as the threads come free */
+		#pragma omp parallel for schedule(guided) if (rows * d > 16384)
+		for (int64_t r = 0; r < rows; r += 32)
+			cg_layernorm(y + r * d, x + r * d, rows - r < 32 ? rows - r : 32, d, w, bias, eps);
+		return 0;
+	}
 	#pragma omp parallel for if (rows * d > 16384)
 	for (int64_t r = 0; r < rows; r++)
 		cpu_ln_row(y + r * d, x + r * d, d, w, bias, eps);
@@ -524,7 +534,9 @@ static int cpu_softmax(be_t *be, float *x, int64_t rows, int d)
 }
 
 /* The elementwise ops: kernels over one contiguous range [n], run on
- * BE_CPU_GRAIN-element pieces by the threads.  y may alias a, b or x. */
+ * BE_CPU_GRAIN-element pieces by the threads, each taking the next piece
+ * when it is free (on a shared host one thread may run slower).  y may
+ * alias a, b or x. */
 BE_CPU_CLONES
 static void cpu_act_k(float *x, int64_t n, be_act_t kind)
 {
@@ -581,7 +593,7 @@ static int64_t cpu_piece_len(int64_t n, int64_t p)
 
 static int cpu_act(be_t *be, float *x, int64_t n, be_act_t kind)
 {
-	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
+	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++)
 		cpu_act_k(x + p * BE_CPU_GRAIN, cpu_piece_len(n, p), kind);
 	return 0;
@@ -589,10 +601,11 @@ static int cpu_act(be_t *be, float *x, int64_t n, be_act_t kind)
 
 static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind)
 {
-	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
+	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++) {
 		int64_t o = p * BE_CPU_GRAIN;
-		cpu_binary_k(y + o, a + o, b + o, cpu_piece_len(n, p), kind);
+		if (kind == BE_GATE && cpu_has_cg) cg_gate(y + o, a + o, b + o, cpu_piece_len(n, p));
+		else                                cpu_binary_k(y + o, a + o, b + o, cpu_piece_len(n, p), kind);
 	}
 	return 0;
 }

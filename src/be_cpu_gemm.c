@@ -1,5 +1,6 @@
-/* be_cpu_gemm.c - the CPU backend's own float32 kernels (AVX-512F): GEMM
- * and the triangle-multiplication product.
+/* be_cpu_gemm.c - the CPU backend's own float32 kernels (AVX-512F): GEMM,
+ * the triangle-multiplication product, the attention's softmax step, the
+ * gate and the layer norm.
  *
  * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
  * shape of every nn.Linear, of the attention tiles and of the batched
@@ -13,13 +14,14 @@
  * works on channel-last tensors, 16 channels per vector, with a 4 x 5 tile
  * of (i, j) pairs, in blocks of CG_TRI_KB k for which a's 16 channels are
  * first copied together (in a they lie c floats apart).  Products run in
- * k order, one fused multiply-add per term, in float32.
+ * k order, one fused multiply-add per term, in float32.  The softmax step
+ * and the gate use a vector exp (cg_exp: cpu_exp's polynomial); sums and
+ * maxima over a row end in one vector reduction.
  */
 #include "config.h"
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "be_cpu_gemm.h"
 
@@ -41,17 +43,20 @@ static inline void cg_transpose16(__m512 r[16])
 {
 	__m512 t[16], u[16];
 
+	#pragma GCC unroll 8
 	for (int i = 0; i < 8; i++) {
 		t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
 		t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
 	}
 	/* u[4i + c]: rows 4i .. 4i+3 of columns c, c+4, c+8, c+12 (one per lane) */
+	#pragma GCC unroll 4
 	for (int i = 0; i < 4; i++) {
 		u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
 		u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
 		u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
 		u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
 	}
+	#pragma GCC unroll 4
 	for (int c = 0; c < 4; c++) {
 		__m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);      /* c, c+8 of rows 0-7 */
 		__m512 b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);      /* c+4, c+12 */
@@ -86,6 +91,7 @@ static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int 
 			int nk = kb - k < 16 ? kb - k : 16;
 			__mmask16 km = (__mmask16)((1u << nk) - 1);
 			__m512 r[16];
+			#pragma GCC unroll 16
 			for (int i = 0; i < 16; i++) {
 				const float *src = B + (int64_t)(j0 + h + i) * g->ldb + k0 + k;
 				/* the rows' lines two blocks on: B is often cold (weights) */
@@ -93,7 +99,9 @@ static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int 
 				r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps();
 			}
 			cg_transpose16(r);
-			for (int i = 0; i < nk; i++) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
+			#pragma GCC unroll 16
+			for (int i = 0; i < 16; i++)
+				if (i < nk) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
 		}
 }
 
@@ -210,10 +218,10 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 		const float *pk = packed ? packed + CG_PACKED(k0, nj) : P;
 
 		if (!packed) cg_pack(P, g, b, k0, kb, j0, nj);
-		for (int p0 = 0; p0 < nj; p0 += CG_NR) {
-			int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
-			for (int r0 = 0; r0 < mi; r0 += CG_MR) {
-				int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
+		for (int r0 = 0; r0 < mi; r0 += CG_MR) {
+			int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
+			for (int p0 = 0; p0 < nj; p0 += CG_NR) {
+				int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
 				cg_tiles[ct][R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
 				                C + (ct ? (int64_t)p0 * g->ldc + r0 : (int64_t)r0 * g->ldc + p0),
 				                g->ldc, w, g->alpha, beta, bias ? bias + (ct ? r0 : p0) : NULL);
@@ -222,17 +230,18 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 	}
 }
 
-/* ---- the attention's softmax step ------------------------------------------ */
+/* ---- the attention's softmax step, the gate -------------------------------- */
 
-/* e^x for x <= 0, 16 at a time: cpu_exp's reduction and Cephes polynomial
- * (be_cpu.c), 2^n applied by vscalefps.  x is clamped at -104, where the
- * result rounds to 0 (so -inf gives 0, exactly); NaN stays NaN. */
+/* e^x, 16 at a time: cpu_exp's reduction and Cephes polynomial (be_cpu.c),
+ * 2^n applied by vscalefps.  x is clamped to [-104, 89], where the result
+ * rounds to 0 and overflows to +inf (so -inf gives 0 and +inf gives +inf,
+ * exactly); NaN stays NaN. */
 __attribute__((target("avx512f"), always_inline))
 static inline __m512 cg_exp(__m512 x)
 {
 	__m512 n, r, p;
 
-	x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
+	x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
 	n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
 	                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
 	r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -304,6 +313,73 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 		}
 		l[i] = l[i] * corr + sum;
 		m[i] = mx;
+	}
+}
+
+__attribute__((target("avx512f")))
+void cg_gate(float *y, const float *a, const float *b, int64_t n)
+{
+	const __m512 one = _mm512_set1_ps(1.0f);
+
+	for (int64_t i = 0; i < n; i += 16) {
+		__mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+		__m512 e = cg_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, b + i)));
+		_mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, a + i),
+		                                              _mm512_add_ps(one, e)));
+	}
+}
+
+/* ---- layer norm ------------------------------------------------------------ */
+
+/* sum of x[0 .. d) (sq: of (x - mean)^2 instead), over two vector accumulators */
+__attribute__((target("avx512f"), always_inline))
+static inline float cg_row_sum(const float *x, int d, int sq, float mean)
+{
+	__m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), vm = _mm512_set1_ps(mean);
+	int q = 0;
+
+	for (; q + 32 <= d; q += 32) {
+		__m512 a = _mm512_loadu_ps(x + q), b = _mm512_loadu_ps(x + q + 16);
+		if (sq) {
+			a = _mm512_sub_ps(a, vm);
+			b = _mm512_sub_ps(b, vm);
+			s0 = _mm512_fmadd_ps(a, a, s0);
+			s1 = _mm512_fmadd_ps(b, b, s1);
+		} else {
+			s0 = _mm512_add_ps(s0, a);
+			s1 = _mm512_add_ps(s1, b);
+		}
+	}
+	for (; q < d; q += 16) {
+		__mmask16 m = d - q >= 16 ? 0xffff : (__mmask16)((1u << (d - q)) - 1);
+		__m512 a = _mm512_maskz_loadu_ps(m, x + q);
+		if (sq) {
+			a = _mm512_maskz_sub_ps(m, a, vm);
+			s0 = _mm512_fmadd_ps(a, a, s0);
+		} else {
+			s0 = _mm512_add_ps(s0, a);
+		}
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
+__attribute__((target("avx512f")))
+void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
+                  float eps)
+{
+	for (int64_t r = 0; r < rows; r++) {
+		const float *xr = x + r * d;
+		float *yr = y + r * d;
+		float mean = cg_row_sum(xr, d, 0, 0.0f) / (float)d;
+		float inv = 1.0f / sqrtf(cg_row_sum(xr, d, 1, mean) / (float)d + eps);
+		__m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(inv);
+
+		for (int q = 0; q < d; q += 16) {
+			__mmask16 m = d - q >= 16 ? 0xffff : (__mmask16)((1u << (d - q)) - 1);
+			__m512 t = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, xr + q), vm), vi);
+			_mm512_mask_storeu_ps(yr + q, m, _mm512_fmadd_ps(t, _mm512_maskz_loadu_ps(m, w + q),
+			                                                 _mm512_maskz_loadu_ps(m, b + q)));
+		}
 	}
 }
 
@@ -415,6 +491,17 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 {
 	(void)s; (void)lds; (void)tq; (void)tk; (void)bias; (void)bias_sq; (void)mask; (void)m;
 	(void)l; (void)acc; (void)D;
+}
+
+void cg_gate(float *y, const float *a, const float *b, int64_t n)
+{
+	(void)y; (void)a; (void)b; (void)n;
+}
+
+void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
+                  float eps)
+{
+	(void)y; (void)x; (void)rows; (void)d; (void)w; (void)b; (void)eps;
 }
 
 void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,

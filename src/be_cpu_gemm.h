@@ -1,5 +1,6 @@
 /* be_cpu_gemm.h - the CPU backend's own float32 kernels (AVX-512F): GEMM,
- * the triangle-multiplication product and the attention's softmax step.
+ * the triangle-multiplication product, the attention's softmax step, the
+ * gate and the layer norm.
  *
  * For be_gemm_t products with A not transposed (the large operand read in
  * place, k contiguous); the CPU backend splits C into blocks and runs one
@@ -50,6 +51,14 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
  * to 0 (l stays 0). */
 void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
                   const float *mask, float *m, float *l, float *acc, int D);
+
+/* y: [n] = a * sigmoid(b) (BE_GATE); y may be a or b */
+void cg_gate(float *y, const float *a, const float *b, int64_t n);
+
+/* y: [rows, d] = LayerNorm(x: [rows, d]) with weight w and bias b: [d]
+ * (mean, then the variance of the centred values); y may be x */
+void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
+                  float eps);
 
 /* x[:, j0 .. j1, c0 .. c0+16] of the triangle product
  * x: [ni, nj, c], x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];

@@ -238,7 +238,8 @@ static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
  * with and without bias, 1..3 strided batches, random shapes and a few
  * larger than the blocking of the kernels (k and column blocks of 256,
  * 12-row tiles, parallel tasks) and batched like the triangle products;
- * nn.Linear shapes on few rows (run transposed on the CPU). */
+ * nn.Linear shapes on few rows (run transposed on the CPU) and pair-bias
+ * shapes on fewer. */
 static void test_gemm(void **state)
 {
 	uint64_t s = 1;
@@ -253,6 +254,9 @@ static void test_gemm(void **state)
 		gemm_trial_t(*state, &s, 64, 300, 530, 1, 0, 1);
 		gemm_trial_t(*state, &s, 30, 100, 70, 3, 0, 1);
 		gemm_trial_t(*state, &s, 90, 1100, 40, 1, 0, 1);
+		gemm_trial_t(*state, &s, 4, 2100, 128, 1, 0, 1);
+		gemm_trial_t(*state, &s, 13, 300, 37, 2, 0, 1);
+		gemm_trial_t(*state, &s, 16, 256, 300, 1, 0, 1);
 	}
 }
 
@@ -525,6 +529,9 @@ static void test_binary(void **state)
 			float *a = frand(&s, n, 4.0f), *b = frand(&s, n, 8.0f);
 			float *y = alias == 1 ? a : alias == 2 ? b : frand(&s, n, 1.0f);
 			double *ref = dref(n), *scl = dref(n);
+			/* the gate saturated: sigmoid's exp clamped or overflowing */
+			static const float sat[] = { -INFINITY, INFINITY, -80.0f, 80.0f, 100.0f, -30.0f };
+			for (size_t i = 0; t == 1 && ops[o].kind == BE_GATE && i < sizeof sat / sizeof *sat && (int)i < n; i++) b[i] = sat[i];
 			for (int i = 0; i < n; i++) {
 				double x = a[i], z = b[i];
 				ref[i] = ops[o].kind == BE_ADD ? x + z : ops[o].kind == BE_MUL ? x * z

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "model.h"
-#include "tok.h"
-#include "wt.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 static double now(void)
 {

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "be.h"
+#include "backend/backend.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -4,12 +4,12 @@
 
 #include <htslib/hts.h>
 
-#include "calib.h"
+#include "cli/calibrate.h"
 #include "config.h"
-#include "fold.h"
-#include "log.h"
-#include "opt.h"
-#include "plan_cmd.h"
+#include "cli/fold.h"
+#include "util/log.h"
+#include "cli/options.h"
+#include "cli/plan.h"
 
 static int print_version(void)
 {

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "be_dbg.h"
-#include "log.h"
+#include "util/log.h"
 
 typedef struct {
 	size_t off, size;   /* bytes from the region's base */

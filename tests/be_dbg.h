@@ -22,7 +22,7 @@
 
 #include <stddef.h>
 
-#include "be.h"
+#include "backend/backend.h"
 
 /* A debug backend over be_cpu_init(threads) with a region of capacity
  * bytes (address space; pages are committed when used).  NULL on error. */

@@ -11,7 +11,7 @@
 
 #include <jansson.h>
 
-#include "st.h"
+#include "io/safetensors.h"
 
 /* A fixture under TEST_DATA: its expected.safetensors and expected.json.
  * 0, or -1 (reason printed) with both NULL; the caller closes both. */

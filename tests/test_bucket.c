@@ -6,7 +6,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "bucket.h"
+#include "sched/bucket.h"
 
 static void test_default_bounds(void **state)
 {

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "be.h"
-#include "be_cuda.h"
+#include "backend/backend.h"
+#include "backend/cuda.h"
 
 static be_t *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;

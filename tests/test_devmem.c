@@ -24,14 +24,14 @@
 
 #include <cmocka.h>
 
-#include "be.h"
+#include "backend/backend.h"
 #include "be_dbg.h"
 #include "golden_json.h"
-#include "model.h"
-#include "op.h"
-#include "st.h"
-#include "tok.h"
-#include "wt.h"
+#include "model/model.h"
+#include "compute/ops.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 #define DBG_REGION ((size_t)4 << 30)   /* address space; pages committed when used */
 

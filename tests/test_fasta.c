@@ -16,10 +16,10 @@
 
 #include <htslib/faidx.h>
 
-#include "bucket.h"
-#include "fasta.h"
-#include "job.h"
-#include "log.h"
+#include "sched/bucket.h"
+#include "io/fasta.h"
+#include "io/job.h"
+#include "util/log.h"
 
 #define FX TEST_DATA "/fasta/"
 #define MAXJ 64

@@ -12,10 +12,10 @@
 
 #include <cmocka.h>
 
-#include "geom.h"
+#include "protein/geometry.h"
 #include "golden_json.h"
-#include "rc.h"
-#include "st.h"
+#include "protein/residue.h"
+#include "io/safetensors.h"
 
 #define LINKER_LEN 25
 

@@ -16,12 +16,12 @@
 
 #include <cmocka.h>
 
-#include "be.h"
+#include "backend/backend.h"
 #include "golden_json.h"
-#include "heads.h"
-#include "rc.h"
-#include "st.h"
-#include "wt.h"
+#include "model/heads.h"
+#include "protein/residue.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
 
 typedef struct {
 	const cfg_t *c;

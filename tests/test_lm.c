@@ -11,12 +11,12 @@
 
 #include <cmocka.h>
 
-#include "be.h"
+#include "backend/backend.h"
 #include "golden_json.h"
-#include "lm.h"
-#include "st.h"
-#include "tok.h"
-#include "wt.h"
+#include "model/esm2.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 /* integer tensor seq/name equals got[n] exactly */
 static int ints_equal(const st_t *exp, const char *seq, const char *name, const int32_t *got, int n)

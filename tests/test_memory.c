@@ -19,13 +19,13 @@
 
 #include <cmocka.h>
 
-#include "be.h"
-#include "mem.h"
-#include "model.h"
-#include "st.h"
-#include "tok.h"
-#include "wr.h"
-#include "wt.h"
+#include "backend/backend.h"
+#include "sched/memory.h"
+#include "model/model.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/random_weights.h"
+#include "model/weights.h"
 
 #define MANIFEST TEST_DATA "/manifest_esmfold_v1.json"
 

@@ -14,10 +14,10 @@
 
 #include <cmocka.h>
 
-#include "be.h"
-#include "fx.h"
-#include "mp.h"
-#include "op.h"
+#include "backend/backend.h"
+#include "compute/forward.h"
+#include "compute/placement.h"
+#include "compute/ops.h"
 
 #define MAX_LIVE 512
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "job.h"
-#include "log.h"
+#include "io/job.h"
+#include "util/log.h"
 
 static void assert_safe(const char *s)
 {

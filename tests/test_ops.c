@@ -33,9 +33,9 @@
 #include <omp.h>
 #endif
 
-#include "be.h"
-#include "fx.h"
-#include "op.h"
+#include "backend/backend.h"
+#include "compute/forward.h"
+#include "compute/ops.h"
 
 #define ELEM_TOL   1e-5
 #define NMSE_BOUND 1e-10

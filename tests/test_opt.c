@@ -7,8 +7,8 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "log.h"
-#include "opt.h"
+#include "util/log.h"
+#include "cli/options.h"
 
 /* parse a NULL-terminated list of arguments (argv[0] added) */
 static int parse(opt_t *o, const char *first, ...)

@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "golden_json.h"
-#include "pdb.h"
-#include "rc.h"
-#include "st.h"
+#include "protein/pdb.h"
+#include "protein/residue.h"
+#include "io/safetensors.h"
 
 #define LINKER_LEN 25
 /* one print quantum of the %8.3f coordinate columns */

@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "log.h"
-#include "quota.h"
+#include "util/log.h"
+#include "sched/quota.h"
 
 #define GIB (1LL << 30)
 #define HDR "#esmbatch-quota\tv1\tdevice=GPU X\tprecision=bf16\tweights=sha256:ab\tsafety=1.15\n"

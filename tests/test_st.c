@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "st.h"
+#include "io/safetensors.h"
 
 static char tmpdir[] = "/tmp/esmbatch-st.XXXXXX";
 

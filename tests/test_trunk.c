@@ -12,11 +12,11 @@
 
 #include <cmocka.h>
 
-#include "be.h"
+#include "backend/backend.h"
 #include "golden_json.h"
-#include "st.h"
-#include "trunk.h"
-#include "wt.h"
+#include "io/safetensors.h"
+#include "model/trunk.h"
+#include "model/weights.h"
 
 typedef struct {
 	be_t       *be;

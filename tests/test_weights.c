@@ -15,9 +15,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "model.h"
-#include "tok.h"
-#include "wt.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
 
 #define MANIFEST TEST_DATA "/manifest_esmfold_v1.json"
 

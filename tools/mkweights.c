@@ -12,8 +12,8 @@
 
 #include <jansson.h>
 
-#include "log.h"
-#include "wr.h"
+#include "util/log.h"
+#include "model/random_weights.h"
 
 static void mk_usage(FILE *fp)
 {

@@ -1,0 +1,26 @@
+/* be_cuda.h - options of the CUDA backend beyond the be_t contract. */
+#ifndef ESMBATCH_BE_CUDA_H
+#define ESMBATCH_BE_CUDA_H
+
+#include "backend/backend.h"
+
+/* What the GEMMs compute with; inputs and outputs stay float32 either way,
+ * and so do every other op (norms, softmax, attention, elementwise). */
+typedef enum {
+	BE_CUDA_FP32,   /* float32 (default) */
+	BE_CUDA_TF32,   /* tensor-core TF32 inputs, float32 accumulation */
+	BE_CUDA_BF16,   /* tensor-core bfloat16 inputs, float32 accumulation */
+	BE_CUDA_FP16,   /* tensor-core float16 inputs, float32 accumulation */
+} be_cuda_prec_t;
+
+/* Number of CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies;
+ * they are numbered 0..n-1 as cuda:N); 0 without a driver, a device or a
+ * CUDA build. */
+int be_cuda_count(void);
+
+/* Set the GEMM precision of a backend made by be_cuda_init (and its
+ * be->precision).  Returns 0, or negative for another backend (or a build
+ * without CUDA). */
+int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec);
+
+#endif

@@ -1,0 +1,22 @@
+/* be_cuda_none.c - the CUDA backend of a build without CUDA: no device. */
+#include <errno.h>
+
+#include "backend/backend.h"
+#include "backend/cuda.h"
+#include "util/log.h"
+
+be_t *be_cuda_init(int device)
+{
+	log_debug("cuda backend: this build has no CUDA support (device %d)", device);
+	return NULL;
+}
+
+int be_cuda_count(void)
+{
+	return 0;
+}
+
+int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
+{
+	return -EINVAL;
+}

@@ -1,0 +1,233 @@
+/* dev.c - devices and their backends (see dev.h). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda.h"
+#include "backend/devices.h"
+#include "util/log.h"
+#include "sched/memory.h"
+
+/* a simulated card: the CPU backend's entries with a byte budget on
+ * alloc/free and, like CUDA, no direct triangle product; `be` first so the
+ * vtable's be_t* is the sim_t* */
+typedef struct {
+	be_t            be;
+	be_t           *cpu;
+	size_t          budget, used;
+	pthread_mutex_t lock;
+	char            name[48];
+} dev_sim_t;
+
+#define DEV_SIM_HDR 64   /* bytes before each block: its size; keeps 64-byte alignment */
+
+static int dev_sim_alloc(be_t *be, size_t n, void **p)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+	void *q = NULL;
+	int ok;
+
+	*p = NULL;
+	pthread_mutex_lock(&s->lock);
+	ok = s->used + n <= s->budget;
+	if (ok) s->used += n;
+	pthread_mutex_unlock(&s->lock);
+	if (!ok) return -2;
+	if (s->cpu->alloc(s->cpu, n + DEV_SIM_HDR, &q) < 0) {
+		pthread_mutex_lock(&s->lock);
+		s->used -= n;
+		pthread_mutex_unlock(&s->lock);
+		return -2;
+	}
+	*(size_t *)q = n;
+	*p = (char *)q + DEV_SIM_HDR;
+	return 0;
+}
+
+static void dev_sim_free(be_t *be, void *p)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+	char *q;
+
+	if (!p) return;
+	q = (char *)p - DEV_SIM_HDR;
+	pthread_mutex_lock(&s->lock);
+	s->used -= *(size_t *)q;
+	pthread_mutex_unlock(&s->lock);
+	s->cpu->free(s->cpu, q);
+}
+
+static int dev_sim_mem_info(be_t *be, size_t *fr, size_t *total)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+
+	pthread_mutex_lock(&s->lock);
+	*fr = s->budget - s->used;
+	*total = s->budget;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void dev_sim_destroy(be_t *be)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+
+	be_free(s->cpu);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+int64_t dev_parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	int64_t mult = 1;
+
+	if (end == s || v < 0) return -1;
+	switch (*end) {
+	case 'K': case 'k': mult = 1 << 10; end++; break;
+	case 'M': case 'm': mult = 1 << 20; end++; break;
+	case 'G': case 'g': mult = (int64_t)1 << 30; end++; break;
+	default: break;
+	}
+	if (*end) return -1;
+	return (int64_t)(v * mult);
+}
+
+static be_t *dev_sim_open(const char *spec, int threads)
+{
+	int64_t size = dev_parse_size(spec + 4);
+	dev_sim_t *s;
+	be_t *cpu;
+
+	if (size <= 0) {
+		log_error("--devices %s: expected sim:SIZE, e.g. sim:24G", spec);
+		return NULL;
+	}
+	if (!(cpu = be_cpu_init(threads))) return NULL;
+	if (!(s = calloc(1, sizeof *s))) {
+		be_free(cpu);
+		return NULL;
+	}
+	s->be = *cpu;
+	s->cpu = cpu;
+	s->budget = (size_t)size;
+	pthread_mutex_init(&s->lock, NULL);
+	snprintf(s->name, sizeof s->name, "%s", spec);
+	s->be.name = s->name;
+	s->be.alloc = dev_sim_alloc;
+	s->be.free = dev_sim_free;
+	s->be.mem_info = dev_sim_mem_info;
+	s->be.trimul = NULL;   /* planned and run as on a card: batched GEMMs */
+	s->be.destroy = dev_sim_destroy;
+	return &s->be;
+}
+
+int dev_precision(be_t *be, opt_prec_t prec)
+{
+	be_cuda_prec_t p = prec == OPT_PREC_FP32 ? BE_CUDA_FP32 :
+	                   prec == OPT_PREC_FP16 ? BE_CUDA_FP16 : BE_CUDA_BF16;
+
+	if (be_cuda_set_precision(be, p) < 0 && prec != OPT_PREC_AUTO && prec != OPT_PREC_FP32) {
+		log_error("--precision %s: device %s computes in fp32 only (use fp32 or auto)",
+		          opt_prec_name(prec), be->name);
+		return -1;
+	}
+	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention and "
+	         "structure geometry in fp32", be->name, be->precision);
+	return 0;
+}
+
+be_t *dev_open(const char *spec, int threads)
+{
+	be_t *be = NULL;
+
+	if (spec && !strncmp(spec, "sim:", 4)) {
+		be = dev_sim_open(spec, threads);
+	} else if (!spec || strcmp(spec, "cpu") != 0) {
+		int dev = 0;
+		if (spec && sscanf(spec, "cuda:%d", &dev) != 1 && strcmp(spec, "cuda") != 0) {
+			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", spec);
+			return NULL;
+		}
+		be = be_cuda_init(dev);
+		if (!be && spec) {
+			log_error("--devices %s: no such CUDA device", spec);
+			return NULL;
+		}
+	}
+	if (!be && (!spec || !strcmp(spec, "cpu"))) be = be_cpu_init(threads);
+	if (be) log_info("device: %s", be->name);
+	return be;
+}
+
+int64_t dev_cpu_memory(int64_t cpu_memory)
+{
+	int64_t avail = mem_available();
+
+	if (cpu_memory > 0) return cpu_memory;
+	return avail > 0 ? avail / 10 * 9 : INT64_MAX / 4;
+}
+
+int64_t dev_budget(be_t *be, const char *spec, int64_t cpu_total, int64_t weights, int loaded)
+{
+	size_t fr, tot;
+	int64_t b;
+
+	if (be->mem_info && be->mem_info(be, &fr, &tot) == 0) {
+		int64_t reserve = spec && !strncmp(spec, "sim:", 4) ? 0 :
+			(int64_t)(tot / 20 < (512u << 20) ? tot / 20 : (512u << 20));
+		b = (int64_t)fr - (loaded ? 0 : weights) - reserve;
+	} else {
+		b = cpu_total - weights;
+	}
+	return b > 0 ? b : 0;
+}
+
+int dev_split(const char *list, char ***specs)
+{
+	char *copy, *save = NULL, **v = NULL;
+	int n = 0;
+
+	*specs = NULL;
+	if (!list) {
+		/* every CUDA device this process sees, else the CPU (spec NULL) */
+		int ncuda = be_cuda_count();
+		if (!(v = calloc(ncuda ? ncuda : 1, sizeof *v))) return -1;
+		for (int i = 0; i < ncuda; i++)
+			if (asprintf(&v[i], "cuda:%d", i) < 0) {
+				v[i] = NULL;
+				dev_split_free(v, ncuda);
+				return -1;
+			}
+		*specs = v;
+		return ncuda ? ncuda : 1;
+	}
+	if (!(copy = strdup(list))) return -1;
+	for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char **nv = realloc(v, (n + 1) * sizeof *v);
+		if (!nv || !(nv[n] = strdup(t))) {
+			v = nv ? nv : v;
+			dev_split_free(v, n);
+			free(copy);
+			return -1;
+		}
+		v = nv;
+		n++;
+	}
+	free(copy);
+	if (!n) {
+		log_error("--devices: empty list");
+		free(v);
+		return -1;
+	}
+	*specs = v;
+	return n;
+}
+
+void dev_split_free(char **specs, int n)
+{
+	for (int i = 0; specs && i < n; i++) free(specs[i]);
+	free(specs);
+}

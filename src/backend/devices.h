@@ -1,0 +1,50 @@
+/* dev.h - devices: what a --devices list names, each with its backend.
+ *
+ *   NULL        the first CUDA device when there is one, else the CPU
+ *   "cpu"       the CPU backend
+ *   "cuda", "cuda:N"   CUDA device N (0 by default); an error without one
+ *   "sim:SIZE"  a simulated card of SIZE bytes (suffix K, M, G: powers of
+ *               1024) running on the CPU backend: every allocation (weights,
+ *               arenas) counts against SIZE and one beyond it is refused,
+ *               exactly as a card's driver would; mem_info reports it
+ * A list is comma-separated: "sim:32G,sim:24G", "cuda:0,cuda:1".
+ */
+#ifndef ESMBATCH_DEV_H
+#define ESMBATCH_DEV_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "cli/options.h"
+
+/* The backend for one spec (threads: CPU threads, 0 = auto), logged; NULL
+ * after one logged line. */
+be_t *dev_open(const char *spec, int threads);
+
+/* Apply --precision to a backend from dev_open and log what it computes
+ * with (be->precision).  CUDA: auto = bf16 GEMM inputs, else fp32 or fp16;
+ * every GEMM accumulates in fp32, and every other op (norms, softmax
+ * statistics, attention, the structure module's geometry) is fp32.  Other
+ * backends compute in fp32 only: auto and fp32 are accepted, anything else
+ * is one logged line and -1.  0 otherwise. */
+int   dev_precision(be_t *be, opt_prec_t prec);
+
+/* Split a --devices list into *specs (malloc'ed array of malloc'ed
+ * strings; NULL list: one NULL spec).  The count, or -1 after logging. */
+int  dev_split(const char *list, char ***specs);
+void dev_split_free(char **specs, int n);
+
+/* What the CPU device may hold, weights included: cpu_memory (--cpu-memory)
+ * when > 0, else 90% of MemAvailable now (call it before loading). */
+int64_t dev_cpu_memory(int64_t cpu_memory);
+/* Bytes the jobs on a device may hold at once (never negative).  A device
+ * with mem_info: its free memory, less the weights (`weights` bytes) when
+ * they are not loaded on it yet, less a card's reserve (5%, at most
+ * 512 MiB; a sim: device keeps none).  The CPU: cpu_total (from
+ * dev_cpu_memory) less the weights. */
+int64_t dev_budget(be_t *be, const char *spec, int64_t cpu_total, int64_t weights, int loaded);
+
+/* "32G" -> bytes; -1 when malformed */
+int64_t dev_parse_size(const char *s);
+
+#endif

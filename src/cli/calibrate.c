@@ -1,0 +1,314 @@
+/* calib.c - `esmbatch calibrate` (see calib.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "io/atomic_file.h"
+#include "cli/calibrate.h"
+#include "config.h"
+#include "backend/devices.h"
+#include "util/log.h"
+#include "sched/memory.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+
+#define CALIB_MAX     64
+#define CALIB_SEED    20261129ull
+
+/* one calibrated length */
+typedef struct {
+	int       L;
+	mem_fig_t fig;
+	double    seconds;
+	int64_t   quota;
+} calib_row_t;
+
+int calib_lengths(const char *s, int *len, int max)
+{
+	int n = 0;
+	const char *p = s;
+
+	while (*p) {
+		char *end;
+		long v;
+		errno = 0;
+		v = strtol(p, &end, 10);
+		if (end == p || errno || v < 1 || v > 1 << 20 || (*end && *end != ',') ||
+		    (n && v <= len[n - 1]) || n == max) {
+			log_error("--lengths %s: expected up to %d ascending lengths, comma-separated", s, max);
+			return -1;
+		}
+		len[n++] = (int)v;
+		p = *end ? end + 1 : end;
+	}
+	if (!n) log_error("--lengths: empty");
+	return n ? n : -1;
+}
+
+int calib_table_check(const quota_table_t *t, const char *path, const char *device,
+                      const char *weights, const char *precision)
+{
+	const char *engine = quota_get(t, "engine");
+	int hard = 0;
+
+	if (strcmp(t->device, device)) {
+		log_warn("%s: made on device '%s', this is '%s'", path, t->device, device);
+		hard++;
+	}
+	if (strcmp(t->weights, weights)) {
+		log_warn("%s: made for weights %s, these are %s", path, t->weights, weights);
+		hard++;
+	}
+	if (strcmp(t->precision, precision))
+		log_warn("%s: made at precision %s, this run is %s", path, t->precision, precision);
+	if (!engine || strcmp(engine, PACKAGE_NAME " " PACKAGE_VERSION))
+		log_warn("%s: made by %s, this is " PACKAGE_NAME " " PACKAGE_VERSION, path,
+		         engine ? engine : "an unknown engine");
+	return hard;
+}
+
+/* a random protein of length L (fixed seed per length): malloc'ed */
+static char *calib_seq(int L)
+{
+	static const char aa[] = "ACDEFGHIKLMNPQRSTVWY";
+	uint64_t s = CALIB_SEED ^ (uint64_t)L * 0x9E3779B97F4A7C15ull;
+	char *q = malloc(L + 1);
+
+	if (!q) return NULL;
+	for (int i = 0; i < L; i++) {
+		s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+		q[i] = aa[s % 20];
+	}
+	q[L] = 0;
+	return q;
+}
+
+/* bytes in use on the device now: driver total - free, or process RSS */
+static int64_t calib_used(be_t *be, int64_t *total)
+{
+	size_t fr, tot;
+
+	if (be && be->mem_info && be->mem_info(be, &fr, &tot) == 0) {
+		if (total) *total = (int64_t)tot;
+		return (int64_t)(tot - fr);
+	}
+	if (total) {
+		FILE *f = fopen("/proc/meminfo", "r");
+		long long kb = -1;
+		if (f) {
+			if (fscanf(f, "MemTotal: %lld kB", &kb) != 1) kb = -1;
+			fclose(f);
+		}
+		*total = kb < 0 ? -1 : (int64_t)kb * 1024;
+	}
+	return mem_rss();
+}
+
+/* fold one length with its figures; 0 or -1 (logged) */
+static int calib_fold(const model_t *m, const model_run_t *run, int L, calib_row_t *row)
+{
+	char *s = calib_seq(L), err[256];
+	struct timespec t0, t1;
+	model_out_t out;
+	tok_t t;
+	int rc = -1;
+
+	row->L = L;
+	if (!s || tok_encode(&t, s, m->cfg) < 0) {
+		log_error("calibrate: cannot encode a length-%d sequence", L);
+		free(s);
+		return -1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (mem_fold(m, &t, run, &out, &row->fig, err, sizeof err) < 0) {
+		log_error("calibrate: length %d: %s", L, err);
+	} else {
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		row->seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		model_out_free(&out);
+		rc = 0;
+	}
+	tok_free(&t);
+	free(s);
+	return rc;
+}
+
+/* the SVG plot: predicted, reserved and measured bytes against length */
+static int calib_svg(const char *path, const calib_row_t *rows, int n, const char *title)
+{
+	const double W = 640, H = 400, x0 = 70, y0 = 30, pw = 540, ph = 320;
+	double ymax = 1, xmax = rows[n - 1].L;
+	FILE *f;
+	af_t a;
+
+	for (int i = 0; i < n; i++) {
+		double v[3] = { (double)rows[i].fig.predicted, (double)rows[i].fig.reserved,
+		                (double)rows[i].fig.growth };
+		for (int k = 0; k < 3; k++) if (v[k] > ymax) ymax = v[k];
+	}
+	ymax *= 1.1;
+	if (!(f = af_open(&a, path))) return -1;
+	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+	        "font-family=\"sans-serif\" font-size=\"12\">\n"
+	        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+	        "<text x=\"%.0f\" y=\"18\">%s</text>\n", W, H, x0, title);
+	fprintf(f, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n"
+	        "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"black\"/>\n",
+	        x0, y0 + ph, x0 + pw, y0 + ph, x0, y0, x0, y0 + ph);
+	for (int k = 0; k <= 4; k++) {
+		double y = y0 + ph - ph * k / 4;
+		fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%.2f GiB</text>\n",
+		        x0 - 4, y + 4, ymax * k / 4 / (1 << 30));
+	}
+	for (int i = 0; i < n; i++)
+		fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%d</text>\n",
+		        x0 + pw * rows[i].L / xmax, y0 + ph + 16, rows[i].L);
+	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">length (residues)</text>\n",
+	        x0 + pw / 2, H - 6);
+	static const char *const name[3] = { "predicted", "reserved", "measured (fold's own)" };
+	static const char *const color[3] = { "#1f77b4", "#2ca02c", "#d62728" };
+	for (int k = 0; k < 3; k++) {
+		fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"",
+		        color[k], k == 2 ? " stroke-dasharray=\"6,3\"" : "");
+		for (int i = 0; i < n; i++) {
+			double v = k == 0 ? (double)rows[i].fig.predicted
+			         : k == 1 ? (double)rows[i].fig.reserved : (double)rows[i].fig.growth;
+			if (v < 0) continue;
+			fprintf(f, "%.1f,%.1f ", x0 + pw * rows[i].L / xmax, y0 + ph - ph * v / ymax);
+		}
+		fprintf(f, "\"/>\n<text x=\"%.0f\" y=\"%.0f\" fill=\"%s\">%s</text>\n", x0 + 10,
+		        y0 + 16 + 14 * k, color[k], name[k]);
+	}
+	fputs("</svg>\n", f);
+	return af_close(&a, 1);
+}
+
+/* "x.tsv" -> "x.svg", else PATH.svg; malloc'ed */
+static char *calib_svg_path(const char *tsv)
+{
+	size_t n = strlen(tsv);
+	char *p = NULL;
+
+	if (n > 4 && !strcmp(tsv + n - 4, ".tsv")) {
+		if (asprintf(&p, "%.*s.svg", (int)(n - 4), tsv) < 0) p = NULL;
+	} else if (asprintf(&p, "%s.svg", tsv) < 0) {
+		p = NULL;
+	}
+	return p;
+}
+
+static int calib_set_num(quota_table_t *t, const char *key, int64_t v)
+{
+	char b[32];
+	snprintf(b, sizeof b, "%lld", (long long)v);
+	return quota_set(t, key, b);
+}
+
+int calib_main(const opt_t *o, FILE *out)
+{
+	const char *path = o->outdir ? o->outdir : "quota.tsv";
+	int len[CALIB_MAX], n, code = EXIT_FATAL;
+	double safety = o->exclusive ? CALIB_SAFETY_EXCLUSIVE : CALIB_SAFETY;
+	calib_row_t rows[CALIB_MAX], warm;
+	quota_table_t *qt = NULL, *old = NULL;
+	int64_t context, after_weights, total, overhead;
+	char *svg = NULL, date[32];
+	wt_t *w = NULL;
+	be_t *be = NULL;
+	model_t m;
+	int loaded = 0;
+	model_run_t run = { .chunk = o->chunk_size,
+	                    .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0 };
+
+	if ((n = calib_lengths(o->lengths ? o->lengths : CALIB_LENGTHS, len, CALIB_MAX)) < 0)
+		return EXIT_USAGE;
+	mem_policy();
+	if (!(be = dev_open(o->devices, o->threads))) goto done;
+	if (dev_precision(be, o->precision) < 0) goto done;
+	context = calib_used(be, &total);
+	if (!(w = wt_open(o->weights))) goto done;
+	if (model_load(&m, w, be) < 0) goto done;
+	loaded = 1;
+	after_weights = calib_used(be, NULL);
+	if (access(path, F_OK) == 0) {
+		if (!(old = quota_read(path))) goto done;
+		if (calib_table_check(old, path, be->name, wt_fingerprint(w), be->precision) && !o->force) {
+			log_error("%s: a table of another device or weights; --force overwrites it", path);
+			goto done;
+		}
+	}
+	/* warm-up: one pass at every length gives the worker's own memory
+	 * (BLAS packing buffers, attention scratch, allocator arenas) the size
+	 * no fold of these lengths outgrows (not the longest fold's: the
+	 * GEMMs' blocks, hence the packed panels, are wider at short lengths);
+	 * what it leaves behind is the overhead */
+	for (int i = 0; i < n; i++) {
+		model_run_t once = run;
+		once.passes = 1;
+		if (calib_fold(&m, &once, len[i], &warm) < 0) goto done;
+	}
+	overhead = calib_used(be, NULL) - after_weights;
+	if (overhead < 0) overhead = 0;
+	log_info("calibrate: context %.1f MiB, weights %.1f MiB, worker overhead %.1f MiB",
+	         context / 1048576.0, (after_weights - context) / 1048576.0, overhead / 1048576.0);
+
+	if (!(qt = quota_init())) goto done;
+	{
+		time_t now = time(NULL);
+		strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+	}
+	char sf[32];
+	snprintf(sf, sizeof sf, "%.2f", safety);
+	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", be->precision) ||
+	    quota_set(qt, "weights", wt_fingerprint(w)) || quota_set(qt, "safety", sf) ||
+	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
+	    calib_set_num(qt, "memory", total) ||
+	    quota_set(qt, "driver", be->mem_info ? "unknown" : "none") ||
+	    quota_set(qt, "runtime", be->mem_info ? "unknown" : "none") ||
+	    calib_set_num(qt, "chunk_size", o->chunk_size) ||
+	    calib_set_num(qt, "recycles", o->num_recycles) ||
+	    calib_set_num(qt, "context", context) ||
+	    calib_set_num(qt, "weights_bytes", after_weights - context) ||
+	    calib_set_num(qt, "worker_overhead", overhead) || quota_set(qt, "date", date)) {
+		log_error("calibrate: cannot build the table header");
+		goto done;
+	}
+	fprintf(out, "length\tpredicted\tallocated\treserved\tdevice_used\tmeasured\tratio\tquota\tseconds\n");
+	for (int i = 0; i < n; i++) {
+		calib_row_t *r = &rows[i];
+		if (calib_fold(&m, &run, len[i], r) < 0) goto done;
+		r->quota = (int64_t)ceil(r->fig.reserved * safety) + overhead;
+		quota_row_t qr = { len[i], (int64_t)r->fig.allocated, (int64_t)r->fig.reserved,
+		                   r->fig.device_used, r->quota };
+		if (quota_add_row(qt, &qr) < 0) goto done;
+		fprintf(out, "%d\t%zu\t%zu\t%zu\t%lld\t%lld\t%.4f\t%lld\t%.2f\n", len[i], r->fig.predicted,
+		        r->fig.allocated, r->fig.reserved, (long long)r->fig.device_used,
+		        (long long)r->fig.growth,
+		        r->fig.growth >= 0 ? (double)r->fig.growth / r->fig.predicted : NAN,
+		        (long long)r->quota, r->seconds);
+		fflush(out);
+	}
+	if (quota_write(qt, path) < 0) goto done;
+	if (!(svg = calib_svg_path(path))) goto done;
+	{
+		char title[256];
+		snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", be->name,
+		         wt_fingerprint(w), be->precision);
+		if (calib_svg(svg, rows, n, title) < 0) goto done;
+	}
+	log_info("calibrate: wrote %s and %s", path, svg);
+	code = EXIT_OK;
+done:
+	free(svg);
+	quota_free(qt);
+	quota_free(old);
+	if (loaded) model_free(&m);
+	wt_close(w);
+	be_free(be);
+	return code;
+}

@@ -1,0 +1,656 @@
+/* fold.c - the `fold` subcommand: read records, fold each, write a PDB per
+ * record and one summary.tsv row per record, in input order, and one JSON
+ * line per fold in run.jsonl with its memory figures (mem.h).
+ *
+ * Every input record gets exactly one row: ok, split, or failed with a
+ * reason (bad record, fold error, output error, interrupted).  Outputs are
+ * written atomically (a temporary file renamed into place), so a killed run
+ * leaves complete files only.
+ *
+ * Resuming: once a record's files are in place, one JSON line in
+ * done.jsonl (appended, flushed) names it with its sequence hash, the
+ * weights fingerprint, the options that change its output (--num-recycles,
+ * --chunk-size, --precision) and its summary row.  A rerun into the same
+ * directory skips a record whose latest line matches and whose files are
+ * all there, keeping that row; --force (or --dump-tensors) refolds all.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "io/atomic_file.h"
+#include "sched/bucket.h"
+#include "cli/calibrate.h"
+#include "config.h"
+#include "backend/devices.h"
+#include "io/fasta.h"
+#include "cli/fold.h"
+#include "util/log.h"
+#include "sched/memory.h"
+#include "model/model.h"
+#include "protein/pdb.h"
+#include "sched/scheduler.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+
+/* one input record and what became of it */
+typedef struct {
+	job_t     job;
+	int       frags;       /* fragments folded (1: the whole record) */
+	int64_t   res_done;    /* residues folded */
+	double    plddt_sum;   /* mean pLDDT x residues, over fragments */
+	double    ptm_sum;     /* pTM x residues */
+	double    secs;
+	mem_fig_t fig;         /* the largest fragment's figures */
+	char     *row;         /* its summary row from column file on, once final */
+	int       skipped;     /* done by an earlier run (done.jsonl) */
+} fold_rec_t;
+
+/* everything one run holds */
+typedef struct {
+	const opt_t *o;
+	wt_t        *wt;
+	sched_dev_t *dev;
+	int          ndev;
+	fold_rec_t  *rec;
+	int          nrec;
+	FILE        *jsonl;      /* run.jsonl */
+	FILE        *done;       /* done.jsonl, appended */
+	json_t      *prev;       /* its entries by output name (the latest wins) */
+	quota_table_t *qt;       /* --quota-table, or NULL */
+	st_writer_t *dump;
+	long         nok, nfailed, nsplit, nskipped;
+	long         todo, ended;  /* records queued for this run; ended of them */
+	int64_t      res_todo, res_ended;
+	double       t_start, t_said;   /* run start; last progress log line */
+	int          io_error;
+	pthread_mutex_t lock;    /* rec[] results, counts, done.jsonl and
+	                            io_error, from workers */
+} fold_run_t;
+
+static volatile sig_atomic_t fold_stop;
+
+static void fold_on_signal(int sig)
+{
+	(void)sig;
+	fold_stop = 1;
+}
+
+/* mkdir -p; 0 or negative (logged) */
+static int fold_mkdirs(const char *dir)
+{
+	char *p = strdup(dir);
+	int rc = 0;
+
+	if (!p) return -1;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s) continue;
+		char c = *s;
+		*s = 0;
+		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+			log_error("%s: cannot create directory: %s", p, strerror(errno));
+			rc = -1;
+			break;
+		}
+		*s = c;
+		if (!c) break;
+	}
+	free(p);
+	return rc;
+}
+
+static char *fold_path(const char *dir, const char *name, const char *ext)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s%s", dir, name, ext) < 0) return NULL;
+	return p;
+}
+
+/* x->row = the summary row of a record from column file on (status ok /
+ * split / failed); 0 or -1 (out of memory) */
+static int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
+{
+	char fig[160] = "-\t-\t-\t-\t-\t-\t-";
+	int rc;
+
+	if (x->res_done && strcmp(status, "failed"))
+		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
+		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
+		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
+		         (long long)x->fig.device_used);
+	free(x->row);
+	rc = asprintf(&x->row, "%s\t%s\t%s\t%s", file ? file : "-", status, reason ? reason : "-",
+	              fig);
+	if (rc < 0) x->row = NULL;
+	return rc < 0 ? -1 : 0;
+}
+
+/* a record's line of summary.tsv (x->row set) */
+static void fold_summary_line(FILE *f, const fold_rec_t *x)
+{
+	const job_t *j = &x->job;
+	const char *tab = strchr(x->row, '\t');
+	char blabel[16] = "-";
+
+	if (j->bucket >= 0) bucket_label(NULL, j->bucket, blabel, sizeof blabel);
+	/* index, name, file, length, bucket, then status onwards */
+	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
+	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
+	        (long long)j->len, blabel, tab + 1);
+}
+
+/* 16 hex digits of the record's sequence */
+static void fold_seq_hash(const fold_rec_t *x, char out[17])
+{
+	snprintf(out, 17, "%016llx",
+	         (unsigned long long)wt_fnv(WT_FNV_SEED, x->job.seq, strlen(x->job.seq)));
+}
+
+/* done.jsonl: append the line of a record whose files are in place.  r->lock held. */
+static void fold_journal(fold_run_t *r, const fold_rec_t *x)
+{
+	char h[17];
+	json_t *e;
+	char *line = NULL;
+
+	fold_seq_hash(x, h);
+	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}", "name", x->job.outname, "sequence", h,
+	              "weights", wt_fingerprint(r->wt), "recycles", r->o->num_recycles,
+	              "chunk_size", r->o->chunk_size, "precision", opt_prec_name(r->o->precision),
+	              "row", x->row);
+	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
+	    fflush(r->done) != 0) {
+		if (!r->io_error) log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
+		r->io_error = 1;
+	}
+	free(line);
+	json_decref(e);
+}
+
+/* A PDB named in a row (relative to -o), and with --pae its PAE, are
+ * there and not empty (written atomically: there means complete). */
+static int fold_file_ok(const fold_run_t *r, const char *file, size_t n)
+{
+	static const char *const ext[] = { ".pdb", ".pae.json" };
+
+	if (n < 4 || strncmp(file + n - 4, ".pdb", 4)) return 0;
+	for (int e = 0; e < 1 + r->o->pae; e++) {
+		char *p = NULL;
+		struct stat st;
+		int ok;
+		if (asprintf(&p, "%s/%.*s%s", r->o->outdir, (int)n - 4, file, ext[e]) < 0) return 0;
+		ok = stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
+		free(p);
+		if (!ok) return 0;
+	}
+	return 1;
+}
+
+/* a string member of a journal entry, "" when absent */
+static const char *fold_jstr(const json_t *e, const char *key)
+{
+	const char *v = json_string_value(json_object_get(e, key));
+	return v ? v : "";
+}
+
+/* The row an earlier run left for record x when it matches this run and
+ * its files are all there; NULL otherwise. */
+static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
+{
+	json_t *e = json_object_get(r->prev, x->job.outname);
+	const char *row, *tab;
+	char h[17];
+
+	if (!e || r->o->force || r->o->dump_tensors) return NULL;
+	fold_seq_hash(x, h);
+	row = fold_jstr(e, "row");
+	if (!(tab = strchr(row, '\t')) || strcmp(h, fold_jstr(e, "sequence")) ||
+	    strcmp(wt_fingerprint(r->wt), fold_jstr(e, "weights")) ||
+	    strcmp(opt_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
+	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
+	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size)
+		return NULL;
+	for (const char *f = row; f < tab;) {
+		size_t n = strcspn(f, ",\t");
+		if (!fold_file_ok(r, f, n)) return NULL;
+		f += n + (f[n] == ',');
+	}
+	return row;
+}
+
+/* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
+ * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
+static int fold_journal_open(fold_run_t *r)
+{
+	char *path = fold_path(r->o->outdir, "done", ".jsonl"), *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	int last = '\n';
+	FILE *f;
+
+	if (!path || !(r->prev = json_object())) {
+		free(path);
+		return -1;
+	}
+	if ((f = fopen(path, "r"))) {
+		while ((n = getline(&line, &cap, f)) > 0) {
+			json_t *e = json_loads(line, 0, NULL);
+			const char *name = json_string_value(json_object_get(e, "name"));
+			if (name) json_object_set(r->prev, name, e);
+			json_decref(e);
+			last = line[n - 1];
+		}
+		free(line);
+		fclose(f);
+	}
+	if (!(r->done = fopen(path, "a")) || (last != '\n' && fputc('\n', r->done) == EOF)) {
+		log_error("%s: cannot write: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	free(path);
+	return 0;
+}
+
+/* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
+static int fold_write_pae(const char *path, const model_out_t *out)
+{
+	af_t a;
+
+	if (!af_open(&a, path)) return -1;
+	fputs("[{\"predicted_aligned_error\": [", a.f);
+	for (int i = 0; i < out->L; i++) {
+		fputs(i ? ", [" : "[", a.f);
+		for (int k = 0; k < out->L; k++)
+			fprintf(a.f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
+		fputc(']', a.f);
+	}
+	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
+	return af_close(&a, 1);
+}
+
+/* a fragment's file name before the record's fragments are numbered */
+static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s.frag%d-%d", x->job.outname, it->start + 1, it->start + it->len) < 0)
+		return NULL;
+	return p;
+}
+
+/* sched_done_fn: write the outputs of one folded item (a whole record, or
+ * a fragment numbered as in the record) */
+static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                     const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                     size_t cap)
+{
+	fold_run_t *r = ctx;
+	const opt_t *o = r->o;
+	fold_rec_t *x = &r->rec[it->rec];
+	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
+	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it), *path = NULL;
+	char frag[96];
+	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
+
+	snprintf(frag, sizeof frag, "RESIDUES %d-%d OF %zu, ORIGINAL NUMBERING", it->start + 1,
+	         it->start + it->len, strlen(x->job.seq));
+	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = wt_fingerprint(r->wt),
+	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
+	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
+	                    .fragment = whole ? NULL : frag };
+	for (int i = 0; residx && i < t->L; i++) residx[i] = t->residx[i] + it->start;
+	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
+	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
+	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
+	if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
+	    pdb_write_atomic(path, &pin) < 0) {
+		snprintf(reason, cap, "cannot write the PDB file");
+		rc = -1;
+	} else if (o->pae) {
+		char *pp = fold_path(o->outdir, base, ".pae.json");
+		if (!pp || fold_write_pae(pp, out) < 0) {
+			snprintf(reason, cap, "cannot write the PAE file");
+			rc = -1;
+		}
+		free(pp);
+	}
+	if (rc == 0)
+		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
+		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
+		         out->ptm, secs);
+	pthread_mutex_lock(&r->lock);
+	if (rc == 0) {
+		x->frags++;
+		x->res_done += it->len;
+		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
+		x->ptm_sum += (double)out->ptm * it->len;
+		x->secs += secs;
+		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
+	} else {
+		r->io_error = 1;
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(residx);
+	free(path);
+	free(base);
+	return rc;
+}
+
+static int fold_cmp_start(const void *a, const void *b)
+{
+	const sched_item_t *x = *(const sched_item_t *const *)a, *y = *(const sched_item_t *const *)b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* The outcome of record k from its items: ok, split (fragments renamed
+ * NAME.partIofN.pdb in order) or failed (fragments already written
+ * removed); its row, and for ok and split its done.jsonl line.  Called
+ * once per record: by a worker (the scheduler's lock held) as soon as the
+ * record is settled, or after the run for the records that never were. */
+static void fold_finish(fold_run_t *r, const sched_t *s, int k)
+{
+	fold_rec_t *x = &r->rec[k];
+	const sched_item_t *v[512];
+	int n = 0, failed = -1, bad = 0, rc;
+	char files[2048] = "", ranges[1024] = "";
+	const char *status = "ok";
+
+	for (int i = 0; i < sched_count(s) && n < 512; i++) {
+		const sched_item_t *it = sched_item(s, i);
+		if (it->rec != k || it->state == SCHED_SPLIT) continue;
+		if (it->state != SCHED_DONE && failed < 0) failed = n;
+		v[n++] = it;
+	}
+	qsort(v, n, sizeof *v, fold_cmp_start);
+	if (failed >= 0 || n == 0) {
+		const char *why = "not folded";
+		for (int i = 0; i < n; i++) {
+			if (v[i]->state != SCHED_DONE) {
+				why = v[i]->reason;
+				continue;
+			}
+			/* a fragment of a record that failed: not an output */
+			for (int e = 0; e < 1 + r->o->pae; e++) {
+				char *from = fold_frag_name(x, v[i]);
+				char *fp = from ? fold_path(r->o->outdir, from, e ? ".pae.json" : ".pdb") : NULL;
+				if (fp) unlink(fp);
+				free(fp);
+				free(from);
+			}
+		}
+		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
+		pthread_mutex_lock(&r->lock);
+		rc = fold_row(x, NULL, "failed", why);
+		r->nfailed++;
+		if (rc < 0) r->io_error = 1;
+		pthread_mutex_unlock(&r->lock);
+		return;
+	}
+	if (n == 1) {
+		snprintf(files, sizeof files, "%s.pdb", x->job.outname);
+	} else {
+		status = "split";
+		for (int i = 0; i < n; i++) {
+			char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
+			size_t fl = strlen(files), rl = strlen(ranges);
+			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0)
+				part = NULL;
+			for (int e = 0; e < 1 + r->o->pae && part; e++) {
+				const char *ext = e ? ".pae.json" : ".pdb";
+				fp = fold_path(r->o->outdir, from, ext);
+				tp = fold_path(r->o->outdir, part, ext);
+				if (!fp || !tp || rename(fp, tp) < 0) {
+					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
+					          strerror(errno));
+					bad = 1;
+				}
+				free(fp);
+				free(tp);
+			}
+			snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "",
+			         part ? part : "?");
+			snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
+			         v[i]->start + 1, v[i]->start + v[i]->len);
+			free(from);
+			free(part);
+		}
+	}
+	pthread_mutex_lock(&r->lock);
+	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
+		r->io_error = 1;
+	else
+		fold_journal(r, x);
+	if (n > 1) r->nsplit++;
+	else r->nok++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* Progress after a record ended: on a terminal the live status line,
+ * else an info line at most every FOLD_SAY seconds.  Scheduler lock held. */
+#define FOLD_SAY 10.0
+static void fold_progress(fold_run_t *r, const fold_rec_t *x)
+{
+	char line[256];
+	double now = sched_now(), dt = now - r->t_start, rate;
+	int n;
+
+	r->ended++;
+	r->res_ended += x->job.len;
+	rate = dt > 0 ? r->res_ended / dt : 0;
+	n = snprintf(line, sizeof line, "%ld/%ld records, %.0f residues/s, ETA ", r->ended, r->todo,
+	             rate);
+	if (rate > 0)
+		n += snprintf(line + n, sizeof line - n, "%.0f s", (r->res_todo - r->res_ended) / rate);
+	else
+		n += snprintf(line + n, sizeof line - n, "-");
+	for (int i = 0; i < r->ndev && n < (int)sizeof line; i++)
+		n += snprintf(line + n, sizeof line - n, ", %s %.1f/%.1f MiB", r->dev[i].be->name,
+		              r->dev[i].granted / 1048576.0, r->dev[i].budget / 1048576.0);
+	if (log_status_line(line) < 0 && (now - r->t_said >= FOLD_SAY || r->ended == r->todo)) {
+		log_info("progress: %s", line);
+		r->t_said = now;
+	}
+}
+
+/* sched_settled_fn */
+static void fold_settled(void *ctx, const sched_t *s, int rec)
+{
+	fold_run_t *r = ctx;
+
+	fold_finish(r, s, rec);
+	fold_progress(r, &r->rec[rec]);
+}
+
+static void fold_close(fold_run_t *r)
+{
+	sched_devs_free(r->dev, r->ndev);
+	for (int i = 0; i < r->nrec; i++) {
+		job_free(&r->rec[i].job);
+		free(r->rec[i].row);
+	}
+	free(r->rec);
+	wt_close(r->wt);
+	if (r->jsonl) fclose(r->jsonl);
+	if (r->done) fclose(r->done);
+	json_decref(r->prev);
+	quota_free(r->qt);
+	st_writer_free(r->dump);
+	pthread_mutex_destroy(&r->lock);
+}
+
+/* read every record (the scheduler orders work by length); bad records
+ * stay as failed jobs.  0, or -1 (a read error, or a bad record under
+ * --strict) */
+static int fold_read(fold_run_t *r, fasta_t *in)
+{
+	int rc, cap = 0;
+	job_t j;
+
+	job_init(&j);
+	while ((rc = fasta_next(in, &j)) > 0) {
+		if (r->nrec == cap) {
+			int nc = cap ? 2 * cap : 64;
+			fold_rec_t *nr = realloc(r->rec, nc * sizeof *nr);
+			if (!nr) { rc = -1; break; }
+			r->rec = nr;
+			cap = nc;
+		}
+		memset(&r->rec[r->nrec], 0, sizeof *r->rec);
+		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
+		job_init(&j);
+		if (r->rec[r->nrec - 1].job.status != JOB_OK) {
+			log_warn("%s: %s", fasta_path(in), r->rec[r->nrec - 1].job.reason);
+			if (r->o->strict) {
+				log_error("%s: stopping at a bad record (--strict)", fasta_path(in));
+				rc = -1;
+				break;
+			}
+		}
+	}
+	job_free(&j);
+	return rc < 0 ? -1 : 0;
+}
+
+/* the plan (sched_plan) in the log: devices and buckets at info level,
+ * the order of work at debug level */
+static void fold_log_plan(sched_t *s)
+{
+	char *buf = NULL, *line, *save = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	int debug = log_get_level() >= LOG_DEBUG, part = 0;
+
+	if (!f) return;
+	if (sched_plan(s, f, debug) < 0 || fclose(f) != 0) {
+		free(buf);
+		return;
+	}
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "start\t", 6)) part = 1;
+		log_msg(part ? LOG_DEBUG : LOG_INFO, "plan: %s", line);
+	}
+	free(buf);
+}
+
+/* summary.tsv: every record's row in input order, written to a temporary
+ * file renamed into place.  0 or -1 (logged). */
+static int fold_summary(fold_run_t *r)
+{
+	const char *head = "index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
+	                   "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
+	                   "\tdevice_used_bytes\n";
+	char *path = fold_path(r->o->outdir, "summary", ".tsv");
+	af_t a;
+	int rc = -1;
+
+	if (path && af_open(&a, path)) {
+		fputs(head, a.f);
+		for (int i = 0; i < r->nrec; i++) fold_summary_line(a.f, &r->rec[i]);
+		rc = af_close(&a, 1);
+	}
+	free(path);
+	return rc;
+}
+
+int fold_main(const opt_t *o)
+{
+	fold_run_t r = { .o = o };
+	fasta_t *in = NULL;
+	sched_t *s = NULL;
+	const char **names = NULL;
+	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
+	int code = EXIT_FATAL, stopped = 0;
+	int64_t cpu_total;
+
+	pthread_mutex_init(&r.lock, NULL);
+	mem_policy();
+	/* from here a signal stops the run cleanly, also while loading */
+	fold_stop = 0;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	/* the input and the output directory first: a bad one fails before
+	 * the weights (14 GB for esmfold_v1) are loaded */
+	if (!(in = fasta_open(o->input, o->names))) goto done;
+	if (fold_read(&r, in) < 0) goto done;
+	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if (fold_journal_open(&r) < 0) goto done;
+	{
+		char *jp = fold_path(o->outdir, "run", ".jsonl");
+		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
+			log_error("%s/run.jsonl: cannot write: %s", o->outdir, strerror(errno));
+			free(jp);
+			goto done;
+		}
+		free(jp);
+	}
+	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
+	if (!(r.wt = wt_open(o->weights))) goto done;
+	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
+	if (sched_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
+	for (int i = 0; r.qt && i < r.ndev; i++)
+		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
+		                  r.dev[i].be->precision);
+	if (o->dump_tensors && !(r.dump = st_writer_init())) goto done;
+	if (!(names = calloc(r.nrec + 1, sizeof *names))) goto done;
+	for (int i = 0; i < r.nrec; i++) names[i] = r.rec[i].job.name;
+
+	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
+	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
+	                   .safety = r.qt ? r.qt->safety : CALIB_SAFETY, .qt = r.qt,
+	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
+	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
+	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
+	for (int i = 0; i < r.nrec; i++) {
+		fold_rec_t *x = &r.rec[i];
+		const char *row;
+		if (x->job.status != JOB_OK) {
+			if (fold_row(x, NULL, "failed", x->job.reason) < 0) goto done;
+			r.nfailed++;
+		} else if ((row = fold_resumable(&r, x))) {
+			if (!(x->row = strdup(row))) goto done;
+			x->skipped = 1;
+			r.nskipped++;
+			fprintf(r.jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
+		} else if (sched_add(s, i, x->job.seq) < 0) {
+			goto done;
+		} else {
+			r.todo++;
+			r.res_todo += x->job.len;
+		}
+	}
+	fold_log_plan(s);
+	if (r.nskipped)
+		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
+		         r.nskipped, o->outdir);
+	fflush(r.jsonl);
+	r.t_start = r.t_said = sched_now();
+	stopped = sched_run(s) < 0;
+	log_status_line(NULL);
+
+	for (int i = 0; i < r.nrec; i++)
+		if (!r.rec[i].row) fold_finish(&r, s, i);
+	if (r.io_error) goto done;
+	if (fold_summary(&r) < 0) goto done;
+	if (r.dump && st_writer_save(r.dump, o->dump_tensors) < 0) goto done;
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
+	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
+	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	if (stopped) log_error("interrupted: the records not folded are marked failed; "
+	                       "rerun the same command to fold only those");
+done:
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+	sched_free(s);
+	free(names);
+	fasta_close(in);
+	fold_close(&r);
+	return code;
+}

@@ -1,0 +1,321 @@
+/* opt.c - option defaults, getopt_long parsing, validation (see opt.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/devices.h"
+#include "util/log.h"
+#include "cli/options.h"
+
+void opt_init(opt_t *o)
+{
+	const char *w = getenv("ESMBATCH_WEIGHTS");
+
+	memset(o, 0, sizeof *o);
+	o->cmd = OPT_CMD_FOLD;
+	o->input = NULL;
+	o->outdir = NULL;
+	o->weights = (w && *w) ? strdup(w) : NULL;
+	o->names = NULL;
+	o->strict = 0;
+	o->chunk_size = 0;
+	o->num_recycles = -1;
+	o->precision = OPT_PREC_AUTO;
+	o->devices = NULL;
+	o->dump_tensors = NULL;
+	o->pae = 0;
+	o->quota_table = NULL;
+	o->verbosity = LOG_INFO;
+	o->no_split = 0;
+	o->threads = 0;
+	o->workers = 1;
+}
+
+void opt_free(opt_t *o)
+{
+	free(o->input);
+	free(o->outdir);
+	free(o->weights);
+	free(o->names);
+	free(o->devices);
+	free(o->dump_tensors);
+	free(o->quota_table);
+	free(o->lengths);
+	memset(o, 0, sizeof *o);
+}
+
+static const char *cmd_names[] = { "fold", "plan", "calibrate", "version" };
+
+const char *opt_cmd_name(opt_cmd_t c)
+{
+	return (unsigned)c < sizeof cmd_names / sizeof *cmd_names ? cmd_names[c] : "?";
+}
+
+static const char *prec_names[] = { "auto", "fp32", "bf16", "fp16" };
+
+const char *opt_prec_name(opt_prec_t p)
+{
+	return (unsigned)p < sizeof prec_names / sizeof *prec_names ? prec_names[p] : "?";
+}
+
+void opt_usage(FILE *fp)
+{
+	fputs(
+"Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
+"       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
+"       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
+"       esmbatch version | --version | --help\n"
+"\n"
+"Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
+"ESMFold: one PDB per sequence plus a summary table.\n"
+"\n"
+"Commands:\n"
+"  fold        fold the records (the default when no command is given)\n"
+"  plan        print records, residues, longest and quota per length bucket;\n"
+"              with --weights (or a manifest), the plan per device: budgets,\n"
+"              how many run at once per bucket, expected peak, order of work\n"
+"  calibrate   measure the memory per bucket and write a quota table\n"
+"  version     print the version and build features\n"
+"\n"
+"Options:\n"
+"  -i, --input FILE        FASTA input; '-' reads stdin\n"
+"  -o, --outdir DIR        output directory (fold); the table (calibrate)\n"
+"  -w, --weights FILE      ESMFold safetensors (default: $ESMBATCH_WEIGHTS)\n"
+"      --names FILE        only the records named in FILE (one per line);\n"
+"                          uses FILE.fai random access when present\n"
+"      --strict            a bad record is a fatal error\n"
+"      --chunk-size N      trunk chunk size, 0 = auto (default 0)\n"
+"      --num-recycles N    trunk recycles, -1 = model default (default -1)\n"
+"      --precision P       auto, fp32, bf16 or fp16 (default auto)\n"
+"      --devices LIST      cpu, cuda, cuda:N, sim:SIZE, comma-separated\n"
+"                          (default: every visible CUDA device, else cpu)\n"
+"      --dump-tensors FILE write intermediate tensors (safetensors)\n"
+"      --pae               also write the predicted aligned error\n"
+"      --quota-table TSV   bucket quota table (see buckets/README)\n"
+"      --no-split          fail a sequence that fits nowhere, do not halve it\n"
+"  -t, --threads N         CPU threads, 0 = auto (default 0)\n"
+"      --lengths LIST      calibrate at these lengths (default\n"
+"                          256,512,768,1024,1344)\n"
+"      --exclusive         calibrate for a job alone on its device (safety 1.3)\n"
+"      --force             fold: refold records an earlier run into -o finished;\n"
+"                          calibrate: overwrite another device's or weights' table\n"
+"      --workers N         fold workers per device (default 1)\n"
+"      --cpu-memory SIZE   memory of the cpu device, weights included, e.g.\n"
+"                          64G (default: 90% of the available memory)\n"
+"  -v, --verbose           more log output (repeatable)\n"
+"  -q, --quiet             less log output (repeatable)\n"
+"  -h, --help              print this help and exit\n"
+"  -V, --version           print the version and exit\n"
+"\n"
+"Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
+"or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
+"by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
+"but some records failed.\n",
+	fp);
+}
+
+enum {
+	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
+	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
+	O_CPUMEM
+};
+
+static const struct option long_opts[] = {
+	{ "input",        required_argument, NULL, 'i' },
+	{ "outdir",       required_argument, NULL, 'o' },
+	{ "weights",      required_argument, NULL, 'w' },
+	{ "names",        required_argument, NULL, O_NAMES },
+	{ "strict",       no_argument,       NULL, O_STRICT },
+	{ "chunk-size",   required_argument, NULL, O_CHUNK },
+	{ "num-recycles", required_argument, NULL, O_RECYCLES },
+	{ "precision",    required_argument, NULL, O_PREC },
+	{ "devices",      required_argument, NULL, O_DEVICES },
+	{ "dump-tensors", required_argument, NULL, O_DUMP },
+	{ "pae",          no_argument,       NULL, O_PAE },
+	{ "quota-table",  required_argument, NULL, O_QUOTA },
+	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
+	{ "threads",      required_argument, NULL, 't' },
+	{ "lengths",      required_argument, NULL, O_LENGTHS },
+	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
+	{ "force",        no_argument,       NULL, O_FORCE },
+	{ "workers",      required_argument, NULL, O_WORKERS },
+	{ "cpu-memory",   required_argument, NULL, O_CPUMEM },
+	{ "verbose",      no_argument,       NULL, 'v' },
+	{ "quiet",        no_argument,       NULL, 'q' },
+	{ "help",         no_argument,       NULL, 'h' },
+	{ "version",      no_argument,       NULL, 'V' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* integer option in [lo, hi]; 0 or -1 after logging */
+static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (!*s || *end || errno || v < lo || v > hi) {
+		log_error("%s: expected an integer in [%d, %d], got '%s'",
+		          opt, lo, hi, s);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+static int set_str(char **dst, const char *opt, const char *s)
+{
+	if (!*s) {
+		log_error("%s: empty argument", opt);
+		return -1;
+	}
+	free(*dst);
+	*dst = strdup(s);
+	if (!*dst) {
+		log_error("out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int opt_parse(opt_t *o, int argc, char **argv)
+{
+	int first = 1, c, vdelta = 0;
+
+	if (argc > 1 && argv[1][0] != '-') {
+		size_t i;
+		for (i = 0; i < sizeof cmd_names / sizeof *cmd_names; i++)
+			if (strcmp(argv[1], cmd_names[i]) == 0)
+				break;
+		if (i == sizeof cmd_names / sizeof *cmd_names) {
+			log_error("unknown command '%s' (try --help)", argv[1]);
+			return -1;
+		}
+		o->cmd = (opt_cmd_t)i;
+		first = 2;
+	}
+	/* getopt over argv[first-1 ..]: the element at index 0 is skipped */
+	argc -= first - 1;
+	argv += first - 1;
+	optind = 0;   /* glibc: full re-initialisation */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":i:o:w:t:vqhV", long_opts, NULL)) != -1) {
+		const char *on = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+		switch (c) {
+		case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
+		case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
+		case 'w': if (set_str(&o->weights, "--weights", optarg)) return -1; break;
+		case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
+		case O_STRICT: o->strict = 1; break;
+		case O_CHUNK:
+			if (parse_int("--chunk-size", optarg, 0, 1 << 20, &o->chunk_size))
+				return -1;
+			break;
+		case O_RECYCLES:
+			if (parse_int("--num-recycles", optarg, -1, 64, &o->num_recycles))
+				return -1;
+			break;
+		case O_PREC: {
+			size_t i;
+			for (i = 0; i < sizeof prec_names / sizeof *prec_names; i++)
+				if (strcmp(optarg, prec_names[i]) == 0)
+					break;
+			if (i == sizeof prec_names / sizeof *prec_names) {
+				log_error("--precision: expected auto, fp32, bf16 or fp16, got '%s'",
+				          optarg);
+				return -1;
+			}
+			o->precision = (opt_prec_t)i;
+			break;
+		}
+		case O_DEVICES: if (set_str(&o->devices, "--devices", optarg)) return -1; break;
+		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
+		case O_PAE: o->pae = 1; break;
+		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
+		case O_NOSPLIT: o->no_split = 1; break;
+		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
+		case O_EXCLUSIVE: o->exclusive = 1; break;
+		case O_FORCE: o->force = 1; break;
+		case O_WORKERS:
+			if (parse_int("--workers", optarg, 1, 256, &o->workers))
+				return -1;
+			break;
+		case O_CPUMEM:
+			if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
+				log_error("--cpu-memory: expected a size such as 64G, got '%s'", optarg);
+				return -1;
+			}
+			break;
+		case 't':
+			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
+				return -1;
+			break;
+		case 'v': vdelta++; break;
+		case 'q': vdelta--; break;
+		case 'h': o->help = 1; break;
+		case 'V': o->cmd = OPT_CMD_VERSION; break;
+		case ':':
+			if (optopt)
+				log_error("option -%c needs an argument (try --help)", optopt);
+			else
+				log_error("option %s needs an argument (try --help)", on);
+			return -1;
+		default:
+			if (optopt)
+				log_error("unknown option -%c (try --help)", optopt);
+			else
+				log_error("unknown option %s (try --help)", on);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		log_error("unexpected argument '%s' (try --help)", argv[optind]);
+		return -1;
+	}
+	/* -v and -q count against each other, whatever their order */
+	o->verbosity += vdelta;
+	if (o->verbosity < LOG_ERROR) o->verbosity = LOG_ERROR;
+	if (o->verbosity > LOG_DEBUG) o->verbosity = LOG_DEBUG;
+	return 0;
+}
+
+int opt_validate(const opt_t *o)
+{
+	if (o->help || o->cmd == OPT_CMD_VERSION)
+		return 0;
+	/* only CUDA devices compute in bf16 or fp16 (dev_precision) */
+	if ((o->precision == OPT_PREC_BF16 || o->precision == OPT_PREC_FP16) && o->devices &&
+	    !strstr(o->devices, "cuda")) {
+		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
+		          opt_prec_name(o->precision), o->devices);
+		return -1;
+	}
+	if (o->cmd == OPT_CMD_CALIBRATE) {
+		if (!o->weights) {
+			log_error("calibrate: no weights: give --weights FILE or set ESMBATCH_WEIGHTS");
+			return -1;
+		}
+		return 0;
+	}
+	if (!o->input) {
+		log_error("%s: no input: give -i FILE (or -i - for stdin); try --help",
+		          opt_cmd_name(o->cmd));
+		return -1;
+	}
+	if (o->names && strcmp(o->input, "-") == 0)
+		log_debug("--names with stdin: records are filtered while streaming");
+	if (o->cmd == OPT_CMD_FOLD) {
+		if (!o->outdir) {
+			log_error("fold: no output directory: give -o DIR");
+			return -1;
+		}
+		if (!o->weights) {
+			log_error("fold: no weights: give --weights FILE or set ESMBATCH_WEIGHTS");
+			return -1;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,169 @@
+/* plan_cmd.c - `esmbatch plan` (see plan_cmd.h).
+ *
+ * Output, one TSV row per bucket plus "failed" and "total":
+ *   bucket  records  residues  longest  quota
+ * records/residues/longest count the good records whose model length
+ * (residues + 25 per chain break) falls in the bucket; residues and longest
+ * are residues as read.  quota is in bytes, "-" when no table is given or
+ * no row covers the bucket ("over" never has one: such jobs get halved).
+ *
+ * With --weights (a safetensors file, or a manifest .json: only shapes are
+ * read, nothing is loaded on a device), a blank line and the scheduler's
+ * plan follow for --devices (sched_plan): per device its budget and
+ * expected peak; per device and bucket how many run at once; the order of
+ * work.  The same plan is logged when fold starts.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <stdlib.h>
+
+#include "sched/bucket.h"
+#include "cli/calibrate.h"
+#include "backend/devices.h"
+#include "io/fasta.h"
+#include "io/job.h"
+#include "util/log.h"
+#include "cli/plan.h"
+#include "sched/quota.h"
+#include "sched/scheduler.h"
+#include "model/weights.h"
+
+typedef struct {
+	int64_t records, residues, longest;
+} tally_t;
+
+/* the scheduler's plan of seq[0..n) (record indexes idx) on --devices;
+ * 0 or -1 after logging */
+static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, const int *idx, int n,
+                        FILE *out)
+{
+	size_t len = strlen(o->weights);
+	int64_t cpu_total = dev_cpu_memory(o->cpu_memory);
+	wt_t *w = len > 5 && !strcmp(o->weights + len - 5, ".json") ? wt_open_manifest(o->weights)
+	                                                              : wt_open(o->weights);
+	sched_dev_t *dev = NULL;
+	sched_t *s = NULL;
+	int ndev = 0, rc = -1;
+
+	if (!w || sched_devs_open(o, w, qt, 0, cpu_total, &dev, &ndev) < 0) goto done;
+	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
+	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
+	                   .safety = qt ? qt->safety : CALIB_SAFETY, .qt = qt };
+	if (!(s = sched_init(dev, ndev, &so))) goto done;
+	for (int i = 0; i < n; i++)
+		if (sched_add(s, idx[i], seq[i]) < 0) goto done;
+	fputc('\n', out);
+	rc = sched_plan(s, out, 1);
+done:
+	sched_free(s);
+	sched_devs_free(dev, ndev);
+	wt_close(w);
+	return rc;
+}
+
+int plan_cmd_main(const opt_t *o, FILE *out)
+{
+	char **seq = NULL;
+	int *idx = NULL, nseq = 0, capseq = 0;
+	quota_table_t *qt = NULL;
+	fasta_t *r;
+	bucket_set_t bs;
+	tally_t t[BUCKET_MAX + 1], tot = { 0, 0, 0 };
+	int64_t nfailed = 0;
+	job_t j;
+	int rc, code = EXIT_OK;
+	char lab[32];
+
+	bucket_set_default(&bs);
+	memset(t, 0, sizeof t);
+	if (o->quota_table && !(qt = quota_read(o->quota_table)))
+		return EXIT_FATAL;
+	if (qt)
+		log_info("quota table %s: device %s, precision %s, weights %s, safety %g",
+		         o->quota_table, qt->device, qt->precision, qt->weights,
+		         qt->safety);
+	if (!(r = fasta_open(o->input, o->names))) {
+		quota_free(qt);
+		return EXIT_FATAL;
+	}
+	job_init(&j);
+	while ((rc = fasta_next(r, &j)) > 0) {
+		if (j.status != JOB_OK) {
+			nfailed++;
+			if (o->strict) {
+				log_error("%s: %s (--strict)", fasta_path(r), j.reason);
+				code = EXIT_FATAL;
+				break;
+			}
+			log_warn("%s: %s", fasta_path(r), j.reason);
+			continue;
+		}
+		if (o->weights && nseq == capseq) {   /* kept for the per-device plan */
+			int nc = capseq ? 2 * capseq : 64;
+			char **ns = realloc(seq, nc * sizeof *ns);
+			int *ni = ns ? realloc(idx, nc * sizeof *ni) : NULL;
+			if (ns) seq = ns;
+			if (ni) idx = ni;
+			if (!ns || !ni) {
+				log_error("out of memory");
+				code = EXIT_FATAL;
+				break;
+			}
+			capseq = nc;
+		}
+		if (o->weights) {
+			idx[nseq] = (int)j.index;
+			seq[nseq++] = j.seq;
+			j.seq = NULL;
+		}
+		tally_t *b = &t[j.bucket];
+		b->records++;
+		b->residues += j.len;
+		if (j.len > b->longest)
+			b->longest = j.len;
+	}
+	if (rc < 0)
+		code = EXIT_FATAL;
+	job_free(&j);
+	fasta_close(r);
+	if (code != EXIT_OK) goto done;
+
+	fprintf(out, "bucket\trecords\tresidues\tlongest\tquota\n");
+	for (int b = 0; b <= bs.n; b++) {
+		int64_t q = qt ? quota_for_bucket(qt, &bs, b) : -1;
+		fprintf(out, "%s\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t",
+		        bucket_label(&bs, b, lab, sizeof lab),
+		        t[b].records, t[b].residues, t[b].longest);
+		if (q >= 0)
+			fprintf(out, "%" PRId64 "\n", q);
+		else
+			fputs("-\n", out);
+		tot.records += t[b].records;
+		tot.residues += t[b].residues;
+		if (t[b].longest > tot.longest)
+			tot.longest = t[b].longest;
+	}
+	fprintf(out, "failed\t%" PRId64 "\t-\t-\t-\n", nfailed);
+	fprintf(out, "total\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n",
+	        tot.records + nfailed, tot.residues, tot.longest);
+	if (o->weights && plan_devices(o, qt, seq, idx, nseq, out) < 0) {
+		code = EXIT_FATAL;
+		goto done;
+	}
+	if (fflush(out) != 0 || ferror(out)) {
+		log_error("cannot write the plan to stdout");
+		code = EXIT_FATAL;
+		goto done;
+	}
+	if (tot.records + nfailed == 0)
+		log_warn("%s: no records", o->input);
+	code = nfailed ? EXIT_PARTIAL : EXIT_OK;
+done:
+	for (int i = 0; i < nseq; i++) free(seq[i]);
+	free(seq);
+	free(idx);
+	quota_free(qt);
+	return code;
+}

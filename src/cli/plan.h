@@ -1,0 +1,14 @@
+/* plan_cmd.h - `esmbatch plan`: read the input, print per length bucket
+ * the records, residues, longest and quota (from --quota-table) as TSV on
+ * stdout.  The per-device plan joins it with the scheduler. */
+#ifndef ESMBATCH_PLAN_CMD_H
+#define ESMBATCH_PLAN_CMD_H
+
+#include <stdio.h>
+
+#include "cli/options.h"
+
+/* Returns a process exit code (EXIT_* in opt.h). */
+int plan_cmd_main(const opt_t *o, FILE *out);
+
+#endif

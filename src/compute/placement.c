@@ -1,0 +1,126 @@
+/* mp.c - best-fit placement with coalescing free gaps (see mp.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compute/placement.h"
+
+size_t mp_round(size_t nbytes)
+{
+	return (nbytes + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN;
+}
+
+void mp_init(mp_t *mp, size_t limit)
+{
+	memset(mp, 0, sizeof *mp);
+	mp->limit = limit;
+}
+
+void mp_free(mp_t *mp)
+{
+	free(mp->free);
+	memset(mp, 0, sizeof *mp);
+}
+
+static int mp_insert(mp_t *mp, int at, size_t off, size_t size)
+{
+	if (mp->nfree == mp->cap) {
+		int cap = mp->cap ? 2 * mp->cap : 32;
+		mp_block_t *nb = realloc(mp->free, cap * sizeof *nb);
+		if (!nb) return -1;
+		mp->free = nb;
+		mp->cap = cap;
+	}
+	memmove(mp->free + at + 1, mp->free + at, (mp->nfree - at) * sizeof *mp->free);
+	mp->free[at] = (mp_block_t){ off, size };
+	mp->nfree++;
+	return 0;
+}
+
+static void mp_remove(mp_t *mp, int at)
+{
+	memmove(mp->free + at, mp->free + at + 1, (mp->nfree - at - 1) * sizeof *mp->free);
+	mp->nfree--;
+}
+
+int mp_alloc(mp_t *mp, size_t nbytes, size_t *off)
+{
+	size_t n = mp_round(nbytes ? nbytes : 1);
+	int best = -1;
+
+	for (int i = 0; i < mp->nfree; i++)
+		if (mp->free[i].size >= n && (best < 0 || mp->free[i].size < mp->free[best].size))
+			best = i;
+	if (best >= 0) {
+		*off = mp->free[best].off;
+		mp->free[best].off += n;
+		mp->free[best].size -= n;
+		if (mp->free[best].size == 0) mp_remove(mp, best);
+	} else {
+		/* no gap fits: extend the top (a gap never touches the top,
+		 * mp_release swallows those) */
+		if (mp->limit && mp->top + n > mp->limit) return -1;
+		*off = mp->top;
+		mp->top += n;
+		if (mp->top > mp->high) mp->high = mp->top;
+	}
+	mp->live += n;
+	if (mp->live > mp->peak_live) mp->peak_live = mp->live;
+	return 0;
+}
+
+int mp_release(mp_t *mp, size_t off, size_t nbytes)
+{
+	size_t n = mp_round(nbytes ? nbytes : 1);
+	int at = 0;
+
+	mp->live -= n;
+	if (off + n == mp->top) {
+		mp->top = off;
+		/* swallow a free gap that now touches the top */
+		while (mp->nfree && mp->free[mp->nfree - 1].off + mp->free[mp->nfree - 1].size == mp->top) {
+			mp->top = mp->free[mp->nfree - 1].off;
+			mp_remove(mp, mp->nfree - 1);
+		}
+		return 0;
+	}
+	while (at < mp->nfree && mp->free[at].off < off) at++;
+	/* merge with the previous and/or next gap */
+	if (at > 0 && mp->free[at - 1].off + mp->free[at - 1].size == off) {
+		mp->free[at - 1].size += n;
+		if (at < mp->nfree && off + n == mp->free[at].off) {
+			mp->free[at - 1].size += mp->free[at].size;
+			mp_remove(mp, at);
+		}
+		return 0;
+	}
+	if (at < mp->nfree && off + n == mp->free[at].off) {
+		mp->free[at].off = off;
+		mp->free[at].size += n;
+		return 0;
+	}
+	return mp_insert(mp, at, off, n);
+}
+
+int mp_copy(mp_t *dst, const mp_t *src)
+{
+	if (dst->cap < src->nfree) {
+		mp_block_t *nb = realloc(dst->free, (src->nfree ? src->nfree : 1) * sizeof *nb);
+		if (!nb) return -1;
+		dst->free = nb;
+		dst->cap = src->nfree;
+	}
+	if (src->nfree) memcpy(dst->free, src->free, src->nfree * sizeof *src->free);
+	dst->nfree = src->nfree;
+	dst->top = src->top;
+	dst->high = src->high;
+	dst->live = src->live;
+	dst->peak_live = src->peak_live;
+	dst->limit = src->limit;
+	return 0;
+}
+
+int mp_same(const mp_t *a, const mp_t *b)
+{
+	return a->top == b->top && a->live == b->live && a->nfree == b->nfree &&
+	       (!a->nfree || !memcmp(a->free, b->free, a->nfree * sizeof *a->free));
+}

@@ -1,0 +1,443 @@
+/* st.c - safetensors: validated read-only mmap reader, and an atomic writer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "io/atomic_file.h"
+#include "util/log.h"
+#include "io/safetensors.h"
+
+/* a header larger than this is not a safetensors file we will read */
+#define ST_MAX_HEADER (100u << 20)
+
+struct st {
+	char        *path;
+	void        *map;
+	size_t       map_size;
+	int          n;
+	st_tensor_t *t;        /* [n], sorted by name */
+	json_t      *header;   /* owns the name strings */
+	json_t      *meta;     /* borrowed from header, or NULL */
+};
+
+static const struct { const char *name; st_dtype_t t; size_t size; } st_dtypes[] = {
+	{ "F64", ST_F64, 8 }, { "F32", ST_F32, 4 }, { "F16", ST_F16, 2 },
+	{ "BF16", ST_BF16, 2 }, { "I64", ST_I64, 8 }, { "I32", ST_I32, 4 },
+	{ "U8", ST_U8, 1 }, { "BOOL", ST_BOOL, 1 },
+};
+
+size_t st_dtype_size(st_dtype_t t)
+{
+	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
+		if (st_dtypes[i].t == t) return st_dtypes[i].size;
+	return 0;
+}
+
+const char *st_dtype_name(st_dtype_t t)
+{
+	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
+		if (st_dtypes[i].t == t) return st_dtypes[i].name;
+	return "?";
+}
+
+static int st_dtype_parse(const char *s, st_dtype_t *t)
+{
+	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
+		if (strcmp(st_dtypes[i].name, s) == 0) { *t = st_dtypes[i].t; return 0; }
+	return -1;
+}
+
+static int st_cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const st_tensor_t *)a)->name, ((const st_tensor_t *)b)->name);
+}
+
+typedef struct { size_t begin, end; const char *name; } st_range_t;
+
+static int st_cmp_range(const void *a, const void *b)
+{
+	const st_range_t *x = a, *y = b;
+	return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+/* Parse one header entry into *t; data area is [0, data_size). */
+static int st_parse_entry(const char *path, const char *name, json_t *v,
+                          size_t data_size, const char *data, st_tensor_t *t)
+{
+	json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape");
+	json_t *jo = json_object_get(v, "data_offsets");
+	size_t i;
+	json_t *e;
+
+	if (!json_is_string(jd) || !json_is_array(js) || !json_is_array(jo) ||
+	    json_array_size(jo) != 2) {
+		log_error("%s: tensor '%s': header entry needs dtype, shape and data_offsets", path, name);
+		return -1;
+	}
+	if (st_dtype_parse(json_string_value(jd), &t->dtype) < 0) {
+		log_error("%s: tensor '%s': unsupported dtype '%s'", path, name, json_string_value(jd));
+		return -1;
+	}
+	if (json_array_size(js) > ST_MAX_DIMS) {
+		log_error("%s: tensor '%s': more than %d dimensions", path, name, ST_MAX_DIMS);
+		return -1;
+	}
+	t->name = name;
+	t->nd = (int)json_array_size(js);
+	t->numel = 1;
+	json_array_foreach(js, i, e) {
+		json_int_t d = json_is_integer(e) ? json_integer_value(e) : -1;
+		if (d < 0 || d > ((json_int_t)1 << 40) || (t->numel && d && t->numel > (INT64_MAX >> 1) / d)) {
+			log_error("%s: tensor '%s': bad shape", path, name);
+			return -1;
+		}
+		t->shape[i] = d;
+		t->numel *= d;
+	}
+	json_int_t b = json_is_integer(json_array_get(jo, 0)) ? json_integer_value(json_array_get(jo, 0)) : -1;
+	json_int_t en = json_is_integer(json_array_get(jo, 1)) ? json_integer_value(json_array_get(jo, 1)) : -1;
+	if (b < 0 || en < b || (size_t)en > data_size) {
+		log_error("%s: tensor '%s': data_offsets [%lld, %lld] outside the data area (%zu bytes): file truncated or corrupt",
+		          path, name, (long long)b, (long long)en, data_size);
+		return -1;
+	}
+	t->nbytes = (size_t)(en - b);
+	if ((uint64_t)t->numel * st_dtype_size(t->dtype) != t->nbytes) {
+		log_error("%s: tensor '%s': %s x %lld elements needs %llu bytes, data_offsets give %zu",
+		          path, name, st_dtype_name(t->dtype), (long long)t->numel,
+		          (unsigned long long)t->numel * st_dtype_size(t->dtype), t->nbytes);
+		return -1;
+	}
+	t->data = data + b;
+	return 0;
+}
+
+st_t *st_open(const char *path)
+{
+	st_t *st = calloc(1, sizeof *st);
+	st_range_t *rg = NULL;
+	json_error_t jerr;
+	struct stat sb;
+	uint64_t hlen = 0;
+	int fd = -1;
+
+	if (!st) { log_error("%s: out of memory", path); return NULL; }
+	st->map = MAP_FAILED;
+	if (!(st->path = strdup(path))) goto fail;
+	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &sb) < 0) {
+		log_error("%s: cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (sb.st_size < 8) {
+		log_error("%s: not a safetensors file (%lld bytes)", path, (long long)sb.st_size);
+		goto fail;
+	}
+	st->map_size = (size_t)sb.st_size;
+	st->map = mmap(NULL, st->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (st->map == MAP_FAILED) {
+		log_error("%s: cannot map: %s", path, strerror(errno));
+		goto fail;
+	}
+	memcpy(&hlen, st->map, 8);   /* little-endian u64 on every supported host */
+	if (hlen > ST_MAX_HEADER || hlen > st->map_size - 8) {
+		log_error("%s: header length %llu exceeds the file (%zu bytes) or the %u-byte limit",
+		          path, (unsigned long long)hlen, st->map_size, ST_MAX_HEADER);
+		goto fail;
+	}
+	st->header = json_loadb((const char *)st->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+	if (!st->header || !json_is_object(st->header)) {
+		if (st->header)
+			log_error("%s: malformed header: not a JSON object", path);
+		else
+			log_error("%s: malformed JSON header: %s (line %d)", path, jerr.text, jerr.line);
+		goto fail;
+	}
+	size_t data_size = st->map_size - 8 - (size_t)hlen;
+	const char *data = (const char *)st->map + 8 + hlen;
+	size_t cap = json_object_size(st->header);
+	st->t = calloc(cap ? cap : 1, sizeof *st->t);
+	rg = calloc(cap ? cap : 1, sizeof *rg);
+	if (!st->t || !rg) { log_error("%s: out of memory", path); goto fail; }
+
+	const char *key;
+	json_t *v;
+	json_object_foreach(st->header, key, v) {
+		if (strcmp(key, "__metadata__") == 0) {
+			st->meta = json_is_object(v) ? v : NULL;
+			continue;
+		}
+		if (!json_is_object(v)) {
+			log_error("%s: tensor '%s': header entry is not an object", path, key);
+			goto fail;
+		}
+		if (st_parse_entry(path, key, v, data_size, data, &st->t[st->n]) < 0)
+			goto fail;
+		rg[st->n].begin = (size_t)((const char *)st->t[st->n].data - data);
+		rg[st->n].end = rg[st->n].begin + st->t[st->n].nbytes;
+		rg[st->n].name = key;
+		st->n++;
+	}
+	qsort(rg, st->n, sizeof *rg, st_cmp_range);
+	/* sorted by start: a non-empty range overlaps an earlier one exactly
+	 * when it starts before the furthest end seen so far */
+	for (int i = 0, far = -1; i < st->n; i++) {
+		if (rg[i].end == rg[i].begin) continue;
+		if (far >= 0 && rg[i].begin < rg[far].end) {
+			log_error("%s: tensors '%s' and '%s' overlap", path, rg[far].name, rg[i].name);
+			goto fail;
+		}
+		if (far < 0 || rg[i].end > rg[far].end) far = i;
+	}
+	qsort(st->t, st->n, sizeof *st->t, st_cmp_name);
+	free(rg);
+	close(fd);
+	return st;
+
+fail:
+	free(rg);
+	if (fd >= 0) close(fd);
+	st_close(st);
+	return NULL;
+}
+
+void st_release(const st_t *st, const st_tensor_t *t)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)t->data / pg * pg;
+	uintptr_t hi = ((uintptr_t)t->data + t->nbytes + pg - 1) / pg * pg;
+	uintptr_t end = (uintptr_t)st->map + st->map_size;
+
+	if (!t->nbytes) return;
+	if (hi > end) hi = end;   /* the tail page of the mapping is still mapped */
+	madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void st_close(st_t *st)
+{
+	if (!st) return;
+	if (st->map && st->map != MAP_FAILED) munmap(st->map, st->map_size);
+	json_decref(st->header);
+	free(st->t);
+	free(st->path);
+	free(st);
+}
+
+int st_count(const st_t *st) { return st->n; }
+const st_tensor_t *st_at(const st_t *st, int i) { return i >= 0 && i < st->n ? &st->t[i] : NULL; }
+const char *st_path(const st_t *st) { return st->path; }
+
+const st_tensor_t *st_find(const st_t *st, const char *name)
+{
+	st_tensor_t key = { .name = name };
+	return bsearch(&key, st->t, st->n, sizeof key, st_cmp_name);
+}
+
+const char *st_meta(const st_t *st, const char *key)
+{
+	json_t *v = st->meta ? json_object_get(st->meta, key) : NULL;
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+float st_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+	float f;
+
+	if (exp == 0) {
+		if (man == 0) {
+			bits = sign;
+		} else { /* subnormal: renormalise */
+			exp = 127 - 15 + 1;
+			while (!(man & 0x400)) { man <<= 1; exp--; }
+			bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+		}
+	} else if (exp == 31) {
+		bits = sign | 0x7f800000u | (man << 13);
+	} else {
+		bits = sign | ((exp - 15 + 127) << 23) | (man << 13);
+	}
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+uint16_t st_f32_to_f16(float f)
+{
+	uint32_t x, sign, man;
+	int exp;
+
+	memcpy(&x, &f, 4);
+	sign = (x >> 16) & 0x8000;
+	exp = (int)((x >> 23) & 0xff) - 127 + 15;
+	man = x & 0x7fffff;
+	if (((x >> 23) & 0xff) == 0xff)            /* inf, nan */
+		return (uint16_t)(sign | 0x7c00 | (man ? 0x200 : 0));
+	if (exp >= 31) return (uint16_t)(sign | 0x7c00);
+	if (exp <= 0) {                             /* subnormal or zero */
+		if (exp < -10) return (uint16_t)sign;
+		man |= 0x800000;
+		int shift = 14 - exp;
+		uint32_t h = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (h & 1))) h++;
+		return (uint16_t)(sign | h);
+	}
+	{
+		uint32_t h = ((uint32_t)exp << 10) | (man >> 13), rem = man & 0x1fff;
+		if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;   /* may carry into inf */
+		return (uint16_t)(sign | h);
+	}
+}
+
+uint16_t st_f32_to_bf16(float f)
+{
+	uint32_t x;
+
+	memcpy(&x, &f, 4);
+	if ((x & 0x7fffffff) > 0x7f800000) return (uint16_t)((x >> 16) | 0x40);   /* nan */
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+float st_bf16_to_f32(uint16_t h)
+{
+	uint32_t bits = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+/* element i of t as double */
+static double st_get(const st_tensor_t *t, int64_t i)
+{
+	const char *p = (const char *)t->data + i * (int64_t)st_dtype_size(t->dtype);
+	union { double d; float f; uint16_t h; int64_t l; int32_t w; } u;
+
+	switch (t->dtype) {
+	case ST_F64:  memcpy(&u.d, p, 8); return u.d;
+	case ST_F32:  memcpy(&u.f, p, 4); return u.f;
+	case ST_F16:  memcpy(&u.h, p, 2); return st_f16_to_f32(u.h);
+	case ST_BF16: memcpy(&u.h, p, 2); return st_bf16_to_f32(u.h);
+	case ST_I64:  memcpy(&u.l, p, 8); return (double)u.l;
+	case ST_I32:  memcpy(&u.w, p, 4); return u.w;
+	case ST_U8: case ST_BOOL: return *(const uint8_t *)p;
+	}
+	return 0;
+}
+
+void st_to_f32(const st_tensor_t *t, float *dst)
+{
+	if (t->dtype == ST_F32) { memcpy(dst, t->data, t->nbytes); return; }
+	for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)st_get(t, i);
+}
+
+void st_to_f64(const st_tensor_t *t, double *dst)
+{
+	if (t->dtype == ST_F64) { memcpy(dst, t->data, t->nbytes); return; }
+	for (int64_t i = 0; i < t->numel; i++) dst[i] = st_get(t, i);
+}
+
+/* --- writer ---------------------------------------------------------------- */
+
+typedef struct {
+	char      *name;
+	st_dtype_t dtype;
+	int        nd;
+	int64_t    shape[ST_MAX_DIMS];
+	size_t     nbytes;
+	void      *data;
+} st_entry_t;
+
+struct st_writer {
+	st_entry_t *e;
+	int         n, cap;
+	json_t     *meta;
+};
+
+st_writer_t *st_writer_init(void)
+{
+	st_writer_t *w = calloc(1, sizeof *w);
+	if (w && !(w->meta = json_object())) { free(w); w = NULL; }
+	return w;
+}
+
+int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dtype,
+                  int nd, const int64_t *shape, const void *data)
+{
+	st_entry_t *e;
+	size_t n = st_dtype_size(dtype);
+
+	if (nd < 0 || nd > ST_MAX_DIMS) return -1;
+	if (w->n == w->cap) {
+		int cap = w->cap ? 2 * w->cap : 64;
+		st_entry_t *ne = realloc(w->e, cap * sizeof *ne);
+		if (!ne) return -1;
+		w->e = ne;
+		w->cap = cap;
+	}
+	e = &w->e[w->n];
+	memset(e, 0, sizeof *e);
+	e->dtype = dtype;
+	e->nd = nd;
+	for (int i = 0; i < nd; i++) { e->shape[i] = shape[i]; n *= (size_t)shape[i]; }
+	e->nbytes = n;
+	e->name = strdup(name);
+	e->data = malloc(n ? n : 1);
+	if (!e->name || !e->data) { free(e->name); free(e->data); return -1; }
+	memcpy(e->data, data, n);
+	w->n++;
+	return 0;
+}
+
+int st_writer_add_meta(st_writer_t *w, const char *key, const char *value)
+{
+	return json_object_set_new(w->meta, key, json_string(value));
+}
+
+int st_writer_save(st_writer_t *w, const char *path)
+{
+	json_t *h = json_object();
+	char *text = NULL;
+	size_t off = 0, hlen;
+	af_t a;
+	uint64_t hl;
+	int ret = -1;
+
+	if (!h) return -1;
+	if (json_object_size(w->meta)) json_object_set(h, "__metadata__", w->meta);
+	for (int i = 0; i < w->n; i++) {
+		json_t *shape = json_array();
+		for (int d = 0; d < w->e[i].nd; d++) json_array_append_new(shape, json_integer(w->e[i].shape[d]));
+		json_object_set_new(h, w->e[i].name, json_pack("{s:s, s:o, s:[I,I]}",
+			"dtype", st_dtype_name(w->e[i].dtype), "shape", shape,
+			"data_offsets", (json_int_t)off, (json_int_t)(off + w->e[i].nbytes)));
+		off += w->e[i].nbytes;
+	}
+	if (!(text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS))) goto done;
+	hlen = strlen(text);
+	hl = (hlen + 7) & ~(uint64_t)7;   /* pad the header with spaces to 8 bytes */
+	if (!af_open(&a, path)) goto done;
+	fwrite(&hl, 8, 1, a.f);
+	fwrite(text, 1, hlen, a.f);
+	for (size_t i = hlen; i < hl; i++) fputc(' ', a.f);
+	for (int i = 0; i < w->n; i++) fwrite(w->e[i].data, 1, w->e[i].nbytes, a.f);
+	ret = af_close(&a, 1);
+done:
+	free(text);
+	json_decref(h);
+	return ret;
+}
+
+void st_writer_free(st_writer_t *w)
+{
+	if (!w) return;
+	for (int i = 0; i < w->n; i++) { free(w->e[i].name); free(w->e[i].data); }
+	free(w->e);
+	json_decref(w->meta);
+	free(w);
+}

@@ -1,0 +1,51 @@
+/* lm.h - the ESM-2 language model and ESMFold's projection of its layers to
+ * the trunk input s_s_0.
+ *
+ * tokens -> embedding (token-dropout rescaling) -> N pre-LayerNorm blocks
+ * (rotary self-attention, GELU feed-forward) -> final LayerNorm; the N+1
+ * representations (without <cls>/<eos>) are combined as they are produced by
+ * softmax(esm_s_combine), then esm_s_mlp, plus the amino-acid embedding.
+ */
+#ifndef ESMBATCH_LM_H
+#define ESMBATCH_LM_H
+
+#include "model/hparams.h"
+#include "compute/ops.h"
+#include "model/weights.h"
+
+typedef struct {
+	ln_t  attn_ln;          /* esm.encoder.layer.N.attention.LayerNorm */
+	lin_t q, k, v;          /* esm.encoder.layer.N.attention.self.{query,key,value} */
+	const float *inv_freq;  /* esm.encoder.layer.N.attention.self.rotary_embeddings.inv_freq [hd/2],
+	                         * else esm.rotary_embeddings.inv_freq (shared), else computed */
+	lin_t o;                /* esm.encoder.layer.N.attention.output.dense */
+	ln_t  ffn_ln;           /* esm.encoder.layer.N.LayerNorm */
+	lin_t fc1;              /* esm.encoder.layer.N.intermediate.dense [ffn, D] */
+	lin_t fc2;              /* esm.encoder.layer.N.output.dense [D, ffn] */
+} lm_layer_t;
+
+typedef struct {
+	int          nlayers;
+	lm_layer_t  *layers;
+	const float *embed;     /* esm.embeddings.word_embeddings.weight [vocab, D] */
+	ln_t         final_ln;  /* esm.encoder.emb_layer_norm_after */
+	float       *combine;   /* softmax of esm_s_combine [layers + 1], host */
+	ln_t         s_mlp_ln;  /* esm_s_mlp.0 */
+	lin_t        s_mlp_1;   /* esm_s_mlp.1 [c_s, D] */
+	lin_t        s_mlp_3;   /* esm_s_mlp.3 [c_s, c_s] */
+	const float *aa_embed;  /* embedding.weight [23, c_s] */
+	float       *inv_freq;  /* computed rotary frequencies when the file has none */
+	be_t        *be;        /* owner of inv_freq */
+} lm_t;
+
+/* Load (be != NULL) or only check (be == NULL) the weights. 0 or negative. */
+int  lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be);
+void lm_free(lm_t *lm);
+
+/* tokens: host [L+2]; aatype: host [L]; s_s_0: [L, c_s] (written).
+ * hidden: host [layers+1, L+2, D] and combined: host [L, D] receive the
+ * intermediates when not NULL. */
+void lm_forward(fx_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
+                const int *aatype, tn_t s_s_0, float *hidden, float *combined);
+
+#endif

@@ -1,0 +1,368 @@
+/* model.c - load the whole model and run one fold with recycling (see
+ * model.h).
+ *
+ * One fold: language model -> s_s_0; then `passes` trunk passes, each fed
+ * the previous pass's s, z and the distogram of its structure-module
+ * pseudo-CB atoms; the structure module after every pass; the heads on the
+ * last pass.  The same function runs planning and executing.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "protein/geometry.h"
+#include "util/log.h"
+#include "model/model.h"
+#include "protein/residue.h"
+
+#define MODEL_RECYCLE_BINS 15
+#define MODEL_RECYCLE_MIN  3.375f
+#define MODEL_RECYCLE_MAX  21.375f
+
+int model_load(model_t *m, wt_t *w, be_t *be)
+{
+	const cfg_t *c = wt_cfg(w);
+	static const char *const unused_ok[] = {
+		"esm.contact_head.", "af2_to_esm", NULL   /* ESMFold never calls these */
+	};
+	int rc = 0, extra;
+
+	memset(m, 0, sizeof *m);
+	m->cfg = c;
+	m->be = be;
+	rc |= lm_load(&m->lm, c, w, be);
+	rc |= trunk_load(&m->trunk, c, w, be);
+	rc |= sm_load(&m->sm, c, w, be);
+	rc |= heads_load(&m->heads, c, w, be);
+	if (rc) {
+		model_free(m);
+		return -1;
+	}
+	if ((extra = wt_unused(w, unused_ok)) > 0)
+		log_warn("%s: %d tensors are not used by the model (-v lists them)", wt_path(w), extra);
+	return 0;
+}
+
+void model_free(model_t *m)
+{
+	lm_free(&m->lm);
+	trunk_free(&m->trunk);
+	sm_free(&m->sm);
+	memset(m, 0, sizeof *m);
+}
+
+/* recycle distogram of the pseudo-CB atoms built from atom14 N, CA, C:
+ * atom14: host [L, 14, 3] -> bins: host [L * L] in 0..14; cb: host
+ * scratch [L][3].  Distances in double, bin edges in float32 as the
+ * reference builds them, so no pair sits on the wrong side of an edge
+ * through rounding of ours. */
+static void model_recycle_bins(int L, const float *atom14, double (*cb)[3], int32_t *bins)
+{
+	float edge2[MODEL_RECYCLE_BINS - 1];
+	float step = (MODEL_RECYCLE_MAX - MODEL_RECYCLE_MIN) / (MODEL_RECYCLE_BINS - 2);
+
+	for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) {
+		float e = MODEL_RECYCLE_MIN + step * k;
+		edge2[k] = e * e;
+	}
+	for (int i = 0; i < L; i++) {
+		const float *n = atom14 + i * 42, *ca = n + 3, *cc = n + 6;
+		double b[3], c[3], a[3];
+		for (int d = 0; d < 3; d++) { b[d] = (double)ca[d] - n[d]; c[d] = (double)cc[d] - ca[d]; }
+		a[0] = b[1] * c[2] - b[2] * c[1];
+		a[1] = b[2] * c[0] - b[0] * c[2];
+		a[2] = b[0] * c[1] - b[1] * c[0];
+		for (int d = 0; d < 3; d++)
+			cb[i][d] = -0.58273431 * a[d] + 0.56802827 * b[d] - 0.54067466 * c[d] + ca[d];
+	}
+	for (int i = 0; i < L; i++)
+		for (int j = 0; j < L; j++) {
+			double d2 = 0.0;
+			int nb = 0;
+			for (int d = 0; d < 3; d++) d2 += (cb[j][d] - cb[i][d]) * (cb[j][d] - cb[i][d]);
+			for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) nb += d2 > edge2[k];
+			bins[(size_t)i * L + j] = nb;
+		}
+}
+
+/* --- dumping intermediates ------------------------------------------------ */
+
+static void model_dump_f32(const model_run_t *r, const char *tensor, const float *x,
+                           int nd, const int64_t *shape)
+{
+	char key[512];
+	if (!r->dump || !x) return;
+	snprintf(key, sizeof key, "%s/%s", r->name, tensor);
+	st_writer_add(r->dump, key, ST_F32, nd, shape, x);
+}
+
+/* an int32 host array into the dump as int64, staged in the pass's host
+ * memory (placed in both passes; dumped when executing) */
+static void model_dump_i64(fx_t *fx, const model_run_t *r, const char *tensor,
+                           const int32_t *x, int n)
+{
+	char key[512];
+	int64_t *v;
+
+	if (!r->dump || fx->err || !(v = fx_host(fx, sizeof *v * n))) return;
+	if (!fx->planning) {
+		for (int i = 0; i < n; i++) v[i] = x[i];
+		snprintf(key, sizeof key, "%s/%s", r->name, tensor);
+		st_writer_add(r->dump, key, ST_I64, 1, (int64_t[]){ n }, v);
+	}
+	fx_host_drop(fx, v, sizeof *v * n);
+}
+
+/* a tensor of the forward pass into the dump, staged likewise */
+static void model_dump_tn(fx_t *fx, const model_run_t *r, const char *tensor, tn_t t)
+{
+	size_t n = sizeof(float) * tn_numel(t);
+	float *h;
+
+	if (!r->dump || fx->err || !(h = fx_host(fx, n))) return;
+	fx_get(fx, t, h);
+	if (!fx->planning) model_dump_f32(r, tensor, h, t.nd, t.ne);
+	fx_host_drop(fx, h, n);
+}
+
+/* --- the forward pass ------------------------------------------------------ */
+
+/* Host-side results and state of one fold: one block placed with fx_host
+ * at the start of the pass and live to its end (the results outlive it),
+ * filled while executing. */
+typedef struct {
+	int32_t *bins;       /* [L * L] recycle bins of the previous pass */
+	sm_out_t sm;         /* structure of the latest pass */
+	float   *plddt;      /* [L, 37] */
+	float   *plddt_res;  /* [L] */
+	float   *pae;        /* [L, L] */
+	double   ptm;
+	float    max_pae;
+} model_host_t;
+
+/* lay out h for length L from base (NULL: only size it); its bytes */
+static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *base)
+{
+	size_t n = (size_t)L, off = 0;
+	char *sm;
+
+	h->bins = fx_piece(base, &off, sizeof *h->bins * n * n);
+	h->plddt = fx_piece(base, &off, sizeof *h->plddt * n * RC_NUM_ATOM37);
+	h->plddt_res = fx_piece(base, &off, sizeof *h->plddt_res * n);
+	h->pae = fx_piece(base, &off, sizeof *h->pae * n * n);
+	sm = fx_piece(base, &off, 0);
+	off += sm_out_layout(&h->sm, c, L, sm);
+	return off;
+}
+
+/* the intermediates of the final pass that only a dump wants */
+static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
+                             tn_t s, tn_t z, const model_host_t *h)
+{
+	const cfg_t *c = m->cfg;
+	int L = t->L, B = c->sm_blocks, A = c->sm_angles;
+	int64_t nb = c->sm_blocks;
+
+	if (!r->dump || fx->err) return;
+	/* the logits tensors are placed in planning too: the arena must match */
+	tn_t lm = fx_new2(fx, L, HEADS_LM_TOKENS);
+	heads_lm(fx, &m->heads, s, lm);
+	model_dump_tn(fx, r, "lm_logits", lm);
+	fx_drop(fx, &lm);
+	tn_t dg = fx_new3(fx, L, L, HEADS_PAE_BINS);
+	heads_distogram(fx, &m->heads, z, dg);
+	model_dump_tn(fx, r, "distogram_logits", dg);
+	fx_drop(fx, &dg);
+	int32_t *aa = fx_host(fx, sizeof *aa * L);
+	for (int i = 0; i < L && aa && !fx->planning; i++) aa[i] = t->aatype[i];
+	model_dump_i64(fx, r, "aatype", aa, L);
+	fx_host_drop(fx, aa, sizeof *aa * L);
+	model_dump_i64(fx, r, "residue_index", t->residx, L);
+	model_dump_i64(fx, r, "esm_tokens", t->tokens, L + 2);
+	if (fx->planning || fx->err) return;
+	model_dump_f32(r, "frames", h->sm.frames, 3, (int64_t[]){ nb, L, 7 });
+	model_dump_f32(r, "positions", h->sm.positions, 4, (int64_t[]){ nb, L, 14, 3 });
+	model_dump_f32(r, "angles", h->sm.angles, 4, (int64_t[]){ B, L, A, 2 });
+	model_dump_f32(r, "unnormalized_angles", h->sm.unnorm_angles, 4, (int64_t[]){ B, L, A, 2 });
+	model_dump_f32(r, "states", h->sm.states, 3, (int64_t[]){ B, L, c->sm_c_s });
+	model_dump_f32(r, "sidechain_frames", h->sm.sidechain, 4, (int64_t[]){ L, 8, 4, 4 });
+	model_dump_f32(r, "atom14_mask", h->sm.atom14_mask, 2, (int64_t[]){ L, 14 });
+	model_dump_f32(r, "plddt", h->plddt, 2, (int64_t[]){ L, 37 });
+	model_dump_f32(r, "plddt_residue", h->plddt_res, 1, (int64_t[]){ L });
+	model_dump_f32(r, "predicted_aligned_error", h->pae, 2, (int64_t[]){ L, L });
+	model_dump_f32(r, "max_predicted_aligned_error", &h->max_pae, 0, NULL);
+	float ptm = (float)h->ptm;
+	model_dump_f32(r, "ptm", &ptm, 0, NULL);
+}
+
+static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
+                          int passes, model_host_t *h)
+{
+	const cfg_t *c = m->cfg;
+	int L = t->L, D = c->lm_dim;
+	size_t nh = sizeof(float) * (size_t)(c->lm_layers + 1) * (L + 2) * D;
+	size_t nc = sizeof(float) * (size_t)L * D;
+	float *hidden = NULL, *comb = NULL;
+	char name[32], *hb;
+
+	/* the results and the fold's host state, live to the end */
+	if (!(hb = fx_host(fx, model_host_layout(h, c, L, NULL)))) return;
+	model_host_layout(h, c, L, hb);
+	if (!fx->planning) memset(h->bins, 0, sizeof *h->bins * (size_t)L * L);
+	if (r->dump) {
+		hidden = fx_host(fx, nh);
+		comb = fx_host(fx, nc);
+	}
+	tn_t s_s_0 = fx_new2(fx, L, c->c_s);
+	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
+	if (hidden && comb && !fx->planning && !fx->err) {
+		model_dump_f32(r, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
+		model_dump_f32(r, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
+	}
+	fx_host_drop(fx, comb, nc);
+	fx_host_drop(fx, hidden, nh);
+	model_dump_tn(fx, r, "s_s_0", s_s_0);
+
+	/* z doubles as the previous pass's pair state: recycled in place */
+	tn_t s = fx_new2(fx, L, c->c_s), prev_s = fx_new2(fx, L, c->c_s);
+	tn_t z = fx_new3(fx, L, L, c->c_z);
+	op_fill(fx, prev_s, 0.0f);
+	op_fill(fx, z, 0.0f);
+	for (int k = 0; k < passes; k++) {
+		if (k > 0) op_axpby(fx, prev_s, s, 1.0f, 0.0f);
+		trunk_recycle_in(fx, &m->trunk, s, z, s_s_0, prev_s, z, h->bins, r->chunk);
+		trunk_iter(fx, &m->trunk, c, s, z, t->residx, r->chunk);
+		snprintf(name, sizeof name, "trunk_s_r%d", k);
+		model_dump_tn(fx, r, name, s);
+		snprintf(name, sizeof name, "trunk_z_r%d", k);
+		model_dump_tn(fx, r, name, z);
+
+		tn_t sm_s = fx_new2(fx, L, c->sm_c_s), sm_z = fx_new3(fx, L, L, c->sm_c_z);
+		op_linear(fx, sm_s, s, &m->trunk.trunk2sm_s, 0.0f);
+		op_linear(fx, sm_z, z, &m->trunk.trunk2sm_z, 0.0f);
+		sm_forward(fx, &m->sm, c, sm_s, sm_z, t->aatype, &h->sm);
+		fx_drop(fx, &sm_z);
+		if (k == passes - 1)   /* sm_s is now the last block's state */
+			heads_plddt(fx, &m->heads, sm_s, h->plddt, h->plddt_res);
+		fx_drop(fx, &sm_s);
+		double (*cb)[3] = fx_host(fx, sizeof *cb * L);
+		if (!fx->planning && !fx->err) {
+			size_t last = (size_t)(c->sm_blocks - 1) * L * 14 * 3;
+			model_recycle_bins(L, h->sm.positions + last, cb, h->bins);
+			if (r->dump) {
+				snprintf(name, sizeof name, "sm_frames_r%d", k);
+				model_dump_f32(r, name, h->sm.frames, 3, (int64_t[]){ c->sm_blocks, L, 7 });
+				snprintf(name, sizeof name, "sm_positions_r%d", k);
+				model_dump_f32(r, name, h->sm.positions + last, 3, (int64_t[]){ L, 14, 3 });
+			}
+		}
+		fx_host_drop(fx, cb, sizeof *cb * L);
+		snprintf(name, sizeof name, "recycle_bins_r%d", k);
+		model_dump_i64(fx, r, name, h->bins, L * L);
+	}
+	fx_drop(fx, &prev_s);
+	fx_drop(fx, &s_s_0);
+	heads_pae(fx, &m->heads, z, r->chunk, h->pae, &h->ptm, &h->max_pae);
+	model_dump_final(fx, m, t, r, s, z, h);
+	model_dump_tn(fx, r, "s_s", s);
+	model_dump_tn(fx, r, "s_z", z);
+	fx_drop(fx, &z);
+	fx_drop(fx, &s);
+}
+
+static int model_passes(const model_t *m, const model_run_t *r)
+{
+	return r->passes > 0 ? r->passes : m->cfg->max_recycles;
+}
+
+/* the planning pass: arena, its peak live bytes, and the host arena (0
+ * where host buffers lie in the arena) */
+static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r,
+                          size_t *arena, size_t *peak_live, size_t *host)
+{
+	model_host_t h = { 0 };
+	fx_t fx;
+	int rc;
+
+	fx_plan_begin(&fx, m->be);
+	fx.no_memo = r->no_memo;
+	model_forward(&fx, m, t, r, model_passes(m, r), &h);
+	*arena = fx.mp.high;
+	*peak_live = fx.mp.peak_live;
+	*host = fx.hmp.high;
+	rc = fx.err;
+	if (rc) log_error("planning failed: %s", fx.errmsg);
+	fx_end(&fx);
+	return rc ? -1 : 0;
+}
+
+int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *arena,
+               size_t *peak_live)
+{
+	size_t host;
+	return model_plan_all(m, t, r, arena, peak_live, &host);
+}
+
+int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
+               char *err, size_t errcap)
+{
+	model_host_t h = { 0 };
+	int L = t->L, passes = model_passes(m, r), rc;
+	size_t arena, peak, host;
+	fx_t fx;
+
+	memset(out, 0, sizeof *out);
+	if (model_plan_all(m, t, r, &arena, &peak, &host) < 0) {
+		snprintf(err, errcap, "planning failed");
+		return -1;
+	}
+	if (fx_exec_begin(&fx, m->be, arena) < 0 || fx_exec_host(&fx, host) < 0) {
+		snprintf(err, errcap, "%s", fx.errmsg);
+		fx_end(&fx);
+		return -2;
+	}
+	model_forward(&fx, m, t, r, passes, &h);
+	out->exec_arena = fx.mp.high;
+	out->exec_peak_live = fx.mp.peak_live;
+	out->exec_host = fx.hmp.high;
+	out->device_used = -1;
+	if (m->be->mem_info && m->be->sync(m->be) == 0) {
+		size_t fr, tot;
+		if (m->be->mem_info(m->be, &fr, &tot) == 0) out->device_used = (int64_t)(tot - fr);
+	}
+	if (fx.err) {
+		snprintf(err, errcap, "%s", fx.errmsg);
+		rc = fx.err == -2 ? -2 : -1;
+		fx_end(&fx);
+		return rc;
+	}
+	/* the results lie in the pass's host memory: the model_out_t keeps it */
+	out->mem = fx_host_keep(&fx, &out->mem_be);
+	fx_end(&fx);
+	/* fair-esm: linker atoms leave every output; mean pLDDT over real atoms */
+	geom_apply_residue_mask(L, t->linker_mask, h.sm.atom37_mask, h.sm.atom37);
+	model_dump_f32(r, "atom37_positions", h.sm.atom37, 3, (int64_t[]){ L, 37, 3 });
+	model_dump_f32(r, "atom37_mask", h.sm.atom37_mask, 2, (int64_t[]){ L, 37 });
+	out->L = L;
+	out->atom37 = h.sm.atom37;
+	out->atom37_mask = h.sm.atom37_mask;
+	out->plddt = h.plddt;
+	out->pae = h.pae;
+	out->mean_plddt = (float)heads_mean_plddt(L, out->plddt, out->atom37_mask);
+	model_dump_f32(r, "mean_plddt", &out->mean_plddt, 0, NULL);
+	out->ptm = (float)h.ptm;
+	out->max_pae = h.max_pae;
+	out->passes = passes;
+	out->arena = arena;
+	out->peak_live = peak;
+	out->host = host;
+	return 0;
+}
+
+void model_out_free(model_out_t *o)
+{
+	if (o->mem_be) o->mem_be->free(o->mem_be, o->mem);
+	else free(o->mem);
+	memset(o, 0, sizeof *o);
+}

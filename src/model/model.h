@@ -1,0 +1,87 @@
+/* model.h - the whole ESMFold model on one backend, and one fold.
+ *
+ * model_load() asks every part (language model, trunk, structure module,
+ * heads) for its tensors; the model_t then holds them in backend memory,
+ * owned by the wt_t it was loaded from (keep it open).  model_fold() runs
+ * the forward pass twice: once planning (shapes and placement only, giving
+ * the arena size and the peak allocated bytes), once for real inside an
+ * arena reserved at exactly that size.  Every host buffer of a fold
+ * (results, recycle bins, structure-module geometry, index lists, dump
+ * staging) is planned with the tensors (fx_host): a fold allocates nothing
+ * else.
+ */
+#ifndef ESMBATCH_MODEL_H
+#define ESMBATCH_MODEL_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "model/hparams.h"
+#include "model/heads.h"
+#include "model/esm2.h"
+#include "model/structure.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+#include "model/trunk.h"
+#include "model/weights.h"
+
+typedef struct {
+	const cfg_t *cfg;
+	be_t        *be;       /* the weights' backend; for a shapes-only model the
+	                          backend its passes are planned for (its ops decide
+	                          the trunk's form), or NULL (planned as on CUDA) */
+	lm_t         lm;
+	trunk_t      trunk;
+	sm_t         sm;
+	heads_t      heads;
+} model_t;
+
+/* How to run one fold. */
+typedef struct {
+	int          chunk;    /* rows per chunk of every pair op; 0 = unchunked */
+	int          passes;   /* trunk passes (recycles + 1); 0 = the config's max_recycles */
+	st_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
+	const char  *name;     /* NAME for the dump */
+	int          no_memo;  /* planning runs every block (fx_memo_t; tests) */
+} model_run_t;
+
+/* Host results of one fold.  They lie in the fold's own planned host
+ * memory (fx_host_keep: the arena on the CPU, else the host arena), which
+ * the model_out_t holds until model_out_free. */
+typedef struct {
+	int    L;
+	float *atom37;         /* [L, 37, 3] Angstrom */
+	float *atom37_mask;    /* [L, 37] linker residues masked */
+	float *plddt;          /* [L, 37] 0..1 */
+	float *pae;            /* [L, L] Angstrom */
+	float  mean_plddt;     /* 0..1 */
+	float  ptm;
+	float  max_pae;
+	int    passes;         /* trunk passes run */
+	size_t arena;          /* planned = reserved activation bytes */
+	size_t peak_live;      /* planned peak allocated bytes */
+	size_t exec_arena;     /* the executing pass's own high-water mark */
+	size_t exec_peak_live; /* and its own peak allocated bytes */
+	size_t host;           /* planned host arena bytes (0 where backend
+	                          memory is host memory: then in `arena`) */
+	size_t exec_host;      /* the executing pass's own host high-water mark */
+	void  *mem;            /* the memory the results lie in */
+	be_t  *mem_be;         /* the backend whose free releases it, or NULL */
+	int64_t device_used;   /* driver total - free with the arena held
+	                          (be->mem_info); -1 without one */
+} model_out_t;
+
+/* be == NULL only checks names and shapes (e.g. against a manifest). */
+int  model_load(model_t *m, wt_t *w, be_t *be);
+void model_free(model_t *m);
+
+/* Planned activation arena and peak allocated bytes of one fold. */
+int  model_plan(const model_t *m, const tok_t *t, const model_run_t *r,
+                size_t *arena, size_t *peak_live);
+/* Fold one encoded sequence.  0, or negative with a one-line reason in err
+ * (an arena that cannot be reserved is an out-of-memory event: -2). */
+int  model_fold(const model_t *m, const tok_t *t, const model_run_t *r,
+                model_out_t *out, char *err, size_t errcap);
+void model_out_free(model_out_t *o);
+
+#endif

@@ -1,0 +1,102 @@
+/* sm.h - the ESMFold structure module (HF EsmFoldStructureModule, OpenFold
+ * style): input LayerNorms and projection, then sm_blocks iterations with
+ * shared weights of invariant point attention, transition, backbone update
+ * (quaternion) and angle resnet; after each block the backbone frames,
+ * torsion angles and atom14 positions; after the last, the all-atom tail.
+ *
+ * Split of the work: everything GEMM-shaped or O(L^2) (the projections, the
+ * IPA logits, the pair bias from z, the softmax, the weighted sums over keys
+ * and the pair output a.z) runs through the op layer; the per-residue
+ * geometry (rigid frames, points in and out of the frames, quaternion
+ * updates, angle normalisation, torsions to atoms) runs on host floats via
+ * fx_get/fx_set and is skipped while planning.
+ *
+ * Mask: the engine folds one unpadded sequence per pass, so the reference's
+ * residue mask is all ones and its inf * (mask - 1) logit term is zero; it
+ * is not carried.  Multimer linkers are masked only in the outputs (the
+ * caller applies geom_apply_residue_mask to atom37 and atom37_mask).
+ *
+ * Struct fields carry their checkpoint names; P = trunk.structure_module.
+ */
+#ifndef ESMBATCH_SM_H
+#define ESMBATCH_SM_H
+
+#include "model/hparams.h"
+#include "compute/forward.h"
+#include "compute/ops.h"
+#include "model/weights.h"
+
+/* P.transition.layers.N */
+typedef struct {
+	lin_t l1, l2, l3;       /* .linear_{1,2,3} [c, c] + bias */
+} sm_trans_t;
+
+/* P.angle_resnet.layers.N */
+typedef struct {
+	lin_t l1, l2;           /* .linear_{1,2} [r, r] + bias */
+} sm_resblock_t;
+
+typedef struct {
+	ln_t   ln_s;            /* P.layer_norm_s [c] */
+	ln_t   ln_z;            /* P.layer_norm_z [c_z] */
+	lin_t  lin_in;          /* P.linear_in [c, c] */
+	lin_t  q;               /* P.ipa.linear_q [H d, c] */
+	lin_t  kv;              /* P.ipa.linear_kv [2 H d, c] */
+	lin_t  q_pts;           /* P.ipa.linear_q_points [3 H Pq, c] */
+	lin_t  kv_pts;          /* P.ipa.linear_kv_points [3 H (Pq + Pv), c] */
+	lin_t  b;               /* P.ipa.linear_b [H, c_z] (its bias is used from b_bias) */
+	float *b_bias;          /* host copy of P.ipa.linear_b.bias [H] */
+	float *head_w;          /* host: softplus(P.ipa.head_weights) * sqrt(1 / (3 Pq 9/2)) [H] */
+	lin_t  out;             /* P.ipa.linear_out [c, H (d + 4 Pv + c_z)] */
+	ln_t   ln_ipa;          /* P.layer_norm_ipa [c] */
+	int    ntrans;
+	sm_trans_t *trans;      /* P.transition.layers.N */
+	ln_t   ln_trans;        /* P.transition.layer_norm [c] */
+	lin_t  bb;              /* P.bb_update.linear [6, c] */
+	lin_t  ar_in;           /* P.angle_resnet.linear_in [r, c] */
+	lin_t  ar_initial;      /* P.angle_resnet.linear_initial [r, c] */
+	int    nres;
+	sm_resblock_t *res;     /* P.angle_resnet.layers.N */
+	lin_t  ar_out;          /* P.angle_resnet.linear_out [2 angles, r] */
+} sm_t;
+
+/* Host outputs of one structure-module pass: one block, laid out by
+ * sm_out_layout; allocated by sm_out_alloc and owned by the sm_out_t until
+ * sm_out_free, or placed in a pass's host memory (fx_host).  blocks = cfg
+ * sm_blocks, A = sm_angles (7). */
+typedef struct {
+	int    L, blocks, c;
+	float *frames;          /* [blocks, L, 7] quaternion w,x,y,z + translation (Angstrom) */
+	float *positions;       /* [blocks, L, 14, 3] atom14 coordinates */
+	float *angles;          /* [blocks, L, A, 2] (sin, cos), normalised */
+	float *unnorm_angles;   /* [blocks, L, A, 2] before normalisation */
+	float *states;          /* [blocks, L, c] single state after each block */
+	float *sidechain;       /* [L, 8, 4, 4] rigid-group frames of the last block */
+	float *atom37;          /* [L, 37, 3] from the last block's atom14 */
+	float *atom14_mask;     /* [L, 14] */
+	float *atom37_mask;     /* [L, 37] (no linker masking) */
+} sm_out_t;
+
+/* Load (be != NULL) or only check (be == NULL) the weights.  0 or negative
+ * (each bad tensor logged). */
+int  sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be);
+void sm_free(sm_t *sm);
+
+/* Lay out the outputs of length L from base (frames first, at base), or
+ * with base NULL only size them; returns the block's bytes. */
+size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base);
+/* 0, or negative when out of memory (then nothing is held). */
+int  sm_out_alloc(sm_out_t *o, const cfg_t *c, int L);
+void sm_out_free(sm_out_t *o);
+
+/* One pass.
+ *   s: [L, sm_c_s]  in: trunk2sm_s(s_s); out: the last block's state (the
+ *                   input of the lDDT head);
+ *   z: [L, L, sm_c_z] in: trunk2sm_z(s_z); out: layer_norm_z of it;
+ *   aatype: host [L] (0..20);
+ *   out: host results (laid out for this L), filled when executing.
+ * Its host scratch is placed with fx_host.  Errors are recorded in fx. */
+void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
+                const int *aatype, sm_out_t *out);
+
+#endif

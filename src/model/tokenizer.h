@@ -1,0 +1,36 @@
+/* tok.h - ESMFold's input encoding of one sequence (fair-esm flavour).
+ *
+ * Chains are separated by ':' and joined by a 25-glycine linker; residue
+ * indices jump by 512 per chain (the linker after chain i belongs to chain
+ * i's offset); linker residues have linker_mask 0 and the chain index of the
+ * chain before them.  Letters outside the 20 amino acids (B Z U O J X, any
+ * other) become X (aatype 20); the caller upper-cases.  ESM-2 tokens are
+ * <cls>, the vocabulary id of each residue's letter ("X" for aatype 20),
+ * <eos>.  A sequence without ':' encodes exactly as Hugging Face's infer().
+ */
+#ifndef ESMBATCH_TOK_H
+#define ESMBATCH_TOK_H
+
+#include <stdint.h>
+
+#include "model/hparams.h"
+
+#define TOK_LINKER_LEN   25
+#define TOK_CHAIN_OFFSET 512
+
+typedef struct {
+	int      L;            /* residues, linkers included */
+	int      nchains;
+	int     *aatype;       /* [L] AF2 order, 20 = X */
+	int32_t *residx;       /* [L] */
+	int32_t *tokens;       /* [L+2] ESM-2 ids */
+	float   *linker_mask;  /* [L] 1 residue, 0 linker */
+	int     *chain;        /* [L] chain index */
+} tok_t;
+
+/* Encode seq (upper case, chains split by ':').  0, or negative on an empty
+ * chain, a vocabulary without the needed letters, or no memory. */
+int  tok_encode(tok_t *t, const char *seq, const cfg_t *c);
+void tok_free(tok_t *t);
+
+#endif

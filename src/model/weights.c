@@ -1,0 +1,384 @@
+/* wt.c - weights from safetensors or a manifest (see wt.h). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "util/log.h"
+#include "io/safetensors.h"
+#include "model/weights.h"
+
+typedef struct {
+	const char *name;
+	int         nd;
+	int64_t     shape[ST_MAX_DIMS];
+	int         used;
+} wt_entry_t;
+
+struct wt {
+	char       *path;
+	st_t       *st;        /* NULL for a manifest */
+	json_t     *manifest;  /* owns manifest names */
+	wt_entry_t *e;         /* manifest or recorded entries */
+	int         ne, cape;
+	int         recording; /* wt_open_record: e[].name owned, appended */
+	char       *used;      /* [st_count] for a file */
+	cfg_t       cfg;
+	char        fp[17];
+	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
+	struct { be_t *be; void *p; } *buf;
+	int         nbuf, capbuf;
+};
+
+/* FNV-1a, 64 bits (wt.h) */
+uint64_t wt_fnv(uint64_t h, const void *data, size_t n)
+{
+	for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
+	return h;
+}
+
+/* config.json beside PATH, else __metadata__["config"] */
+static int wt_load_cfg(wt_t *w)
+{
+	char *dir = strdup(w->path), *slash, *cpath = NULL;
+	const char *meta;
+	FILE *f;
+	int rc = -1;
+
+	if (!dir) return -1;
+	slash = strrchr(dir, '/');
+	if (slash) slash[1] = 0;
+	if (asprintf(&cpath, "%sconfig.json", slash ? dir : "") < 0) cpath = NULL;
+	if (cpath && (f = fopen(cpath, "r"))) {
+		fclose(f);
+		rc = cfg_load(&w->cfg, cpath);
+	} else if ((meta = st_meta(w->st, "config"))) {
+		rc = cfg_parse(&w->cfg, meta, w->path);
+	} else {
+		log_error("%s: no config.json beside the weights and no \"config\" in its metadata", w->path);
+	}
+	free(cpath);
+	free(dir);
+	return rc;
+}
+
+wt_t *wt_open(const char *path)
+{
+	wt_t *w = calloc(1, sizeof *w);
+
+	if (!w || !(w->path = strdup(path))) goto fail;
+	if (!(w->st = st_open(path))) goto fail;
+	if (!(w->used = calloc(st_count(w->st) + 1, 1))) goto fail;
+	if (wt_load_cfg(w) < 0) goto fail;
+	/* fingerprint: every tensor's name, shape and first 64 bytes of data */
+	{
+		uint64_t h = WT_FNV_SEED;
+		for (int i = 0; i < st_count(w->st); i++) {
+			const st_tensor_t *t = st_at(w->st, i);
+			h = wt_fnv(h, t->name, strlen(t->name));
+			h = wt_fnv(h, t->shape, t->nd * sizeof *t->shape);
+			h = wt_fnv(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
+		}
+		snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
+	}
+	return w;
+fail:
+	wt_close(w);
+	return NULL;
+}
+
+wt_t *wt_open_manifest(const char *path)
+{
+	json_error_t err;
+	wt_t *w = calloc(1, sizeof *w);
+	json_t *tl, *cfgj, *e;
+	char *ctext = NULL;
+	size_t i;
+
+	if (!w || !(w->path = strdup(path))) goto fail;
+	if (!(w->manifest = json_load_file(path, 0, &err))) {
+		log_error("%s: cannot read manifest: %s", path, err.text);
+		goto fail;
+	}
+	tl = json_object_get(w->manifest, "tensors");
+	cfgj = json_object_get(w->manifest, "config");
+	if (!json_is_array(tl) || !json_is_object(cfgj)) {
+		log_error("%s: manifest needs \"tensors\" and \"config\"", path);
+		goto fail;
+	}
+	if (!(ctext = json_dumps(cfgj, 0)) || cfg_parse(&w->cfg, ctext, path) < 0) goto fail;
+	if (!(w->e = calloc(json_array_size(tl) + 1, sizeof *w->e))) goto fail;
+	json_array_foreach(tl, i, e) {
+		json_t *sh = json_object_get(e, "shape"), *d;
+		size_t k;
+		wt_entry_t *x = &w->e[w->ne];
+		x->name = json_string_value(json_object_get(e, "name"));
+		if (!x->name || !json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS) {
+			log_error("%s: manifest entry %zu malformed", path, i);
+			goto fail;
+		}
+		x->nd = (int)json_array_size(sh);
+		json_array_foreach(sh, k, d) x->shape[k] = json_integer_value(d);
+		w->ne++;
+	}
+	snprintf(w->fp, sizeof w->fp, "%016llx",
+	         (unsigned long long)wt_fnv(WT_FNV_SEED, ctext, strlen(ctext)));
+	free(ctext);
+	return w;
+fail:
+	free(ctext);
+	wt_close(w);
+	return NULL;
+}
+
+wt_t *wt_open_record(const char *cfg_json, const char *what)
+{
+	wt_t *w = calloc(1, sizeof *w);
+
+	if (!w || !(w->path = strdup(what))) goto fail;
+	w->recording = 1;
+	if (cfg_parse(&w->cfg, cfg_json, what) < 0) goto fail;
+	snprintf(w->fp, sizeof w->fp, "%016llx",
+	         (unsigned long long)wt_fnv(WT_FNV_SEED, cfg_json, strlen(cfg_json)));
+	return w;
+fail:
+	wt_close(w);
+	return NULL;
+}
+
+/* append a recorded entry; 0 or -1 */
+static int wt_record(wt_t *w, const char *name, int nd, const int64_t *shape)
+{
+	wt_entry_t *x;
+
+	if (nd > ST_MAX_DIMS) return -1;
+	if (w->ne == w->cape) {
+		int cap = w->cape ? 2 * w->cape : 256;
+		wt_entry_t *ne = realloc(w->e, cap * sizeof *ne);
+		if (!ne) return -1;
+		w->e = ne;
+		w->cape = cap;
+	}
+	x = &w->e[w->ne];
+	memset(x, 0, sizeof *x);
+	if (!(x->name = strdup(name))) return -1;
+	x->nd = nd;
+	memcpy(x->shape, shape, nd * sizeof *shape);
+	x->used = 1;
+	w->ne++;
+	return 0;
+}
+
+int wt_count(const wt_t *w) { return w->ne; }
+
+const char *wt_entry(const wt_t *w, int i, int *nd, const int64_t **shape)
+{
+	*nd = w->e[i].nd;
+	*shape = w->e[i].shape;
+	return w->e[i].name;
+}
+
+void wt_close(wt_t *w)
+{
+	if (!w) return;
+	if (w->recording)
+		for (int i = 0; i < w->ne; i++) free((char *)w->e[i].name);
+	for (int i = 0; i < w->nbuf; i++) w->buf[i].be->free(w->buf[i].be, w->buf[i].p);
+	free(w->buf);
+	st_close(w->st);
+	json_decref(w->manifest);
+	free(w->e);
+	free(w->used);
+	free(w->path);
+	free(w);
+}
+
+const cfg_t *wt_cfg(const wt_t *w) { return &w->cfg; }
+const char *wt_fingerprint(const wt_t *w) { return w->fp; }
+int64_t     wt_f32_bytes(const wt_t *w) { return w->f32_bytes; }
+const char *wt_path(const wt_t *w) { return w->path; }
+
+static void wt_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
+{
+	size_t o = 0;
+	o += snprintf(buf + o, n - o, "[");
+	for (int i = 0; i < nd && o < n; i++)
+		o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)shape[i]);
+	if (o < n) snprintf(buf + o, n - o, "]");
+}
+
+static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+                   const char *fmt, va_list ap)
+{
+	char name[256], want[96], have[96];
+	const int64_t *hs;
+	int hnd = 0;
+	const st_tensor_t *t = NULL;
+	wt_entry_t *m = NULL;
+	float *host = NULL;
+	void *p = NULL;
+	int64_t numel = 1;
+	int fresh = 0;   /* not asked for before */
+
+	*dst = NULL;
+	vsnprintf(name, sizeof name, fmt, ap);
+	if (w->st) {
+		t = st_find(w->st, name);
+		if (t) {
+			hs = t->shape;
+			hnd = t->nd;
+			fresh = !w->used[t - st_at(w->st, 0)];
+			w->used[t - st_at(w->st, 0)] = 1;
+		}
+	} else {
+		for (int i = 0; i < w->ne && !m; i++)
+			if (!strcmp(w->e[i].name, name)) m = &w->e[i];
+		if (m) { hs = m->shape; hnd = m->nd; fresh = !m->used; m->used = 1; }
+	}
+	if (!t && !m && w->recording) {
+		if (optional) return 0;
+		if (wt_record(w, name, nd, shape) == 0) return 0;
+		log_error("%s: out of memory recording '%s'", w->path, name);
+		return -1;
+	}
+	if (!t && !m) {
+		if (optional) return 0;
+		log_error("%s: tensor '%s' missing", w->path, name);
+		return -1;
+	}
+	int same = hnd == nd;
+	for (int i = 0; same && i < nd; i++) same = hs[i] == shape[i];
+	if (!same) {
+		wt_shape_str(want, sizeof want, nd, shape);
+		wt_shape_str(have, sizeof have, hnd, hs);
+		log_error("%s: tensor '%s' has shape %s, the config needs %s", w->path, name, have, want);
+		return -1;
+	}
+	for (int i = 0; i < nd; i++) numel *= shape[i];
+	if (fresh) w->f32_bytes += (int64_t)sizeof(float) * numel;
+	if (!t || !be) return 0;
+	if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
+		log_error("%s: tensor '%s' has dtype %s, expected a float type", w->path, name,
+		          st_dtype_name(t->dtype));
+		return -1;
+	}
+	if (t->dtype == ST_F32 && ((uintptr_t)t->data & 3) == 0) {
+		host = (float *)t->data;
+	} else if (!(host = malloc(sizeof(float) * (numel ? numel : 1)))) {
+		log_error("%s: out of memory converting '%s'", w->path, name);
+		return -1;
+	} else {
+		st_to_f32(t, host);
+	}
+	if (w->nbuf == w->capbuf) {
+		int cap = w->capbuf ? 2 * w->capbuf : 256;
+		void *nb = realloc(w->buf, cap * sizeof *w->buf);
+		if (!nb) goto oom;
+		w->buf = nb;
+		w->capbuf = cap;
+	}
+	if (be->alloc(be, sizeof(float) * (numel ? numel : 1), &p) < 0) goto oom;
+	if (be->upload(be, p, host, sizeof(float) * numel) < 0) {
+		be->free(be, p);
+		goto oom;
+	}
+	w->buf[w->nbuf].be = be;
+	w->buf[w->nbuf].p = p;
+	w->nbuf++;
+	if (host != t->data) free(host);
+	st_release(w->st, t);   /* copied: its file pages leave the resident set */
+	*dst = p;
+	return 0;
+oom:
+	if (host != t->data) free(host);
+	log_error("%s: cannot place tensor '%s' (%lld floats) on %s", w->path, name, (long long)numel, be->name);
+	return -1;
+}
+
+int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+           const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = wt_vget(w, be, dst, optional, nd, shape, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* PREFIX.SUFFIX */
+static int wt_sub(wt_t *w, be_t *be, float **dst, int nd, const int64_t *shape,
+                  const char *prefix, const char *suffix)
+{
+	return wt_get(w, be, dst, 0, nd, shape, "%s.%s", prefix, suffix);
+}
+
+/* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
+static int wt_pair(wt_t *w, be_t *be, float **wp, float **bp, int nd, const int64_t *wshape,
+                   int64_t bdim, const char *fmt, va_list ap)
+{
+	char prefix[256];
+	int rc;
+
+	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	rc = wt_sub(w, be, wp, nd, wshape, prefix, "weight");
+	if (bp) rc |= wt_sub(w, be, bp, 1, (int64_t[]){ bdim }, prefix, "bias");
+	return rc ? -1 : 0;
+}
+
+int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
+{
+	float *wp = NULL, *bp = NULL;
+	va_list ap;
+	int rc;
+
+	*l = (lin_t){ NULL, NULL, out, in };
+	if (!w) return 0;
+	va_start(ap, fmt);
+	rc = wt_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
+	va_end(ap);
+	*l = (lin_t){ wp, bp, out, in };
+	return rc;
+}
+
+int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
+{
+	float *wp = NULL, *bp = NULL;
+	va_list ap;
+	int rc;
+
+	*ln = (ln_t){ NULL, NULL, d, eps };
+	if (!w) return 0;
+	va_start(ap, fmt);
+	rc = wt_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
+	va_end(ap);
+	*ln = (ln_t){ wp, bp, d, eps };
+	return rc;
+}
+
+static int wt_ignored(const char *name, const char *const *ignore)
+{
+	for (; ignore && *ignore; ignore++)
+		if (!strncmp(name, *ignore, strlen(*ignore))) return 1;
+	return 0;
+}
+
+int wt_unused(const wt_t *w, const char *const *ignore)
+{
+	int n = 0;
+	if (w->st) {
+		for (int i = 0; i < st_count(w->st); i++)
+			if (!w->used[i] && !wt_ignored(st_at(w->st, i)->name, ignore)) {
+				log_debug("%s: tensor '%s' is not used by the model", w->path, st_at(w->st, i)->name);
+				n++;
+			}
+	} else {
+		for (int i = 0; i < w->ne; i++)
+			if (!w->e[i].used && !wt_ignored(w->e[i].name, ignore)) {
+				log_debug("%s: tensor '%s' is not used by the model", w->path, w->e[i].name);
+				n++;
+			}
+	}
+	return n;
+}

@@ -1,0 +1,131 @@
+/* pdb.c - fair-esm flavour PDB writer (see pdb.h). */
+#include "protein/pdb.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/atomic_file.h"
+#include "util/log.h"
+#include "protein/residue.h"
+
+static const char chain_ids[PDB_MAX_CHAINS + 1] =
+	"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/* one record padded to 80 columns */
+static void record80(FILE *f, const char *text)
+{
+	fprintf(f, "%-80.80s\n", text);
+}
+
+static void write_meta(FILE *f, const pdb_meta_t *m)
+{
+	char line[128];
+	record80(f, "HEADER    PREDICTED PROTEIN STRUCTURE");
+	if (m->version) {
+		snprintf(line, sizeof line, "REMARK 250 PREDICTED WITH ESMBATCH %.50s (ESMFOLD)",
+		         m->version);
+		record80(f, line);
+	}
+	if (m->weights) {
+		snprintf(line, sizeof line, "REMARK 250 WEIGHTS %.60s", m->weights);
+		record80(f, line);
+	}
+	snprintf(line, sizeof line, "REMARK 250 MEAN PLDDT %.2f (0-100)", m->mean_plddt);
+	record80(f, line);
+	snprintf(line, sizeof line, "REMARK 250 PTM %.4f", m->ptm);
+	record80(f, line);
+	snprintf(line, sizeof line, "REMARK 250 RECYCLES %d", m->recycles);
+	record80(f, line);
+	if (m->chunk_size > 0)
+		snprintf(line, sizeof line, "REMARK 250 CHUNK SIZE %d", m->chunk_size);
+	else
+		snprintf(line, sizeof line, "REMARK 250 CHUNK SIZE NONE");
+	record80(f, line);
+	if (m->fragment) {
+		snprintf(line, sizeof line, "REMARK 250 FRAGMENT %.60s", m->fragment);
+		record80(f, line);
+	}
+}
+
+static int check_input(const pdb_input_t *in)
+{
+	if (in->L < 0) {
+		log_error("pdb: negative length %d", in->L);
+		return -1;
+	}
+	for (int i = 0; i < in->L; i++) {
+		if (in->aatype[i] < 0 || in->aatype[i] >= RC_NUM_RESTYPES) {
+			log_error("pdb: aatype %d at residue %d is outside 0..%d", in->aatype[i], i,
+			          RC_NUM_RESTYPES - 1);
+			return -1;
+		}
+		if (in->chain_index &&
+		    (in->chain_index[i] < 0 || in->chain_index[i] >= PDB_MAX_CHAINS)) {
+			log_error("pdb: chain index %d at residue %d is outside 0..%d",
+			          in->chain_index[i], i, PDB_MAX_CHAINS - 1);
+			return -1;
+		}
+		for (int k = 0; k < RC_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RC_NUM_ATOM37 + k;
+			if (in->atom37_mask[at] < 0.5f)
+				continue;
+			if (!isfinite(in->atom37[3 * at]) || !isfinite(in->atom37[3 * at + 1]) ||
+			    !isfinite(in->atom37[3 * at + 2]) || !isfinite(in->plddt[at])) {
+				log_error("pdb: non-finite coordinate or pLDDT at residue %d atom %s", i,
+				          rc_atom_types[k]);
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+int pdb_write(FILE *f, const pdb_input_t *in)
+{
+	if (check_input(in) < 0)
+		return -1;
+	if (in->meta)
+		write_meta(f, in->meta);
+	fputs("PARENT N/A\n", f);
+	int serial = 1;
+	for (int i = 0; i < in->L; i++) {
+		const char *res = rc_restype_name3(in->aatype[i]);
+		int chain = in->chain_index ? in->chain_index[i] : 0;
+		int resnum = in->residue_index[i] + 1;
+		for (int k = 0; k < RC_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RC_NUM_ATOM37 + k;
+			if (in->atom37_mask[at] < 0.5f)
+				continue;
+			const float *x = in->atom37 + 3 * at;
+			/* serial, name, altLoc, resName, chain, resSeq, iCode, x y z,
+			 * occupancy, B-factor, element, charge */
+			fprintf(f, "ATOM  %5d  %-3s %3s %c%4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2c  \n",
+			        serial++, rc_atom_types[k], res, chain_ids[chain], resnum,
+			        (double)x[0], (double)x[1], (double)x[2], 1.0,
+			        100.0 * (double)in->plddt[at], rc_atom_elements[k]);
+		}
+		int last = i == in->L - 1;
+		if (last || (in->chain_index && in->chain_index[i + 1] != chain)) {
+			fprintf(f, "TER   %5d      %3s %c%4d\n", serial++, res, chain_ids[chain],
+			        resnum);
+			if (!last)
+				fputs("PARENT N/A\n", f);
+		}
+	}
+	fputs("END\n", f);
+	if (ferror(f)) {
+		log_error("pdb: write failed: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int pdb_write_atomic(const char *path, const pdb_input_t *in)
+{
+	af_t a;
+
+	if (!af_open(&a, path)) return -1;
+	return af_close(&a, pdb_write(a.f, in) == 0);
+}

@@ -1,0 +1,374 @@
+/* quota.c - read, write and query bucket quota tables (see quota.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/atomic_file.h"
+#include "util/log.h"
+#include "sched/quota.h"
+
+quota_table_t *quota_init(void)
+{
+	quota_table_t *t = calloc(1, sizeof *t);
+	if (t)
+		t->safety = 1.15;
+	return t;
+}
+
+void quota_free(quota_table_t *t)
+{
+	if (!t)
+		return;
+	free(t->device);
+	free(t->precision);
+	free(t->weights);
+	for (int i = 0; i < t->nextra; i++) {
+		free(t->extra_key[i]);
+		free(t->extra_val[i]);
+	}
+	free(t->extra_key);
+	free(t->extra_val);
+	free(t->rows);
+	free(t);
+}
+
+static int key_ok(const char *k)
+{
+	if (!*k)
+		return 0;
+	for (; *k; k++)
+		if (!isalnum((unsigned char)*k) && *k != '_' && *k != '.' && *k != '-')
+			return 0;
+	return 1;
+}
+
+static int value_ok(const char *v)
+{
+	for (; *v; v++)
+		if ((unsigned char)*v < 0x20 || *v == 0x7f)
+			return 0;
+	return 1;
+}
+
+static int replace(char **dst, const char *v)
+{
+	char *c = strdup(v);
+	if (!c)
+		return -1;
+	free(*dst);
+	*dst = c;
+	return 0;
+}
+
+int quota_set(quota_table_t *t, const char *key, const char *value)
+{
+	if (!key_ok(key) || !value || !value_ok(value))
+		return -1;
+	if (strcmp(key, "device") == 0)
+		return replace(&t->device, value);
+	if (strcmp(key, "precision") == 0)
+		return replace(&t->precision, value);
+	if (strcmp(key, "weights") == 0)
+		return replace(&t->weights, value);
+	if (strcmp(key, "safety") == 0) {
+		char *end;
+		double s;
+		errno = 0;
+		s = strtod(value, &end);
+		if (!*value || *end || errno || !isfinite(s) || s < 1.0 || s > 100.0)
+			return -1;
+		t->safety = s;
+		return 0;
+	}
+	for (int i = 0; i < t->nextra; i++)
+		if (strcmp(t->extra_key[i], key) == 0)
+			return replace(&t->extra_val[i], value);
+	char **k = realloc(t->extra_key, (size_t)(t->nextra + 1) * sizeof *k);
+	if (!k)
+		return -1;
+	t->extra_key = k;
+	char **v = realloc(t->extra_val, (size_t)(t->nextra + 1) * sizeof *v);
+	if (!v)
+		return -1;
+	t->extra_val = v;
+	t->extra_key[t->nextra] = strdup(key);
+	t->extra_val[t->nextra] = strdup(value);
+	if (!t->extra_key[t->nextra] || !t->extra_val[t->nextra]) {
+		free(t->extra_key[t->nextra]);
+		free(t->extra_val[t->nextra]);
+		return -1;
+	}
+	t->nextra++;
+	return 0;
+}
+
+const char *quota_get(const quota_table_t *t, const char *key)
+{
+	static char buf[32];   /* safety only; not thread-safe */
+	if (strcmp(key, "device") == 0) return t->device;
+	if (strcmp(key, "precision") == 0) return t->precision;
+	if (strcmp(key, "weights") == 0) return t->weights;
+	if (strcmp(key, "safety") == 0) {
+		snprintf(buf, sizeof buf, "%g", t->safety);
+		return buf;
+	}
+	for (int i = 0; i < t->nextra; i++)
+		if (strcmp(t->extra_key[i], key) == 0)
+			return t->extra_val[i];
+	return NULL;
+}
+
+int quota_add_row(quota_table_t *t, const quota_row_t *row)
+{
+	if (row->max_len <= 0 || row->quota <= 0 ||
+	    row->peak_allocated < -1 || row->peak_reserved < -1 ||
+	    row->device_used < -1)
+		return -1;
+	if (t->nrows > 0 && row->max_len <= t->rows[t->nrows - 1].max_len)
+		return -1;
+	quota_row_t *r = realloc(t->rows, (size_t)(t->nrows + 1) * sizeof *r);
+	if (!r)
+		return -1;
+	t->rows = r;
+	t->rows[t->nrows++] = *row;
+	return 0;
+}
+
+const quota_row_t *quota_find(const quota_table_t *t, int64_t len)
+{
+	for (int i = 0; i < t->nrows; i++)
+		if (len <= t->rows[i].max_len)
+			return &t->rows[i];
+	return NULL;
+}
+
+int64_t quota_for_bucket(const quota_table_t *t, const bucket_set_t *s, int b)
+{
+	int64_t bound = bucket_bound(s, b);
+	const quota_row_t *r;
+	if (bound < 0)
+		return -1;
+	r = quota_find(t, bound);
+	return r ? r->quota : -1;
+}
+
+/* --- reading ------------------------------------------------------------ */
+
+/* a byte count: decimal digits only, or "-" (-1) when dash_ok */
+static int parse_bytes(const char *s, int dash_ok, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (dash_ok && strcmp(s, "-") == 0) {
+		*out = -1;
+		return 0;
+	}
+	if (!isdigit((unsigned char)s[0]))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (*end || errno)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* split line at tabs in place; returns the field count (at most max) or
+ * max + 1 when there are more */
+static int split_tabs(char *line, char **f, int max)
+{
+	int n = 0;
+	char *p = line;
+	for (;;) {
+		if (n == max)
+			return max + 1;
+		f[n++] = p;
+		p = strchr(p, '\t');
+		if (!p)
+			return n;
+		*p++ = '\0';
+	}
+}
+
+#define MAX_FIELDS 64
+
+quota_table_t *quota_read_fp(FILE *fp, const char *name)
+{
+	quota_table_t *t = quota_init();
+	char *line = NULL, *f[MAX_FIELDS];
+	size_t cap = 0;
+	ssize_t len;
+	int lno = 0, have_cols = 0, have_safety = 0, nf;
+	const char *err = NULL;
+
+	if (!t) {
+		log_error("out of memory");
+		return NULL;
+	}
+	while ((len = getline(&line, &cap, fp)) >= 0) {
+		lno++;
+		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+			line[--len] = '\0';
+		if ((size_t)len != strlen(line)) {
+			err = "NUL byte in line";
+			goto bad;
+		}
+		if (lno == 1) {
+			nf = split_tabs(line, f, MAX_FIELDS);
+			if (nf < 2 || strcmp(f[0], QUOTA_MAGIC) != 0) {
+				err = "not a quota table (first line must start with '" QUOTA_MAGIC "')";
+				goto bad;
+			}
+			if (nf > MAX_FIELDS || strcmp(f[1], QUOTA_VERSION) != 0) {
+				err = "unsupported quota table version (expected " QUOTA_VERSION ")";
+				goto bad;
+			}
+			for (int i = 2; i < nf; i++) {
+				char *eq = strchr(f[i], '=');
+				if (!eq) {
+					err = "header field is not key=value";
+					goto bad;
+				}
+				*eq = '\0';
+				int is_safety = strcmp(f[i], "safety") == 0;
+				if (is_safety ? have_safety : quota_get(t, f[i]) != NULL) {
+					err = "header key given twice";
+					goto bad;
+				}
+				if (quota_set(t, f[i], eq + 1) < 0) {
+					err = is_safety
+					      ? "safety must be a number in [1, 100]"
+					      : "bad header key or value";
+					goto bad;
+				}
+				have_safety |= is_safety;
+			}
+			if (!t->device || !t->precision || !t->weights || !have_safety) {
+				err = "header needs device=, precision=, weights= and safety=";
+				goto bad;
+			}
+			continue;
+		}
+		if (len == 0 || line[0] == '#')
+			continue;
+		if (!have_cols) {
+			if (strcmp(line, QUOTA_COLUMNS) != 0) {
+				err = "expected the column line '" "max_len\\tpeak_allocated\\t"
+				      "peak_reserved\\tdevice_used\\tquota'";
+				goto bad;
+			}
+			have_cols = 1;
+			continue;
+		}
+		nf = split_tabs(line, f, MAX_FIELDS);
+		if (nf != 5) {
+			err = "expected 5 tab-separated fields";
+			goto bad;
+		}
+		quota_row_t r;
+		if (parse_bytes(f[0], 0, &r.max_len) < 0 || r.max_len <= 0) {
+			err = "max_len must be a positive integer";
+			goto bad;
+		}
+		if (parse_bytes(f[1], 1, &r.peak_allocated) < 0 ||
+		    parse_bytes(f[2], 1, &r.peak_reserved) < 0 ||
+		    parse_bytes(f[3], 1, &r.device_used) < 0) {
+			err = "memory figures must be byte counts (digits) or '-'";
+			goto bad;
+		}
+		if (parse_bytes(f[4], 0, &r.quota) < 0 || r.quota <= 0) {
+			err = "quota must be a positive byte count";
+			goto bad;
+		}
+		if (quota_add_row(t, &r) < 0) {
+			err = "max_len must increase from row to row";
+			goto bad;
+		}
+	}
+	if (ferror(fp)) {
+		log_error("%s: read error: %s", name, strerror(errno));
+		goto fail;
+	}
+	if (lno == 0) {
+		log_error("%s: empty quota table", name);
+		goto fail;
+	}
+	if (t->nrows == 0) {
+		log_error("%s: quota table has no rows", name);
+		goto fail;
+	}
+	free(line);
+	return t;
+bad:
+	log_error("%s:%d: %s", name, lno, err);
+fail:
+	free(line);
+	quota_free(t);
+	return NULL;
+}
+
+quota_table_t *quota_read(const char *path)
+{
+	FILE *fp = fopen(path, "r");
+	quota_table_t *t;
+
+	if (!fp) {
+		log_error("%s: cannot open quota table: %s", path, strerror(errno));
+		return NULL;
+	}
+	t = quota_read_fp(fp, path);
+	fclose(fp);
+	return t;
+}
+
+/* --- writing ------------------------------------------------------------ */
+
+static void put_bytes(FILE *fp, int64_t v)
+{
+	if (v < 0)
+		fputs("-", fp);
+	else
+		fprintf(fp, "%lld", (long long)v);
+}
+
+int quota_write_fp(const quota_table_t *t, FILE *fp)
+{
+	if (!t->device || !t->precision || !t->weights) {
+		log_error("quota table: device, precision and weights must be set");
+		return -1;
+	}
+	/* the shortest safety text that reads back as the same double */
+	char sf[32];
+	for (int prec = 6; prec <= 17; prec++) {
+		snprintf(sf, sizeof sf, "%.*g", prec, t->safety);
+		if (strtod(sf, NULL) == t->safety) break;
+	}
+	fprintf(fp, "%s\t%s\tdevice=%s\tprecision=%s\tweights=%s\tsafety=%s",
+	        QUOTA_MAGIC, QUOTA_VERSION, t->device, t->precision, t->weights, sf);
+	for (int i = 0; i < t->nextra; i++)
+		fprintf(fp, "\t%s=%s", t->extra_key[i], t->extra_val[i]);
+	fputs("\n" QUOTA_COLUMNS "\n", fp);
+	for (int i = 0; i < t->nrows; i++) {
+		const quota_row_t *r = &t->rows[i];
+		fprintf(fp, "%lld\t", (long long)r->max_len);
+		put_bytes(fp, r->peak_allocated);
+		fputc('\t', fp);
+		put_bytes(fp, r->peak_reserved);
+		fputc('\t', fp);
+		put_bytes(fp, r->device_used);
+		fprintf(fp, "\t%lld\n", (long long)r->quota);
+	}
+	return ferror(fp) ? -1 : 0;
+}
+
+int quota_write(const quota_table_t *t, const char *path)
+{
+	af_t a;
+
+	if (!af_open(&a, path)) return -1;
+	return af_close(&a, quota_write_fp(t, a.f) == 0);
+}

@@ -1,0 +1,530 @@
+/* scheduler.c - devices, budgets, workers, halving (see scheduler.h). */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <jansson.h>
+
+#include "sched/bucket.h"
+#include "backend/devices.h"
+#include "io/job.h"
+#include "util/log.h"
+#include "sched/scheduler.h"
+
+#define SCHED_MIN_CHUNK 8
+#define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
+
+struct sched {
+	sched_dev_t    *dev;
+	int             ndev;
+	sched_opt_t     o;
+	sched_item_t   *it;
+	int             n, cap;
+	int             running;
+	double          t_start;
+	pthread_mutex_t lock;
+	pthread_cond_t  cond;
+};
+
+double sched_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* the chunk size after c, or -1 when there is none */
+static int sched_next_chunk(int c, int L)
+{
+	int n = c == 0 ? 128 : c / 2;
+	while (n >= L && n >= SCHED_MIN_CHUNK) n /= 2;   /* a chunk >= L is no chunk */
+	return n >= SCHED_MIN_CHUNK ? n : -1;
+}
+
+/* quota of seq at chunk on device d; -1 when it cannot be planned */
+static int64_t sched_quota(const sched_t *s, const sched_dev_t *d, const char *seq, int chunk)
+{
+	model_run_t run = { .chunk = chunk, .passes = s->o.passes };
+	size_t arena, peak;
+	tok_t t;
+	int64_t q = -1;
+
+	if (tok_encode(&t, seq, d->model.cfg) < 0) return -1;
+	if (s->o.qt && chunk == s->o.chunk) {
+		const quota_row_t *r = quota_find(s->o.qt, t.L);
+		if (r) q = r->quota;
+	}
+	if (q < 0 && model_plan(&d->model, &t, &run, &arena, &peak) == 0)
+		q = (int64_t)ceil((double)(arena + d->be->workspace) * s->o.safety) + d->overhead;
+	tok_free(&t);
+	return q;
+}
+
+static int64_t sched_best_fit(const sched_t *s, const char *seq, int chunk, int64_t *quota)
+{
+	int64_t best = -1;
+	*quota = -1;
+	for (int i = 0; i < s->ndev; i++) {
+		int64_t q = sched_quota(s, &s->dev[i], seq, chunk);
+		if (q < 0) continue;
+		if (*quota < 0 || q < *quota) *quota = q;
+		if (q <= s->dev[i].budget) best = i;
+	}
+	return best;
+}
+
+/* append an item for the text frag[0..len) starting at character start of
+ * record rec; NULL when out of memory (s->it may move) */
+static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start, int len)
+{
+	sched_item_t *it;
+
+	if (s->n == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 64;
+		sched_item_t *ni = realloc(s->it, cap * sizeof *ni);
+		if (!ni) return NULL;
+		s->it = ni;
+		s->cap = cap;
+	}
+	it = &s->it[s->n];
+	memset(it, 0, sizeof *it);
+	if (!(it->seq = strndup(frag, len))) return NULL;
+	it->rec = rec;
+	it->start = start;
+	it->len = len;
+	it->dev = it->worker = -1;
+	s->n++;
+	return it;
+}
+
+static int sched_place(sched_t *s, int i, int c0);
+
+/* item i becomes two halves, appended and placed; 0 or -1 */
+static int sched_split(sched_t *s, int i)
+{
+	sched_item_t *it = &s->it[i];
+	char *seq = it->seq;
+	int rec = it->rec, start = it->start, L = it->len, h = L / 2, rc = -1;
+
+	it->seq = NULL;
+	it->state = SCHED_SPLIT;
+	log_info("record %d: residues %d-%d halved", rec, start + 1, start + L);
+	if (sched_push(s, rec, seq, start, h) && sched_place(s, s->n - 1, s->o.chunk) == 0 &&
+	    sched_push(s, rec, seq + h, start + h, L - h) && sched_place(s, s->n - 1, s->o.chunk) == 0)
+		rc = 0;
+	free(seq);
+	return rc;
+}
+
+/* The first chunk of auto (--chunk-size 0) for length L where every device
+ * computes in host memory (the CPU), below L (else 0): SCHED_CPU_CHUNK rows
+ * up to L = 256, so that the pair ops' slabs (32 L rows of c_z floats) stay
+ * in cache from one op to the next (bench folds: L 256 7% faster than in
+ * 64 rows, L 128 faster than in 64, as fast as in 16), and beyond, a
+ * quarter of the rows (a power of two), so that the triangle
+ * multiplication, which streams its whole second projection once per
+ * chunk, makes few passes.  Elsewhere 0: unchunked. */
+static int sched_cache_chunk(const sched_t *s, int L)
+{
+	int n = SCHED_CPU_CHUNK;
+
+	for (int i = 0; i < s->ndev; i++)
+		if (!s->dev[i].be->host_mem) return 0;
+	while (L > 256 && 4 * (2 * n) <= L) n *= 2;
+	return n < L ? n : 0;
+}
+
+/* Make item i fit some device: from chunk c0 on (0: auto), smaller chunks,
+ * then two halves (appended), recursively.  Lock held (or before the run). */
+static int sched_place(sched_t *s, int i, int c0)
+{
+	sched_item_t *it = &s->it[i];
+	int64_t q = -1;
+	int L = it->len;
+
+	if (c0 == 0) c0 = sched_cache_chunk(s, L);
+	for (int c = c0; c >= 0; c = sched_next_chunk(c, L)) {
+		if (sched_best_fit(s, it->seq, c, &q) >= 0) {
+			it->chunk = c;
+			it->quota = q;
+			it->state = SCHED_WAIT;
+			return 0;
+		}
+	}
+	if (s->o.no_split || L < 2) {
+		it->state = SCHED_FAILED;
+		snprintf(it->reason, sizeof it->reason,
+		         "needs %lld bytes at the smallest chunk, more than any device's budget%s",
+		         (long long)q, s->o.no_split ? " (--no-split)" : "");
+		return 0;
+	}
+	return sched_split(s, i);   /* the halves keep the numbering through start */
+}
+
+int sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+                    sched_dev_t **devs, int *ndev)
+{
+	char **spec;
+	int n = dev_split(o->devices, &spec);
+
+	*ndev = 0;
+	if (n < 0 || !(*devs = calloc(n, sizeof **devs))) {
+		dev_split_free(spec, n);
+		return -1;
+	}
+	*ndev = n;
+	for (int i = 0; i < n; i++) {
+		sched_dev_t *d = &(*devs)[i];
+		d->spec = spec[i];
+		spec[i] = NULL;
+		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
+		if (dev_precision(d->be, o->precision) < 0) goto fail;
+		if (model_load(&d->model, w, load ? d->be : NULL) < 0) goto fail;
+		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
+		d->loaded = 1;
+		d->workers = o->dump_tensors ? 1 : o->workers;
+		d->budget = dev_budget(d->be, d->spec, cpu_total, wt_f32_bytes(w), load);
+		if (qt && quota_get(qt, "worker_overhead"))
+			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
+		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
+		         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
+	}
+	free(spec);
+	return 0;
+fail:
+	dev_split_free(spec, n);
+	return -1;
+}
+
+void sched_devs_free(sched_dev_t *devs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (devs[i].loaded) model_free(&devs[i].model);
+		be_free(devs[i].be);
+		free(devs[i].spec);
+	}
+	free(devs);
+}
+
+sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
+{
+	sched_t *s = calloc(1, sizeof *s);
+
+	if (!s) return NULL;
+	s->dev = devs;
+	s->ndev = ndev;
+	s->o = *o;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	for (int i = 0; i < ndev && o->jsonl; i++) {
+		fprintf(o->jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
+		        "\"overhead\":%lld,\"workers\":%d}\n", devs[i].be->name,
+		        (long long)devs[i].budget, (long long)devs[i].overhead, devs[i].workers);
+	}
+	return s;
+}
+
+void sched_free(sched_t *s)
+{
+	if (!s) return;
+	for (int i = 0; i < s->n; i++) free(s->it[i].seq);
+	free(s->it);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s);
+}
+
+int sched_add(sched_t *s, int rec, const char *seq)
+{
+	if (!sched_push(s, rec, seq, 0, (int)strlen(seq))) return -1;
+	return sched_place(s, s->n - 1, s->o.chunk);
+}
+
+int sched_count(const sched_t *s) { return s->n; }
+const sched_item_t *sched_item(const sched_t *s, int i) { return &s->it[i]; }
+
+/* the longest waiting item whose quota fits d now; -1 none.  *any: some
+ * waiting item could ever run on d */
+static int sched_pick(sched_t *s, sched_dev_t *d, int *any)
+{
+	int best = -1;
+	*any = 0;
+	for (int i = 0; i < s->n; i++) {
+		sched_item_t *it = &s->it[i];
+		if (it->state != SCHED_WAIT || it->quota > d->budget) continue;
+		*any = 1;
+		if (it->quota <= d->budget - d->granted && (best < 0 || it->len > s->it[best].len))
+			best = i;
+	}
+	return best;
+}
+
+static void sched_log_fold(sched_t *s, const sched_item_t *it, const sched_dev_t *d,
+                           const mem_fig_t *fig, const char *status)
+{
+	if (!s->o.jsonl) return;
+	fprintf(s->o.jsonl, "{\"event\":\"fold\",\"record\":%d,\"start\":%d,\"length\":%d,"
+	        "\"device\":\"%s\",\"worker\":%d,\"chunk\":%d,\"quota\":%lld,\"t0\":%.4f,"
+	        "\"t1\":%.4f,\"status\":\"%s\"", it->rec, it->start, it->len, d->be->name,
+	        it->worker, it->chunk, (long long)it->quota, it->t0, it->t1, status);
+	if (fig)
+		fprintf(s->o.jsonl, ",\"predicted\":%zu,\"allocated\":%zu,\"reserved\":%zu,"
+		        "\"device_used\":%lld,\"growth\":%lld", fig->predicted, fig->allocated,
+		        fig->reserved, (long long)fig->device_used, (long long)fig->growth);
+	fputs("}\n", s->o.jsonl);
+	fflush(s->o.jsonl);
+}
+
+/* record rec has no item waiting or running */
+static int sched_settled(const sched_t *s, int rec)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->it[i].rec == rec && (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN))
+			return 0;
+	return 1;
+}
+
+/* one worker on device di */
+static void sched_worker(sched_t *s, int di, int wi)
+{
+	sched_dev_t *d = &s->dev[di];
+	/* the device's model, run on this worker's own backend where the
+	 * device has per-worker ones (CUDA: stream, cuBLAS handle) */
+	model_t m = d->model;
+	be_t *wbe = d->be->worker ? d->be->worker(d->be) : NULL;
+
+	if (wbe) m.be = wbe;
+	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		int any, i;
+		if (*s->o.stop) break;
+		i = sched_pick(s, d, &any);
+		if (i < 0) {
+			if (!any && s->running == 0) break;   /* nothing will ever come */
+			pthread_cond_wait(&s->cond, &s->lock);
+			continue;
+		}
+		sched_item_t *it = &s->it[i];
+		it->state = SCHED_RUN;
+		it->dev = di;
+		it->worker = wi;
+		it->t0 = sched_now() - s->t_start;
+		d->granted += it->quota;
+		s->running++;
+		char *seq = it->seq;
+		int chunk = it->chunk;
+		pthread_mutex_unlock(&s->lock);
+
+		model_run_t run = { .chunk = chunk, .passes = s->o.passes, .dump = s->o.dump,
+		                    .name = s->o.names ? s->o.names[it->rec] : NULL };
+		model_out_t out = { 0 };
+		mem_fig_t fig;
+		char err[256] = "";
+		double t0 = sched_now();
+		tok_t t;
+		int rc = tok_encode(&t, seq, m.cfg);
+		if (rc < 0) {
+			snprintf(err, sizeof err, "cannot encode the sequence");
+		} else {
+			rc = mem_fold(&m, &t, &run, &out, &fig, err, sizeof err);
+			if (rc == 0 && s->o.done(s->o.ctx, it, d, &t, &out, &fig, sched_now() - t0, err,
+			                         sizeof err) < 0)
+				rc = -1;
+			tok_free(&t);
+		}
+		model_out_free(&out);
+
+		pthread_mutex_lock(&s->lock);
+		it = &s->it[i];   /* the array may have grown */
+		it->t1 = sched_now() - s->t_start;
+		d->granted -= it->quota;
+		if (rc == 0) {
+			it->state = SCHED_DONE;
+			if (s->o.settled && sched_settled(s, it->rec)) s->o.settled(s->o.ctx, s, it->rec);
+			sched_log_fold(s, &s->it[i], d, &fig, "ok");
+		} else if (rc == -2) {
+			/* out of memory: an event; smaller chunk, then halves */
+			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
+			         it->start + 1, it->start + it->len, d->be->name, err);
+			sched_log_fold(s, it, d, NULL, "oom");
+			int c = sched_next_chunk(it->chunk, it->len);
+			if (c >= 0) {
+				it->state = SCHED_WAIT;
+				if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
+			} else if (s->o.no_split || it->len < 2) {
+				it->state = SCHED_FAILED;
+				snprintf(it->reason, sizeof it->reason, "%s", err);
+			} else if (sched_split(s, i) < 0) {
+				log_error("record %d: cannot queue its halves", s->it[i].rec);
+			}
+		} else {
+			it->state = SCHED_FAILED;
+			snprintf(it->reason, sizeof it->reason, "%s", err);
+			sched_log_fold(s, it, d, NULL, "failed");
+		}
+		it = &s->it[i];
+		if (it->state == SCHED_FAILED && s->o.settled && sched_settled(s, it->rec))
+			s->o.settled(s->o.ctx, s, it->rec);
+		s->running--;
+		pthread_cond_broadcast(&s->cond);
+	}
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	be_free(wbe);
+}
+
+/* model length of an item: residues plus a linker per chain break */
+static int64_t sched_model_len(const sched_item_t *it)
+{
+	int64_t n = it->len;
+	for (int k = 0; k < it->len; k++)
+		if (it->seq[k] == ':') n += JOB_LINKER_LEN - 1;
+	return n;
+}
+
+typedef struct {
+	int64_t items, longest, quota, at_once, peak;
+} sched_tally_t;
+
+int sched_plan(sched_t *s, FILE *out, int order)
+{
+	int nw = 0, w, nb = BUCKET_MAX + 1, ord = 0, *busy = NULL, *wdev = NULL, *started = NULL;
+	double t = 0, *fin = NULL, *at = NULL;
+	int64_t *peak = calloc(s->ndev, sizeof *peak);
+	sched_tally_t *tl = NULL;
+	char lab[32];
+	int rc = -1;
+
+	for (int i = 0; i < s->ndev; i++) nw += s->dev[i].workers;
+	busy = malloc(nw * sizeof *busy);
+	wdev = malloc(nw * sizeof *wdev);
+	fin = malloc(nw * sizeof *fin);
+	started = malloc((s->n + 1) * sizeof *started);
+	at = malloc((s->n + 1) * sizeof *at);
+	tl = calloc((size_t)s->ndev * nb, sizeof *tl);
+	if (!peak || !busy || !wdev || !fin || !started || !at || !tl) goto done;
+	w = 0;
+	for (int i = 0; i < s->ndev; i++)
+		for (int k = 0; k < s->dev[i].workers; k++) wdev[w++] = i;
+	for (w = 0; w < nw; w++) busy[w] = -1;
+	for (;;) {
+		int any, running = 0;
+		for (w = 0; w < nw; w++) {
+			sched_dev_t *d = &s->dev[wdev[w]];
+			int i;
+			if (busy[w] >= 0 || (i = sched_pick(s, d, &any)) < 0) continue;
+			s->it[i].state = SCHED_RUN;
+			s->it[i].dev = wdev[w];
+			s->it[i].worker = w;
+			d->granted += s->it[i].quota;
+			busy[w] = i;
+			fin[w] = t + (double)s->it[i].len * s->it[i].len;
+			started[ord] = i;
+			at[ord++] = t;
+		}
+		/* what runs now, per device and bucket */
+		for (int i = 0; i < s->ndev; i++) {
+			int64_t now[BUCKET_MAX + 1] = { 0 };
+			if (s->dev[i].granted > peak[i]) peak[i] = s->dev[i].granted;
+			for (w = 0; w < nw; w++)
+				if (busy[w] >= 0 && wdev[w] == i) now[bucket_of(NULL, sched_model_len(&s->it[busy[w]]))]++;
+			for (int b = 0; b < nb; b++) {
+				sched_tally_t *x = &tl[i * nb + b];
+				if (now[b] > x->at_once) x->at_once = now[b];
+				if (now[b] && s->dev[i].granted > x->peak) x->peak = s->dev[i].granted;
+			}
+		}
+		for (w = 0; w < nw; w++)   /* on to the earliest end */
+			if (busy[w] >= 0 && (!running++ || fin[w] < t)) t = fin[w];
+		if (!running) break;
+		for (w = 0; w < nw; w++) {
+			if (busy[w] < 0 || fin[w] > t) continue;
+			s->it[busy[w]].state = SCHED_DONE;
+			s->dev[wdev[w]].granted -= s->it[busy[w]].quota;
+			busy[w] = -1;
+		}
+	}
+	for (int k = 0; k < ord; k++) {
+		sched_item_t *it = &s->it[started[k]];
+		sched_tally_t *x = &tl[it->dev * nb + bucket_of(NULL, sched_model_len(it))];
+		x->items++;
+		if (it->len > x->longest) x->longest = it->len;
+		if (it->quota > x->quota) x->quota = it->quota;
+	}
+	fprintf(out, "device\tbudget\tworkers\tpeak\n");
+	for (int i = 0; i < s->ndev; i++)
+		fprintf(out, "%s\t%lld\t%d\t%lld\n", s->dev[i].be->name, (long long)s->dev[i].budget,
+		        s->dev[i].workers, (long long)peak[i]);
+	fprintf(out, "\ndevice\tbucket\titems\tlongest\tquota\tat_once\tpeak\n");
+	for (int i = 0; i < s->ndev; i++)
+		for (int b = 0; b < nb; b++) {
+			const sched_tally_t *x = &tl[i * nb + b];
+			if (!x->items) continue;
+			fprintf(out, "%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", s->dev[i].be->name,
+			        bucket_label(NULL, b, lab, sizeof lab), (long long)x->items,
+			        (long long)x->longest, (long long)x->quota, (long long)x->at_once,
+			        (long long)x->peak);
+		}
+	if (order) {
+		fprintf(out, "\nstart\tdevice\tworker\trecord\tresidues\tchunk\tquota\n");
+		for (int k = 0; k < ord; k++) {
+			const sched_item_t *it = &s->it[started[k]];
+			fprintf(out, "%.1f\t%s\t%d\t%d\t%d-%d\t%d\t%lld\n", t > 0 ? 100.0 * at[k] / t : 0.0,
+			        s->dev[it->dev].be->name, it->worker, it->rec, it->start + 1, it->start + it->len,
+			        it->chunk, (long long)it->quota);
+		}
+	}
+	rc = ferror(out) ? -1 : 0;
+done:
+	/* nothing ran: every item planned is waiting again */
+	for (int k = 0; k < ord; k++) {
+		s->it[started[k]].state = SCHED_WAIT;
+		s->it[started[k]].dev = s->it[started[k]].worker = -1;
+	}
+	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = 0;
+	free(peak);
+	free(busy);
+	free(wdev);
+	free(fin);
+	free(started);
+	free(at);
+	free(tl);
+	return rc;
+}
+
+int sched_run(sched_t *s)
+{
+	int total = 0, stopped = 0;
+
+	s->t_start = sched_now();
+	for (int i = 0; i < s->ndev; i++) total += s->dev[i].workers;
+	if (total <= 1) {
+		sched_worker(s, 0, 0);
+	} else {
+		#pragma omp parallel num_threads(total)
+		{
+			int w = 0, di = 0;
+#ifdef _OPENMP
+			w = omp_get_thread_num();
+#endif
+			int k = w;
+			while (di < s->ndev && k >= s->dev[di].workers) k -= s->dev[di++].workers;
+			if (di < s->ndev) sched_worker(s, di, w);
+		}
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN) {
+			s->it[i].state = SCHED_FAILED;
+			snprintf(s->it[i].reason, sizeof s->it[i].reason,
+			         *s->o.stop ? "interrupted before it ran" : "fits no device");
+			stopped = 1;
+		}
+	return stopped && *s->o.stop ? -1 : 0;
+}

@@ -1,0 +1,120 @@
+/* scheduler.h - the scheduler (prefix sched_; not sched.h, which would
+ * shadow the system header): devices with memory budgets, worker threads,
+ * smaller chunks then halving for what fits nowhere, out-of-memory events
+ * survived.
+ *
+ * Every record becomes one or more items (its fragments once halved).  An
+ * item's quota is its planned arena x safety plus the device's per-worker
+ * overhead (or the quota table's row for its length).  A device's budget
+ * is what is left of it once its weights are loaded, less a reserve; its
+ * workers (OpenMP threads) each take the longest waiting item whose quota
+ * fits the budget not yet granted, so running quotas never sum beyond the
+ * budget.  An item that fits no device is planned with smaller chunk
+ * sizes, then split into two halves, recursively (--no-split: failed).  A
+ * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
+ * quota and is requeued the same way; other workers carry on.
+ */
+#ifndef ESMBATCH_SCHED_H
+#define ESMBATCH_SCHED_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "backend/backend.h"
+#include "sched/memory.h"
+#include "model/model.h"
+#include "cli/options.h"
+#include "sched/quota.h"
+#include "io/safetensors.h"
+#include "model/tokenizer.h"
+
+typedef enum { SCHED_WAIT, SCHED_RUN, SCHED_DONE, SCHED_FAILED, SCHED_SPLIT } sched_state_t;
+
+typedef struct {
+	int           rec;        /* the record it belongs to (caller's index) */
+	int           start, len; /* characters of the record's sequence */
+	char         *seq;        /* this item's sequence (owned) */
+	int           chunk;
+	int64_t       quota;      /* bytes granted while it runs */
+	sched_state_t state;
+	int           dev, worker;
+	double        t0, t1;     /* seconds since the run began */
+	char          reason[256];
+} sched_item_t;
+
+typedef struct {
+	char   *spec;
+	be_t   *be;
+	model_t model;
+	int     loaded;
+	int64_t budget;          /* bytes jobs may hold at once */
+	int64_t granted;         /* quotas of running items */
+	int64_t overhead;        /* per worker, added to every quota */
+	int     workers;
+} sched_dev_t;
+
+typedef struct sched sched_t;
+
+/* Called by a worker (no lock held) when an item's fold succeeded; writes
+ * its outputs.  0, or negative: the item fails with `reason`. */
+typedef int (*sched_done_fn)(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                             const model_out_t *out, const mem_fig_t *fig, double secs,
+                             char *reason, size_t cap);
+
+/* Called by a worker with the scheduler's lock held once no item of record
+ * rec waits or runs any more: the record's outcome is final (its items via
+ * sched_item; do not call into the scheduler).  Before the worker logs
+ * the fold that ended it. */
+typedef void (*sched_settled_fn)(void *ctx, const sched_t *s, int rec);
+
+typedef struct {
+	int                  chunk;       /* first chunk size tried */
+	int                  passes;
+	int                  no_split;
+	double               safety;      /* quota = ceil(arena x safety) + overhead */
+	const quota_table_t *qt;          /* or NULL */
+	FILE                *jsonl;       /* one line per device and per fold */
+	volatile sig_atomic_t *stop;      /* nonzero: take no more items */
+	sched_done_fn        done;
+	sched_settled_fn     settled;     /* or NULL */
+	void                *ctx;
+	st_writer_t         *dump;        /* --dump-tensors (one worker only) */
+	const char *const   *names;       /* record names for the dump */
+} sched_opt_t;
+
+/* Open every device of o->devices into *devs (*ndev of them): backend,
+ * --precision, the model loaded on it (load: 1) or its shapes only (0:
+ * for planning; the budget then leaves room for the weights still to
+ * come), workers, budget (dev_budget; cpu_total from dev_cpu_memory) and
+ * the quota table's worker_overhead, logged.  0, or -1 after logging
+ * (what was opened is in *devs: sched_devs_free it). */
+int  sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+                     sched_dev_t **devs, int *ndev);
+void sched_devs_free(sched_dev_t *devs, int n);
+
+sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
+void     sched_free(sched_t *s);
+/* Queue the record's sequence as one item (planned, maybe split). 0 or -1. */
+int      sched_add(sched_t *s, int rec, const char *seq);
+/* The plan: a dry run of the workers' policy over the queued items, a
+ * fold's duration taken as proportional to L^2 (enough to order the work),
+ * nothing folded and every item left waiting.  Writes three TSV tables to
+ * out, separated by blank lines:
+ *   device  budget  workers  peak            (peak: most quota held at once)
+ *   device  bucket  items  longest  quota  at_once  peak
+ *       (per bucket: its largest quota, most of its items running at once
+ *        on the device, and the device's quota held while one runs)
+ *   start  device  worker  record  residues  chunk  quota
+ *       (every item in the order it starts; start: percent of the run)
+ * With order == 0 the third table is left out.  0, or -1 on a write error. */
+int      sched_plan(sched_t *s, FILE *out, int order);
+/* Run every item to an end.  0, or -1 when stopped early. */
+int      sched_run(sched_t *s);
+/* Seconds on the monotonic clock. */
+double   sched_now(void);
+/* Items, in the order made (a record's fragments: ascending start). */
+int                 sched_count(const sched_t *s);
+const sched_item_t *sched_item(const sched_t *s, int i);
+
+#endif

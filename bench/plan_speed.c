@@ -26,7 +26,7 @@ int main(int argc, char **argv)
 	const char *path = argc > 1 ? argv[1] : NULL;
 	size_t n = strlen(path ? path : "");
 	int N = argc > 2 ? atoi(argv[2]) : 1344, nchunk = argc > 3 ? argc - 3 : 1;
-	wt_t *w;
+	weights_t *w;
 	model_t m;
 	char *seq;
 
@@ -34,7 +34,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: plan_speed MODEL [N [CHUNK ...]]\n");
 		return 2;
 	}
-	w = n > 5 && !strcmp(path + n - 5, ".json") ? wt_open_manifest(path) : wt_open(path);
+	w = n > 5 && !strcmp(path + n - 5, ".json") ? weights_open_manifest(path) : weights_open(path);
 	if (!w || model_load(&m, w, NULL) < 0 || !(seq = malloc(N + 1))) return 1;
 	for (int i = 0; i < N; i++) seq[i] = "ACDEFGHIKLMNPQRSTVWY"[i % 20];
 	printf("chunk\tlengths\tseconds\tarena_at_%d\tpeak_allocated_at_%d\n", N, N);
@@ -55,6 +55,6 @@ int main(int argc, char **argv)
 	}
 	free(seq);
 	model_free(&m);
-	wt_close(w);
+	weights_close(w);
 	return 0;
 }

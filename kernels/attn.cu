@@ -1,7 +1,7 @@
 /* attn.cu - fused streaming attention (online softmax), float32.
  *
  * o = softmax(scale * q k^T + bias + mask) v per (batch b, head h), strides
- * as in be_attn_t (be.h).  One block of ATTN_WARPS warps owns BQ = ATTN_WARPS
+ * as in be_attn_t (backend.h).  One block of ATTN_WARPS warps owns BQ = ATTN_WARPS
  * x QW consecutive queries of one (b, h) and streams over the keys in tiles
  * of ATTN_BK = 32, staged in shared memory:
  *   Qs: [BQ, Dp]      queries, pre-multiplied by scale (Dp = D rounded up to 4,

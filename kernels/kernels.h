@@ -59,7 +59,7 @@ int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, in
                      int m, int n, float beta, const float *bias);
 
 /* --- attn.cu --- */
-/* fused streaming attention as described by be_attn_t (be.h); D <= CU_ATTN_DMAX */
+/* fused streaming attention as described by be_attn_t (backend.h); D <= CU_ATTN_DMAX */
 int cu_attn(cudaStream_t s, const be_attn_t *a);
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 /* main.c - esmbatch entry point: parse options, dispatch the subcommand.
- * All work lives in the library (libesmbatch.a); see opt.h for exit codes. */
+ * All work lives in the library (libesmbatch.a); see options.h for exit codes. */
 #include <stdio.h>
 
 #include <htslib/hts.h>

@@ -6,14 +6,14 @@
  * tensor or weight pointer on the host, as it would by mistake on a GPU,
  * gets SIGSEGV in the test instead of a silently right answer.
  *
- * Every entry also checks the be.h contract on its pointers, as a device
+ * Every entry also checks the backend.h contract on its pointers, as a device
  * would need it, and fails with -EFAULT (one logged line, counted) when it
  * is broken:
  *   - every tensor and weight lies wholly inside one live allocation of
  *     this backend (no host arrays, nothing freed, nothing past the end);
  *   - host-side pointers (upload source, download target, gather's idx)
  *     lie outside the region;
- *   - outputs do not overlap inputs, except the exact aliasing be.h allows
+ *   - outputs do not overlap inputs, except the exact aliasing backend.h allows
  *     (layernorm y = x, binary y = a or b).
  * Freed memory is never handed out again, so a stale pointer is caught.
  */

@@ -56,16 +56,16 @@ char *golden_sequence(const char *s)
 	return r;
 }
 
-int golden_open(const char *fixture, st_t **exp, json_t **json)
+int golden_open(const char *fixture, safetensors_t **exp, json_t **json)
 {
 	char path[1024];
 
 	snprintf(path, sizeof path, "%s/%s/expected.safetensors", TEST_DATA, fixture);
-	*exp = st_open(path);
+	*exp = safetensors_open(path);
 	snprintf(path, sizeof path, "%s/%s/expected.json", TEST_DATA, fixture);
 	*json = *exp ? golden_json_load(path) : NULL;
 	if (*exp && *json) return 0;
-	st_close(*exp);
+	safetensors_close(*exp);
 	*exp = NULL;
 	return -1;
 }
@@ -92,21 +92,21 @@ double golden_json_tol(json_t *seq, const char *tensor)
 	return t < 1e-5 ? 1e-5 : t;
 }
 
-double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
+double golden_max_diff(const safetensors_t *exp, const char *seq, const char *tensor,
                        const float *got, int64_t n)
 {
 	char key[256];
-	const st_tensor_t *t;
+	const safetensors_tensor_t *t;
 	double *want, worst = 0.0;
 
 	snprintf(key, sizeof key, "%s/%s", seq, tensor);
-	if (!(t = st_find(exp, key)) || t->numel != n) {
+	if (!(t = safetensors_find(exp, key)) || t->numel != n) {
 		fprintf(stderr, "%s: %s in expected (%lld values, engine has %lld)\n", key,
 		        t ? "size differs" : "absent", t ? (long long)t->numel : 0LL, (long long)n);
 		return -1.0;
 	}
 	if (!(want = malloc(sizeof *want * (n ? n : 1)))) return -1.0;
-	st_to_f64(t, want);
+	safetensors_to_f64(t, want);
 	for (int64_t i = 0; i < n; i++) {
 		double d = fabs((double)got[i] - want[i]);
 		if (d > worst || d != d) worst = d;
@@ -115,7 +115,7 @@ double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
 	return worst;
 }
 
-int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *tensor,
+int golden_check(const safetensors_t *exp, json_t *seqj, const char *seq, const char *tensor,
                  const float *got, int64_t n)
 {
 	double tol = golden_json_tol(seqj, tensor);
@@ -127,16 +127,16 @@ int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *ten
 	return ok;
 }
 
-float *golden_f32(const st_t *exp, const char *seq, const char *tensor, int64_t *numel)
+float *golden_f32(const safetensors_t *exp, const char *seq, const char *tensor, int64_t *numel)
 {
 	char key[256];
-	const st_tensor_t *t;
+	const safetensors_tensor_t *t;
 	float *v;
 
 	snprintf(key, sizeof key, "%s/%s", seq, tensor);
-	if (!(t = st_find(exp, key)) || !(v = malloc(sizeof *v * (t->numel ? t->numel : 1))))
+	if (!(t = safetensors_find(exp, key)) || !(v = malloc(sizeof *v * (t->numel ? t->numel : 1))))
 		return NULL;
-	st_to_f32(t, v);
+	safetensors_to_f32(t, v);
 	if (numel) *numel = t->numel;
 	return v;
 }

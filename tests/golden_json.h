@@ -15,7 +15,7 @@
 
 /* A fixture under TEST_DATA: its expected.safetensors and expected.json.
  * 0, or -1 (reason printed) with both NULL; the caller closes both. */
-int golden_open(const char *fixture, st_t **exp, json_t **json);
+int golden_open(const char *fixture, safetensors_t **exp, json_t **json);
 /* parsed expected.json, or NULL (reason printed to stderr) */
 json_t *golden_json_load(const char *path);
 /* the entry of sequences[] whose "name" is name, or NULL */
@@ -26,17 +26,17 @@ double golden_json_tol(json_t *seq, const char *tensor);
 
 /* max |got - expected| against tensor SEQ/TENSOR of expected.safetensors;
  * negative when the tensor is absent or has another element count */
-double golden_max_diff(const st_t *exp, const char *seq, const char *tensor,
+double golden_max_diff(const safetensors_t *exp, const char *seq, const char *tensor,
                        const float *got, int64_t n);
 /* golden_max_diff within golden_json_tol of seqj; prints one line with the
  * ratio diff / tolerance and returns 1 when it passes, 0 otherwise */
-int golden_check(const st_t *exp, json_t *seqj, const char *seq, const char *tensor,
+int golden_check(const safetensors_t *exp, json_t *seqj, const char *seq, const char *tensor,
                  const float *got, int64_t n);
 /* a fixture sequence as the engine is fed it (the fixture README: lower-case
  * letters are fed as X); malloc'd, caller frees; NULL when out of memory */
 char *golden_sequence(const char *s);
 /* tensor SEQ/TENSOR of expected.safetensors as floats (malloc'd, caller
  * frees) and its element count in *numel (may be NULL); NULL when absent */
-float *golden_f32(const st_t *exp, const char *seq, const char *tensor, int64_t *numel);
+float *golden_f32(const safetensors_t *exp, const char *seq, const char *tensor, int64_t *numel);
 
 #endif

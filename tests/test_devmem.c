@@ -49,7 +49,7 @@ static int same_out(const char *what, const model_out_t *a, const model_out_t *b
 	return ok;
 }
 
-static int fold(const model_t *m, const tok_t *t, int chunk, st_writer_t *dump, const char *name,
+static int fold(const model_t *m, const tok_t *t, int chunk, safetensors_writer_t *dump, const char *name,
                 model_out_t *out)
 {
 	model_run_t r = { .chunk = chunk, .dump = dump, .name = name };
@@ -64,8 +64,8 @@ static void run_fixture(const char *fixture)
 	char path[1024];
 	be_t *cpu = be_cpu_init(1), *dbg = be_dbg_init(1, DBG_REGION);
 	model_t mc, md;
-	wt_t *w;
-	st_t *exp;
+	weights_t *w;
+	safetensors_t *exp;
 	json_t *ej, *sj;
 	size_t i;
 	int failures = 0, nseq = 0;
@@ -73,7 +73,7 @@ static void run_fixture(const char *fixture)
 	assert_non_null(cpu);
 	assert_non_null(dbg);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
-	assert_non_null(w = wt_open(path));
+	assert_non_null(w = weights_open(path));
 	assert_int_equal(model_load(&mc, w, cpu), 0);
 	assert_int_equal(model_load(&md, w, dbg), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
@@ -81,7 +81,7 @@ static void run_fixture(const char *fixture)
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
 		const char *name = json_string_value(json_object_get(sj, "name"));
 		char *seq = golden_sequence(json_string_value(json_object_get(sj, "sequence")));
-		st_writer_t *dump = st_writer_init();
+		safetensors_writer_t *dump = safetensors_writer_init();
 		tok_t t;
 
 		assert_non_null(dump);
@@ -102,7 +102,7 @@ static void run_fixture(const char *fixture)
 			model_out_free(&oc);
 			model_out_free(&od);
 		}
-		st_writer_free(dump);
+		safetensors_writer_free(dump);
 		tok_free(&t);
 		free(seq);
 		nseq++;
@@ -111,10 +111,10 @@ static void run_fixture(const char *fixture)
 	assert_int_equal(failures, 0);
 	assert_int_equal(be_dbg_violations(dbg), 0);
 	json_decref(ej);
-	st_close(exp);
+	safetensors_close(exp);
 	model_free(&md);
 	model_free(&mc);
-	wt_close(w);
+	weights_close(w);
 	be_free(dbg);
 	be_free(cpu);
 }
@@ -153,17 +153,17 @@ static void test_devmem_contract(void **state)
 	be_t *dbg = be_dbg_init(1, (size_t)1 << 20);
 	float host_w[4 * 4] = { 0 }, *dev, *stale;
 	int32_t idx[2] = { 0, 1 };
-	fx_t fx;
+	fwd_t fx;
 
 	(void)state;
 	assert_non_null(dbg);
-	assert_int_equal(fx_exec_begin(&fx, dbg, 1024), 0);
-	tn_t x = fx_new2(&fx, 2, 4), y = fx_new2(&fx, 2, 4);
+	assert_int_equal(fwd_exec_begin(&fx, dbg, 1024), 0);
+	tensor_t x = fwd_new2(&fx, 2, 4), y = fwd_new2(&fx, 2, 4);
 	op_fill(&fx, x, 1.0f);
 	op_linear(&fx, y, x, &(lin_t){ host_w, NULL, 4, 4 }, 0.0f);
 	assert_int_equal(fx.err, -EFAULT);
 	assert_int_equal(be_dbg_violations(dbg), 1);
-	fx_end(&fx);
+	fwd_end(&fx);
 
 	assert_int_equal(dbg->alloc(dbg, sizeof idx, (void **)&dev), 0);
 	assert_int_equal(dbg->alloc(dbg, 8 * sizeof(float), (void **)&stale), 0);

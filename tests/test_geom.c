@@ -87,13 +87,13 @@ static void test_bad_aatype(void **state)
 {
 	(void)state;
 	int aatype[2] = { 0, 21 };
-	float mask[2 * RC_NUM_ATOM37];
+	float mask[2 * RESIDUE_NUM_ATOM37];
 	assert_true(geom_atom_masks(2, aatype, NULL, mask) < 0);
 	assert_true(geom_atom_masks(-1, aatype, NULL, mask) < 0);
-	aatype[1] = RC_UNK;
+	aatype[1] = RESIDUE_UNK;
 	assert_int_equal(geom_atom_masks(2, aatype, NULL, mask), 0);
-	for (int k = 0; k < RC_NUM_ATOM37; k++)
-		assert_true(mask[RC_NUM_ATOM37 + k] == 0.0f);   /* X has no atoms */
+	for (int k = 0; k < RESIDUE_NUM_ATOM37; k++)
+		assert_true(mask[RESIDUE_NUM_ATOM37 + k] == 0.0f);   /* X has no atoms */
 }
 
 /* ---- golden test --------------------------------------------------------- */
@@ -105,36 +105,36 @@ static const char *const tensor_names[T_COUNT] = {
 static double worst_ratio[T_COUNT];
 
 /* whole tensor as floats / doubles (malloc'd) */
-static float *load_f32(const st_t *st, const char *seq, const char *tensor, int64_t *numel)
+static float *load_f32(const safetensors_t *st, const char *seq, const char *tensor, int64_t *numel)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/%s", seq, tensor);
-	const st_tensor_t *t = st_find(st, key);
+	const safetensors_tensor_t *t = safetensors_find(st, key);
 	if (!t)
 		return NULL;
 	float *v = malloc(sizeof *v * (size_t)(t->numel ? t->numel : 1));
 	assert_non_null(v);
-	st_to_f32(t, v);
+	safetensors_to_f32(t, v);
 	if (numel)
 		*numel = t->numel;
 	return v;
 }
 
-static double *load_f64(const st_t *st, const char *seq, const char *tensor, int64_t *numel)
+static double *load_f64(const safetensors_t *st, const char *seq, const char *tensor, int64_t *numel)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/%s", seq, tensor);
-	const st_tensor_t *t = st_find(st, key);
+	const safetensors_tensor_t *t = safetensors_find(st, key);
 	assert_non_null(t);
 	double *v = malloc(sizeof *v * (size_t)(t->numel ? t->numel : 1));
 	assert_non_null(v);
-	st_to_f64(t, v);
+	safetensors_to_f64(t, v);
 	*numel = t->numel;
 	return v;
 }
 
 /* compare got[n] with the last n values of SEQ/TENSOR (the last block) */
-static void compare(const st_t *st, json_t *jseq, const char *seq, int which,
+static void compare(const safetensors_t *st, json_t *jseq, const char *seq, int which,
                     const float *got, int64_t n)
 {
 	int64_t total;
@@ -181,7 +181,7 @@ static void linker_mask(const char *sequence, int L, float *mask)
 
 static void golden_fixture(const char *fixture)
 {
-	st_t *st;
+	safetensors_t *st;
 	json_t *root;
 	assert_int_equal(golden_open(fixture, &st, &root), 0);
 
@@ -210,11 +210,11 @@ static void golden_fixture(const char *fixture)
 			aatype[i] = (int)aa64[i];
 		assert_true(nf % (L * 7) == 0 && na % (L * 14) == 0);
 
-		float *side = malloc(sizeof(float) * (size_t)L * RC_NUM_GROUPS * 16);
-		float *a14 = malloc(sizeof(float) * (size_t)L * RC_NUM_ATOM14 * 3);
-		float *a37 = malloc(sizeof(float) * (size_t)L * RC_NUM_ATOM37 * 3);
-		float *m14 = malloc(sizeof(float) * (size_t)L * RC_NUM_ATOM14);
-		float *m37 = malloc(sizeof(float) * (size_t)L * RC_NUM_ATOM37);
+		float *side = malloc(sizeof(float) * (size_t)L * RESIDUE_NUM_GROUPS * 16);
+		float *a14 = malloc(sizeof(float) * (size_t)L * RESIDUE_NUM_ATOM14 * 3);
+		float *a37 = malloc(sizeof(float) * (size_t)L * RESIDUE_NUM_ATOM37 * 3);
+		float *m14 = malloc(sizeof(float) * (size_t)L * RESIDUE_NUM_ATOM14);
+		float *m37 = malloc(sizeof(float) * (size_t)L * RESIDUE_NUM_ATOM37);
 		float *rmask = malloc(sizeof(float) * (size_t)L);
 		assert_true(side && a14 && a37 && m14 && m37 && rmask);
 		assert_int_equal(geom_structure_tail((int)L, frames + (nf - L * 7),
@@ -225,18 +225,18 @@ static void golden_fixture(const char *fixture)
 			linker_mask(sequence, (int)L, rmask);
 			assert_int_equal(geom_apply_residue_mask((int)L, rmask, m37, a37), 0);
 		}
-		compare(st, jseq, name, T_SIDECHAIN, side, L * RC_NUM_GROUPS * 16);
-		compare(st, jseq, name, T_POSITIONS, a14, L * RC_NUM_ATOM14 * 3);
-		compare(st, jseq, name, T_ATOM37, a37, L * RC_NUM_ATOM37 * 3);
-		compare(st, jseq, name, T_ATOM37_MASK, m37, L * RC_NUM_ATOM37);
-		compare(st, jseq, name, T_ATOM14_MASK, m14, L * RC_NUM_ATOM14);
+		compare(st, jseq, name, T_SIDECHAIN, side, L * RESIDUE_NUM_GROUPS * 16);
+		compare(st, jseq, name, T_POSITIONS, a14, L * RESIDUE_NUM_ATOM14 * 3);
+		compare(st, jseq, name, T_ATOM37, a37, L * RESIDUE_NUM_ATOM37 * 3);
+		compare(st, jseq, name, T_ATOM37_MASK, m37, L * RESIDUE_NUM_ATOM37);
+		compare(st, jseq, name, T_ATOM14_MASK, m14, L * RESIDUE_NUM_ATOM14);
 		checked++;
 		free(frames), free(angles), free(aa64), free(aatype);
 		free(side), free(a14), free(a37), free(m14), free(m37), free(rmask);
 	}
 	assert_true(checked > 0);
 	json_decref(root);
-	st_close(st);
+	safetensors_close(st);
 }
 
 static void test_golden_tiny_a(void **state)

@@ -36,34 +36,34 @@ typedef struct {
 } pass_t;
 
 /* one planning or executing pass; returns the arena high-water mark */
-static size_t run_pass(fx_t *fx, pass_t *p)
+static size_t run_pass(fwd_t *fx, pass_t *p)
 {
 	const cfg_t *c = p->c;
 	int L = p->L;
 
-	tn_t s_s = fx_new2(fx, L, c->c_s), lm = fx_new2(fx, L, HEADS_LM_TOKENS);
-	fx_set(fx, s_s, p->s_s);
+	tensor_t s_s = fwd_new2(fx, L, c->c_s), lm = fwd_new2(fx, L, HEADS_LM_TOKENS);
+	fwd_set(fx, s_s, p->s_s);
 	heads_lm(fx, p->hd, s_s, lm);
-	fx_get(fx, lm, p->lm);
-	fx_drop(fx, &lm);
-	fx_drop(fx, &s_s);
+	fwd_get(fx, lm, p->lm);
+	fwd_drop(fx, &lm);
+	fwd_drop(fx, &s_s);
 	if (p->s_z) {
-		tn_t s_z = fx_new3(fx, L, L, c->c_z);
-		fx_set(fx, s_z, p->s_z);
+		tensor_t s_z = fwd_new3(fx, L, L, c->c_z);
+		fwd_set(fx, s_z, p->s_z);
 		heads_pae(fx, p->hd, s_z, p->chunk, p->pae, &p->ptm, &p->max_pae);
 		if (p->disto) {
-			tn_t d = fx_new3(fx, L, L, HEADS_PAE_BINS);
+			tensor_t d = fwd_new3(fx, L, L, HEADS_PAE_BINS);
 			heads_distogram(fx, p->hd, s_z, d);
-			fx_get(fx, d, p->disto);
-			fx_drop(fx, &d);
+			fwd_get(fx, d, p->disto);
+			fwd_drop(fx, &d);
 		}
-		fx_drop(fx, &s_z);
+		fwd_drop(fx, &s_z);
 	}
 	if (p->states) {
-		tn_t st = fx_new2(fx, L, c->sm_c_s);
-		fx_set(fx, st, p->states);
+		tensor_t st = fwd_new2(fx, L, c->sm_c_s);
+		fwd_set(fx, st, p->states);
 		heads_plddt(fx, p->hd, st, p->plddt, p->plddt_res);
-		fx_drop(fx, &st);
+		fwd_drop(fx, &st);
 	}
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
 	return fx->mp.high;
@@ -71,33 +71,33 @@ static size_t run_pass(fx_t *fx, pass_t *p)
 
 static void plan_and_run(be_t *be, pass_t *p)
 {
-	fx_t fx;
+	fwd_t fx;
 
-	fx_plan_begin(&fx, be);
+	fwd_plan_begin(&fx, be);
 	size_t arena = run_pass(&fx, p);
 	assert_int_equal(fx.err, 0);
-	fx_end(&fx);
-	assert_int_equal(fx_exec_begin(&fx, be, arena), 0);
+	fwd_end(&fx);
+	assert_int_equal(fwd_exec_begin(&fx, be, arena), 0);
 	run_pass(&fx, p);
 	assert_int_equal(fx.err, 0);
-	fx_end(&fx);
+	fwd_end(&fx);
 }
 
 static void run_fixture(const char *fixture)
 {
 	char path[1024];
 	be_t *be = be_cpu_init(1);
-	wt_t *w;
+	weights_t *w;
 	heads_t hd;
-	st_t *exp;
+	safetensors_t *exp;
 	json_t *ej, *sj;
 	size_t i;
 	int failures = 0, nz = 0, nstates = 0, nseq = 0;
 
 	assert_non_null(be);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
-	assert_non_null(w = wt_open(path));
-	const cfg_t *c = wt_cfg(w);
+	assert_non_null(w = weights_open(path));
+	const cfg_t *c = weights_cfg(w);
 	assert_int_equal(heads_load(&hd, c, w, NULL), 0);   /* names and shapes only */
 	assert_int_equal(heads_load(&hd, c, w, be), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
@@ -119,9 +119,9 @@ static void run_fixture(const char *fixture)
 		             .states = states ? states + n - L * c->sm_c_s : NULL };
 		p.lm = malloc(sizeof(float) * L * HEADS_LM_TOKENS);
 		p.pae = malloc(sizeof(float) * L * L);
-		p.plddt = malloc(sizeof(float) * L * RC_NUM_ATOM37);
+		p.plddt = malloc(sizeof(float) * L * RESIDUE_NUM_ATOM37);
 		p.plddt_res = malloc(sizeof(float) * L);
-		p.disto = st_find(exp, key) ? malloc(sizeof(float) * L * L * HEADS_PAE_BINS) : NULL;
+		p.disto = safetensors_find(exp, key) ? malloc(sizeof(float) * L * L * HEADS_PAE_BINS) : NULL;
 		assert_true(p.lm && p.pae && p.plddt && p.plddt_res);
 		plan_and_run(be, &p);
 
@@ -149,7 +149,7 @@ static void run_fixture(const char *fixture)
 			nz++;
 		}
 		if (states) {
-			failures += !golden_check(exp, sj, name, "plddt", p.plddt, L * RC_NUM_ATOM37);
+			failures += !golden_check(exp, sj, name, "plddt", p.plddt, L * RESIDUE_NUM_ATOM37);
 			failures += !golden_check(exp, sj, name, "plddt_residue", p.plddt_res, L);
 			nstates++;
 		}
@@ -163,8 +163,8 @@ static void run_fixture(const char *fixture)
 	assert_true(nseq >= 5 && nz >= 3 && nstates == 1);
 	assert_int_equal(failures, 0);
 	json_decref(ej);
-	st_close(exp);
-	wt_close(w);
+	safetensors_close(exp);
+	weights_close(w);
 	be_free(be);
 }
 

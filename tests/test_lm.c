@@ -19,7 +19,7 @@
 #include "model/weights.h"
 
 /* integer tensor seq/name equals got[n] exactly */
-static int ints_equal(const st_t *exp, const char *seq, const char *name, const int32_t *got, int n)
+static int ints_equal(const safetensors_t *exp, const char *seq, const char *name, const int32_t *got, int n)
 {
 	float *f = malloc(sizeof *f * n);
 	for (int i = 0; i < n; i++) f[i] = (float)got[i];
@@ -33,17 +33,17 @@ static void run_fixture(const char *fixture)
 {
 	char path[1024];
 	be_t *be = be_cpu_init(1);
-	wt_t *w;
+	weights_t *w;
 	lm_t lm;
-	st_t *exp;
+	safetensors_t *exp;
 	json_t *ej;
 	size_t i;
 	json_t *sj;
 	int failures = 0, nseq = 0;
 
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
-	assert_non_null(w = wt_open(path));
-	const cfg_t *c = wt_cfg(w);
+	assert_non_null(w = weights_open(path));
+	const cfg_t *c = weights_cfg(w);
 	assert_int_equal(lm_load(&lm, c, w, be), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
@@ -51,7 +51,7 @@ static void run_fixture(const char *fixture)
 		const char *name = json_string_value(json_object_get(sj, "name"));
 		char *seq = golden_sequence(json_string_value(json_object_get(sj, "sequence")));
 		tok_t t;
-		fx_t fx;
+		fwd_t fx;
 
 		assert_int_equal(tok_encode(&t, seq, c), 0);
 		int L = t.L, T = L + 2, D = c->lm_dim;
@@ -62,26 +62,26 @@ static void run_fixture(const char *fixture)
 		failures += !ints_equal(exp, name, "residue_index", t.residx, L);
 
 		/* plan, then run in exactly the planned arena */
-		fx_plan_begin(&fx, be);
-		tn_t s = fx_new2(&fx, L, c->c_s);
+		fwd_plan_begin(&fx, be);
+		tensor_t s = fwd_new2(&fx, L, c->c_s);
 		lm_forward(&fx, &lm, c, t.tokens, t.aatype, s, NULL, NULL);
-		fx_drop(&fx, &s);
+		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", name, fx.errmsg);
 		assert_int_equal(fx.err, 0);
 		size_t arena = fx.mp.high;
-		fx_end(&fx);
+		fwd_end(&fx);
 		assert_true(arena > 0);
 
 		float *hidden = malloc(sizeof(float) * (c->lm_layers + 1) * T * D);
 		float *comb = malloc(sizeof(float) * L * D), *s0 = malloc(sizeof(float) * L * c->c_s);
-		assert_int_equal(fx_exec_begin(&fx, be, arena), 0);
-		s = fx_new2(&fx, L, c->c_s);
+		assert_int_equal(fwd_exec_begin(&fx, be, arena), 0);
+		s = fwd_new2(&fx, L, c->c_s);
 		lm_forward(&fx, &lm, c, t.tokens, t.aatype, s, hidden, comb);
-		fx_get(&fx, s, s0);
-		fx_drop(&fx, &s);
+		fwd_get(&fx, s, s0);
+		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", name, fx.errmsg);
 		assert_int_equal(fx.err, 0);
-		fx_end(&fx);
+		fwd_end(&fx);
 
 		failures += !golden_check(exp, sj, name, "esm_hidden_states", hidden,
 		                          (int64_t)(c->lm_layers + 1) * T * D);
@@ -97,9 +97,9 @@ static void run_fixture(const char *fixture)
 	assert_true(nseq >= 5);
 	assert_int_equal(failures, 0);
 	json_decref(ej);
-	st_close(exp);
+	safetensors_close(exp);
 	lm_free(&lm);
-	wt_close(w);
+	weights_close(w);
 	be_free(be);
 }
 
@@ -112,15 +112,15 @@ static void test_lm_config_mismatch(void **state)
 	char path[1024];
 	cfg_t c;
 	lm_t lm;
-	wt_t *w;
+	weights_t *w;
 
 	(void)state;
 	snprintf(path, sizeof path, "%s/tiny_a/weights.safetensors", TEST_DATA);
-	assert_non_null(w = wt_open(path));
+	assert_non_null(w = weights_open(path));
 	snprintf(path, sizeof path, "%s/tiny_b/config.json", TEST_DATA);
 	assert_int_equal(cfg_load(&c, path), 0);
 	assert_true(lm_load(&lm, &c, w, NULL) < 0);
-	wt_close(w);
+	weights_close(w);
 }
 
 int main(void)

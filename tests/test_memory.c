@@ -1,10 +1,10 @@
 /* test_memory.c - memory you know before you run:
- *  - the planning shortcut (fx_memo_t) changes no figure: the whole fold
+ *  - the planning shortcut (fwd_memo_t) changes no figure: the whole fold
  *    planned with and without it, for both fixtures and the full
  *    esmfold_v1 dimensions (manifest), at many lengths and chunk sizes;
  *  - the executing pass reports exactly the planned figures (arena and
  *    peak allocated) on the fixtures;
- *  - random weights (wr.h) hold exactly the tensors the loaders ask for,
+ *  - random weights (random_weights.h) hold exactly the tensors the loaders ask for,
  *    are reproducible from the seed, carry their config, and fold;
  *  - the half-precision writers round to nearest even. */
 #include <math.h>
@@ -62,16 +62,16 @@ static void test_memo_exact(void **state)
 	static const int chunks[] = { 0, 1, 3, 7, 64 };
 	(void)state;
 	for (int f = 0; f < 2; f++) {
-		wt_t *w = wt_open(fixtures[f]);
+		weights_t *w = weights_open(fixtures[f]);
 		model_t m;
 		assert_non_null(w);
 		assert_int_equal(model_load(&m, w, NULL), 0);
 		for (int L = 1; L <= 40; L += 3)
 			for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) plan_both(&m, L, chunks[c]);
 		model_free(&m);
-		wt_close(w);
+		weights_close(w);
 	}
-	wt_t *w = wt_open_manifest(MANIFEST);
+	weights_t *w = weights_open_manifest(MANIFEST);
 	model_t m;
 	assert_non_null(w);
 	assert_int_equal(model_load(&m, w, NULL), 0);
@@ -81,14 +81,14 @@ static void test_memo_exact(void **state)
 		plan_both(&m, lens[i], 32);
 	}
 	model_free(&m);
-	wt_close(w);
+	weights_close(w);
 }
 
 /* fold tiny_a's weights on the CPU: executing figures == planned ones */
 static void test_exec_matches_plan(void **state)
 {
 	(void)state;
-	wt_t *w = wt_open(TEST_DATA "/tiny_a/weights.safetensors");
+	weights_t *w = weights_open(TEST_DATA "/tiny_a/weights.safetensors");
 	be_t *be = be_cpu_init(1);
 	model_t m;
 	assert_non_null(w);
@@ -120,7 +120,7 @@ static void test_exec_matches_plan(void **state)
 	}
 	model_free(&m);
 	be_free(be);
-	wt_close(w);
+	weights_close(w);
 }
 
 static char *slurp(const char *path)
@@ -148,19 +148,19 @@ static void test_random_weights(void **state)
 	snprintf(p1, sizeof p1, "%s/a.safetensors", dir);
 	snprintf(p2, sizeof p2, "%s/b.safetensors", dir);
 	snprintf(p3, sizeof p3, "%s/c.safetensors", dir);
-	assert_int_equal(wr_write(cfg, "tiny_b", p1, 42, ST_F32), 0);
-	assert_int_equal(wr_write(cfg, "tiny_b", p2, 42, ST_F32), 0);
-	assert_int_equal(wr_write(cfg, "tiny_b", p3, 43, ST_F16), 0);
+	assert_int_equal(random_weights_write(cfg, "tiny_b", p1, 42, SAFETENSORS_F32), 0);
+	assert_int_equal(random_weights_write(cfg, "tiny_b", p2, 42, SAFETENSORS_F32), 0);
+	assert_int_equal(random_weights_write(cfg, "tiny_b", p3, 43, SAFETENSORS_F16), 0);
 
 	/* same seed, same bytes; the fixture's tensors (but the contact head) */
-	st_t *a = st_open(p1), *b = st_open(p2), *fx = st_open(TEST_DATA "/tiny_b/weights.safetensors");
+	safetensors_t *a = safetensors_open(p1), *b = safetensors_open(p2), *fx = safetensors_open(TEST_DATA "/tiny_b/weights.safetensors");
 	assert_non_null(a);
 	assert_non_null(b);
 	assert_non_null(fx);
-	assert_int_equal(st_count(a), st_count(b));
+	assert_int_equal(safetensors_count(a), safetensors_count(b));
 	int nfx = 0;
-	for (int i = 0; i < st_count(fx); i++) {
-		const st_tensor_t *t = st_at(fx, i), *u = st_find(a, t->name);
+	for (int i = 0; i < safetensors_count(fx); i++) {
+		const safetensors_tensor_t *t = safetensors_at(fx, i), *u = safetensors_find(a, t->name);
 		if (!strncmp(t->name, "esm.contact_head.", 17) || !strcmp(t->name, "af2_to_esm") ||
 		    strstr(t->name, "inv_freq"))
 			continue;   /* unused by ESMFold; computed */
@@ -169,25 +169,25 @@ static void test_random_weights(void **state)
 		assert_int_equal(u->nd, t->nd);
 		for (int d = 0; d < t->nd; d++) assert_int_equal(u->shape[d], t->shape[d]);
 	}
-	assert_int_equal(nfx, st_count(a));
-	for (int i = 0; i < st_count(a); i++) {
-		const st_tensor_t *t = st_at(a, i), *u = st_find(b, t->name);
+	assert_int_equal(nfx, safetensors_count(a));
+	for (int i = 0; i < safetensors_count(a); i++) {
+		const safetensors_tensor_t *t = safetensors_at(a, i), *u = safetensors_find(b, t->name);
 		assert_non_null(u);
 		assert_memory_equal(t->data, u->data, t->nbytes);
 	}
-	assert_string_equal(st_meta(a, "config"), cfg);
-	assert_string_equal(st_meta(a, "esmbatch_random_seed"), "42");
-	st_close(a);
-	st_close(b);
-	st_close(fx);
+	assert_string_equal(safetensors_meta(a, "config"), cfg);
+	assert_string_equal(safetensors_meta(a, "esmbatch_random_seed"), "42");
+	safetensors_close(a);
+	safetensors_close(b);
+	safetensors_close(fx);
 
 	/* the f16 file loads (config from the metadata) and folds */
-	wt_t *w = wt_open(p3);
+	weights_t *w = weights_open(p3);
 	be_t *be = be_cpu_init(1);
 	model_t m;
 	assert_non_null(w);
 	assert_int_equal(model_load(&m, w, be), 0);
-	assert_int_equal(wt_unused(w, NULL), 0);
+	assert_int_equal(weights_unused(w, NULL), 0);
 	char *s = seq_of(23), err[256];
 	tok_t t;
 	model_out_t out;
@@ -201,7 +201,7 @@ static void test_random_weights(void **state)
 	free(s);
 	model_free(&m);
 	be_free(be);
-	wt_close(w);
+	weights_close(w);
 	unlink(p1);
 	unlink(p2);
 	unlink(p3);
@@ -215,15 +215,15 @@ static void test_half_rounding(void **state)
 	static const float exact[] = { 0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f,
 	                               5.9604644775390625e-08f, 0.333251953125f };
 	for (size_t i = 0; i < sizeof exact / sizeof *exact; i++) {
-		assert_true(st_f16_to_f32(st_f32_to_f16(exact[i])) == exact[i]);
-		assert_true(st_bf16_to_f32(st_f32_to_bf16(1.0f + (float)i)) == 1.0f + (float)i);
+		assert_true(safetensors_f16_to_f32(safetensors_f32_to_f16(exact[i])) == exact[i]);
+		assert_true(safetensors_bf16_to_f32(safetensors_f32_to_bf16(1.0f + (float)i)) == 1.0f + (float)i);
 	}
-	assert_int_equal(st_f32_to_f16(1e6f), 0x7c00);          /* overflow: inf */
-	assert_int_equal(st_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);   /* tie to even */
-	assert_int_equal(st_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);
-	assert_int_equal(st_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);   /* tie to even */
+	assert_int_equal(safetensors_f32_to_f16(1e6f), 0x7c00);          /* overflow: inf */
+	assert_int_equal(safetensors_f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);   /* tie to even */
+	assert_int_equal(safetensors_f32_to_f16(1.0f + 3.0f / 2048), 0x3c02);
+	assert_int_equal(safetensors_f32_to_bf16(1.0f + 1.0f / 256), 0x3f80);   /* tie to even */
 	for (int i = 0; i < 10000; i++) {
-		float x = (float)((i - 5000) * 0.37), y = st_f16_to_f32(st_f32_to_f16(x));
+		float x = (float)((i - 5000) * 0.37), y = safetensors_f16_to_f32(safetensors_f32_to_f16(x));
 		assert_true(fabsf(y - x) <= fabsf(x) / 2048 + 1e-7f);
 	}
 }

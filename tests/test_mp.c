@@ -1,8 +1,8 @@
-/* test_mp.c - property tests of the placement planner (mp.h) and of the
- * plan-then-execute contract of the forward context (fx.h).
+/* test_mp.c - property tests of the placement planner (placement.h) and of the
+ * plan-then-execute contract of the forward context (forward.h).
  *
- * The planner is driven by long random sequences of mp_alloc / mp_release
- * (sizes including 0, 1 and exact multiples of MP_ALIGN, random lifetimes)
+ * The planner is driven by long random sequences of place_alloc / place_release
+ * (sizes including 0, 1 and exact multiples of PLACE_ALIGN, random lifetimes)
  * and checked against a model of the live blocks after every step. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -32,23 +32,23 @@ static uint64_t rng_next(uint64_t *s)
 /* uniform in [0, n) */
 static size_t rng_below(uint64_t *s, size_t n) { return (size_t)(rng_next(s) % n); }
 
-/* A size drawn to hit the rounding edge cases often: 0, 1, MP_ALIGN - 1,
- * MP_ALIGN, MP_ALIGN + 1, small, medium and occasionally large. */
+/* A size drawn to hit the rounding edge cases often: 0, 1, PLACE_ALIGN - 1,
+ * PLACE_ALIGN, PLACE_ALIGN + 1, small, medium and occasionally large. */
 static size_t rng_size(uint64_t *s)
 {
 	switch (rng_below(s, 8)) {
 	case 0: return 0;
 	case 1: return 1;
-	case 2: return MP_ALIGN - 1 + rng_below(s, 3);
-	case 3: return rng_below(s, 4 * MP_ALIGN);
-	case 4: return MP_ALIGN * (1 + rng_below(s, 16));
+	case 2: return PLACE_ALIGN - 1 + rng_below(s, 3);
+	case 3: return rng_below(s, 4 * PLACE_ALIGN);
+	case 4: return PLACE_ALIGN * (1 + rng_below(s, 16));
 	case 5: return rng_below(s, 1 << 20);
 	default: return rng_below(s, 1 << 14);
 	}
 }
 
-/* the bytes mp_alloc actually takes for a request (0 takes one unit) */
-static size_t taken(size_t nbytes) { return mp_round(nbytes ? nbytes : 1); }
+/* the bytes place_alloc actually takes for a request (0 takes one unit) */
+static size_t taken(size_t nbytes) { return place_round(nbytes ? nbytes : 1); }
 
 /* ---- the model: live blocks as the test placed them ---------------------- */
 
@@ -63,7 +63,7 @@ typedef struct {
 
 static int cmp_span(const void *a, const void *b)
 {
-	const mp_block_t *x = a, *y = b;
+	const place_block_t *x = a, *y = b;
 	return (x->off > y->off) - (x->off < y->off);
 }
 
@@ -71,17 +71,17 @@ static int cmp_span(const void *a, const void *b)
  * [0, top) exactly (no overlap, no hole), every offset is aligned, gaps are
  * sorted and coalesced and none touches the top, top <= high, and the
  * planner's live/peak counters agree with the model. */
-static void check_invariants(const mp_t *mp, const model_t *md)
+static void check_invariants(const place_t *mp, const model_t *md)
 {
-	static mp_block_t span[2 * MAX_LIVE + 4096];
+	static place_block_t span[2 * MAX_LIVE + 4096];
 	int ns = 0;
 
 	assert_true(mp->nfree + md->n <= (int)(sizeof span / sizeof *span));
 	for (int i = 0; i < md->n; i++)
-		span[ns++] = (mp_block_t){ md->live[i].off, taken(md->live[i].nbytes) };
+		span[ns++] = (place_block_t){ md->live[i].off, taken(md->live[i].nbytes) };
 	for (int i = 0; i < mp->nfree; i++) {
 		assert_true(mp->free[i].size > 0);
-		assert_int_equal(mp->free[i].size % MP_ALIGN, 0);
+		assert_int_equal(mp->free[i].size % PLACE_ALIGN, 0);
 		if (i > 0) /* sorted and coalesced: a gap never touches the previous one */
 			assert_true(mp->free[i - 1].off + mp->free[i - 1].size < mp->free[i].off);
 		span[ns++] = mp->free[i];
@@ -91,7 +91,7 @@ static void check_invariants(const mp_t *mp, const model_t *md)
 	qsort(span, ns, sizeof *span, cmp_span);
 	size_t at = 0;
 	for (int i = 0; i < ns; i++) {
-		assert_int_equal(span[i].off % MP_ALIGN, 0);
+		assert_int_equal(span[i].off % PLACE_ALIGN, 0);
 		assert_int_equal(span[i].off, at);   /* neither overlap nor hole */
 		at += span[i].size;
 	}
@@ -105,7 +105,7 @@ static void check_invariants(const mp_t *mp, const model_t *md)
 /* The offset the documented policy picks for n taken bytes: the smallest
  * gap that fits (lowest offset on ties), else the top; SIZE_MAX when the
  * limit forbids it. */
-static size_t expected_offset(const mp_t *mp, size_t n)
+static size_t expected_offset(const place_t *mp, size_t n)
 {
 	int best = -1;
 	for (int i = 0; i < mp->nfree; i++)
@@ -123,9 +123,9 @@ static void model_add(model_t *md, size_t off, size_t nbytes)
 	if (md->sum > md->max_sum) md->max_sum = md->sum;
 }
 
-static void model_remove(mp_t *mp, model_t *md, int i)
+static void model_remove(place_t *mp, model_t *md, int i)
 {
-	assert_int_equal(mp_release(mp, md->live[i].off, md->live[i].nbytes), 0);
+	assert_int_equal(place_release(mp, md->live[i].off, md->live[i].nbytes), 0);
 	md->sum -= taken(md->live[i].nbytes);
 	md->live[i] = md->live[--md->n];
 }
@@ -136,11 +136,11 @@ static void model_remove(mp_t *mp, model_t *md, int i)
 static int run_sequence(uint64_t seed, int steps, size_t limit, size_t *offs, int *nfail)
 {
 	static model_t md;
-	mp_t mp;
+	place_t mp;
 	int noff = 0;
 
 	memset(&md, 0, sizeof md);
-	mp_init(&mp, limit);
+	place_init(&mp, limit);
 	*nfail = 0;
 	for (int s = 0; s < steps; s++) {
 		/* grow while small, shrink while large: lifetimes of all lengths */
@@ -148,8 +148,8 @@ static int run_sequence(uint64_t seed, int steps, size_t limit, size_t *offs, in
 		if (grow) {
 			size_t nbytes = rng_size(&seed), off = 0;
 			size_t want = expected_offset(&mp, taken(nbytes));
-			mp_t before = mp;
-			int rc = mp_alloc(&mp, nbytes, &off);
+			place_t before = mp;
+			int rc = place_alloc(&mp, nbytes, &off);
 			if (want == SIZE_MAX) {
 				/* beyond the limit: refused, nothing changed */
 				assert_int_equal(rc, -1);
@@ -178,7 +178,7 @@ static int run_sequence(uint64_t seed, int steps, size_t limit, size_t *offs, in
 	assert_int_equal(mp.nfree, 0);
 	assert_int_equal(mp.peak_live, md.max_sum);
 	assert_true(mp.high >= mp.peak_live);
-	mp_free(&mp);
+	place_free(&mp);
 	return noff;
 }
 
@@ -220,7 +220,7 @@ static void test_mp_deterministic(void **state)
 	free(b);
 }
 
-/* A limit: placements never pass it, and mp_alloc fails exactly when no gap
+/* A limit: placements never pass it, and place_alloc fails exactly when no gap
  * fits and the top would pass it (checked inside run_sequence); the
  * sequences are sized so that failures really happen. */
 static void test_mp_limit(void **state)
@@ -245,52 +245,52 @@ static void test_mp_limit(void **state)
 static void test_mp_policy(void **state)
 {
 	(void)state;
-	mp_t mp;
+	place_t mp;
 	size_t o[6];
-	const size_t U = MP_ALIGN;
+	const size_t U = PLACE_ALIGN;
 
-	mp_init(&mp, 0);
-	assert_int_equal(mp_round(0), 0);
-	assert_int_equal(mp_round(1), U);
-	assert_int_equal(mp_round(U + 1), 2 * U);
-	assert_int_equal(mp_alloc(&mp, 0, &o[0]), 0);          /* [0, U) */
-	assert_int_equal(mp_alloc(&mp, 3 * U, &o[1]), 0);      /* [U, 4U) */
-	assert_int_equal(mp_alloc(&mp, 1, &o[2]), 0);          /* [4U, 5U) */
-	assert_int_equal(mp_alloc(&mp, U, &o[3]), 0);          /* [5U, 6U) */
-	assert_int_equal(mp_alloc(&mp, 2 * U - 7, &o[4]), 0);  /* [6U, 8U) */
-	assert_int_equal(mp_alloc(&mp, U, &o[5]), 0);          /* [8U, 9U) */
+	place_init(&mp, 0);
+	assert_int_equal(place_round(0), 0);
+	assert_int_equal(place_round(1), U);
+	assert_int_equal(place_round(U + 1), 2 * U);
+	assert_int_equal(place_alloc(&mp, 0, &o[0]), 0);          /* [0, U) */
+	assert_int_equal(place_alloc(&mp, 3 * U, &o[1]), 0);      /* [U, 4U) */
+	assert_int_equal(place_alloc(&mp, 1, &o[2]), 0);          /* [4U, 5U) */
+	assert_int_equal(place_alloc(&mp, U, &o[3]), 0);          /* [5U, 6U) */
+	assert_int_equal(place_alloc(&mp, 2 * U - 7, &o[4]), 0);  /* [6U, 8U) */
+	assert_int_equal(place_alloc(&mp, U, &o[5]), 0);          /* [8U, 9U) */
 	assert_int_equal(o[0], 0);
 	assert_int_equal(o[1], U);
 	assert_int_equal(o[4], 6 * U);
 	assert_int_equal(mp.live, 9 * U);
 	/* gaps [U, 4U) and [6U, 8U): a 2U block prefers the exact, higher gap */
-	assert_int_equal(mp_release(&mp, o[1], 3 * U), 0);
-	assert_int_equal(mp_release(&mp, o[4], 2 * U - 7), 0);
+	assert_int_equal(place_release(&mp, o[1], 3 * U), 0);
+	assert_int_equal(place_release(&mp, o[4], 2 * U - 7), 0);
 	size_t x;
-	assert_int_equal(mp_alloc(&mp, 2 * U, &x), 0);
+	assert_int_equal(place_alloc(&mp, 2 * U, &x), 0);
 	assert_int_equal(x, 6 * U);
-	assert_int_equal(mp_release(&mp, x, 2 * U), 0);
+	assert_int_equal(place_release(&mp, x, 2 * U), 0);
 	/* releasing [4U, 6U) merges [U, 8U) into one gap */
-	assert_int_equal(mp_release(&mp, o[2], 1), 0);
-	assert_int_equal(mp_release(&mp, o[3], U), 0);
+	assert_int_equal(place_release(&mp, o[2], 1), 0);
+	assert_int_equal(place_release(&mp, o[3], U), 0);
 	assert_int_equal(mp.nfree, 1);
 	assert_int_equal(mp.free[0].off, U);
 	assert_int_equal(mp.free[0].size, 7 * U);
 	/* releasing the top block swallows it: top falls to U */
-	assert_int_equal(mp_release(&mp, o[5], U), 0);
+	assert_int_equal(place_release(&mp, o[5], U), 0);
 	assert_int_equal(mp.top, U);
 	assert_int_equal(mp.nfree, 0);
 	assert_int_equal(mp.high, 9 * U);
 	assert_int_equal(mp.peak_live, 9 * U);
-	mp_free(&mp);
+	place_free(&mp);
 
 	/* a limit of exactly 2U holds two units, not three */
-	mp_init(&mp, 2 * U);
-	assert_int_equal(mp_alloc(&mp, U, &o[0]), 0);
-	assert_int_equal(mp_alloc(&mp, 1, &o[1]), 0);
-	assert_int_equal(mp_alloc(&mp, 1, &o[2]), -1);
+	place_init(&mp, 2 * U);
+	assert_int_equal(place_alloc(&mp, U, &o[0]), 0);
+	assert_int_equal(place_alloc(&mp, 1, &o[1]), 0);
+	assert_int_equal(place_alloc(&mp, 1, &o[2]), -1);
 	assert_int_equal(mp.live, 2 * U);
-	mp_free(&mp);
+	place_free(&mp);
 }
 
 /* ---- the forward context: plan once, execute in exactly mp.high --------- */
@@ -302,7 +302,7 @@ typedef struct {
 	int    n;
 } trace_t;
 
-static tn_t traced(fx_t *fx, trace_t *tr, tn_t t)
+static tensor_t traced(fwd_t *fx, trace_t *tr, tensor_t t)
 {
 	if (tr->n < FWD_MAX_TENSORS) {
 		tr->off[tr->n] = t.off;
@@ -316,44 +316,44 @@ static tn_t traced(fx_t *fx, trace_t *tr, tn_t t)
  * residual blocks (layernorm, two linears with a gated activation, temporaries
  * of mixed lifetimes) and a chunked pairwise stage whose chunk buffers come and
  * go.  Every tensor's placement is traced; out gets the [L, c] result. */
-static void forward(fx_t *fx, trace_t *tr, int L, int c, const float *in, float *out,
+static void forward(fwd_t *fx, trace_t *tr, int L, int c, const float *in, float *out,
                     const lin_t *l1, const lin_t *l2, const ln_t *ln)
 {
-	tn_t x = traced(fx, tr, fx_new2(fx, L, c));
-	fx_set(fx, x, in);
+	tensor_t x = traced(fx, tr, fwd_new2(fx, L, c));
+	fwd_set(fx, x, in);
 	for (int blk = 0; blk < 3; blk++) {
-		tn_t h = traced(fx, tr, fx_new2(fx, L, c));
+		tensor_t h = traced(fx, tr, fwd_new2(fx, L, c));
 		op_layernorm(fx, h, x, ln);
-		tn_t u = traced(fx, tr, fx_new2(fx, L, 2 * c));
-		tn_t g = traced(fx, tr, fx_new2(fx, L, 2 * c));
+		tensor_t u = traced(fx, tr, fwd_new2(fx, L, 2 * c));
+		tensor_t g = traced(fx, tr, fwd_new2(fx, L, 2 * c));
 		op_linear(fx, u, h, l1, 0.0f);
 		op_linear(fx, g, h, l1, 0.0f);
-		fx_drop(fx, &h);
+		fwd_drop(fx, &h);
 		op_binary(fx, u, u, g, BE_GATE);
-		fx_drop(fx, &g);
+		fwd_drop(fx, &g);
 		op_linear(fx, x, u, l2, 1.0f);   /* residual: x += u W2^T + b2 */
-		fx_drop(fx, &u);
+		fwd_drop(fx, &u);
 	}
 	/* chunked pairwise stage: [chunk, L, 2c] features reduced to a row sum */
-	tn_t acc = traced(fx, tr, fx_new2(fx, L, 2 * c));
-	tn_t empty = traced(fx, tr, fx_new1(fx, 0));   /* placed nowhere */
+	tensor_t acc = traced(fx, tr, fwd_new2(fx, L, 2 * c));
+	tensor_t empty = traced(fx, tr, fwd_new1(fx, 0));   /* placed nowhere */
 	op_fill(fx, acc, 0.0f);
 	for (int i0 = 0; i0 < L; i0 += 3) {
 		int ni = L - i0 < 3 ? L - i0 : 3;
-		tn_t pair = traced(fx, tr, fx_new3(fx, ni, L, 2 * c));
+		tensor_t pair = traced(fx, tr, fwd_new3(fx, ni, L, 2 * c));
 		op_outer(fx, pair, x, x, i0);
 		for (int i = 0; i < ni; i++)
-			op_axpby(fx, tn_rows(acc, 0, L), tn_reshape2(tn_rows(pair, i, 1), L, 2 * c), 1.0f / L, 1.0f);
-		fx_drop(fx, &pair);
+			op_axpby(fx, tensor_rows(acc, 0, L), tensor_reshape2(tensor_rows(pair, i, 1), L, 2 * c), 1.0f / L, 1.0f);
+		fwd_drop(fx, &pair);
 	}
-	fx_drop(fx, &empty);
-	tn_t y = traced(fx, tr, fx_new2(fx, L, c));
+	fwd_drop(fx, &empty);
+	tensor_t y = traced(fx, tr, fwd_new2(fx, L, c));
 	op_linear(fx, y, acc, l2, 0.0f);
-	fx_drop(fx, &acc);
+	fwd_drop(fx, &acc);
 	op_binary(fx, y, y, x, BE_ADD);
-	fx_drop(fx, &x);
-	fx_get(fx, y, out);
-	fx_drop(fx, &y);
+	fwd_drop(fx, &x);
+	fwd_get(fx, y, out);
+	fwd_drop(fx, &y);
 }
 
 typedef struct {
@@ -408,24 +408,24 @@ static void test_fx_plan_then_execute(void **state)
 		float *out = calloc((size_t)m.L * m.c, sizeof *out);
 		assert_non_null(out);
 		static trace_t plan, exec;
-		fx_t fx;
+		fwd_t fx;
 
 		memset(&plan, 0, sizeof plan);
 		memset(&exec, 0, sizeof exec);
-		fx_plan_begin(&fx, be);
+		fwd_plan_begin(&fx, be);
 		forward(&fx, &plan, m.L, m.c, m.in, out, &m.l1, &m.l2, &m.ln);
 		assert_int_equal(fx.err, 0);
 		size_t high = fx.mp.high, peak = fx.mp.peak_live;
 		assert_true(high > 0);
 		assert_int_equal(fx.mp.live, 0);
-		fx_end(&fx);
+		fwd_end(&fx);
 
-		assert_int_equal(fx_exec_begin(&fx, be, high), 0);
+		assert_int_equal(fwd_exec_begin(&fx, be, high), 0);
 		forward(&fx, &exec, m.L, m.c, m.in, out, &m.l1, &m.l2, &m.ln);
 		assert_int_equal(fx.err, 0);
 		assert_int_equal(fx.mp.high, high);
 		assert_int_equal(fx.mp.peak_live, peak);
-		fx_end(&fx);
+		fwd_end(&fx);
 
 		assert_int_equal(plan.n, exec.n);
 		assert_memory_equal(plan.off, exec.off, plan.n * sizeof *plan.off);
@@ -436,12 +436,12 @@ static void test_fx_plan_then_execute(void **state)
 			assert_true(out[i] == out[i] && out[i] - out[i] == 0.0f);   /* finite */
 
 		/* one unit less and the same pass cannot run: the plan is tight */
-		assert_int_equal(fx_exec_begin(&fx, be, high - MP_ALIGN), 0);
+		assert_int_equal(fwd_exec_begin(&fx, be, high - PLACE_ALIGN), 0);
 		memset(&exec, 0, sizeof exec);
 		forward(&fx, &exec, m.L, m.c, m.in, out, &m.l1, &m.l2, &m.ln);
 		assert_int_equal(fx.err, -2);
 		assert_non_null(strstr(fx.errmsg, "exhausted"));
-		fx_end(&fx);
+		fwd_end(&fx);
 
 		free(out);
 		fwd_model_free(&m);
@@ -455,22 +455,22 @@ static void test_fx_zero_arena(void **state)
 {
 	(void)state;
 	be_t *be = be_cpu_init(1);
-	fx_t fx;
+	fwd_t fx;
 	assert_non_null(be);
-	assert_int_equal(fx_exec_begin(&fx, be, 0), 0);
-	tn_t e = fx_new2(&fx, 0, 7);        /* empty tensors need no arena */
+	assert_int_equal(fwd_exec_begin(&fx, be, 0), 0);
+	tensor_t e = fwd_new2(&fx, 0, 7);        /* empty tensors need no arena */
 	assert_int_equal(fx.err, 0);
 	assert_int_equal(e.nbytes, 0);
-	tn_t t = fx_new2(&fx, 2, 2);
+	tensor_t t = fwd_new2(&fx, 2, 2);
 	assert_int_equal(fx.err, -2);
 	assert_null(t.d);
-	fx_end(&fx);
+	fwd_end(&fx);
 	be_free(be);
 }
 
 static int refuse_alloc(be_t *be, size_t n, void **p) { *p = NULL; return -1; }
 
-/* A backend that cannot reserve the arena is an event: fx_exec_begin
+/* A backend that cannot reserve the arena is an event: fwd_exec_begin
  * returns a negative status with a message, and later work is skipped. */
 static void test_fx_arena_refused(void **state)
 {
@@ -479,36 +479,36 @@ static void test_fx_arena_refused(void **state)
 	assert_non_null(cpu);
 	be_t be = *cpu;
 	be.alloc = refuse_alloc;
-	fx_t fx;
-	assert_true(fx_exec_begin(&fx, &be, 1 << 20) < 0);
+	fwd_t fx;
+	assert_true(fwd_exec_begin(&fx, &be, 1 << 20) < 0);
 	assert_true(fx.err < 0);
 	assert_non_null(strstr(fx.errmsg, "arena"));
-	tn_t t = fx_new2(&fx, 4, 4);
+	tensor_t t = fwd_new2(&fx, 4, 4);
 	assert_null(t.d);
 	assert_int_equal(fx.mp.live, 0);
-	fx_end(&fx);
+	fwd_end(&fx);
 	be_free(cpu);
 }
 
 /* one pass mixing tensors and host buffers: a host buffer lives across
  * a tensor, another is transient; executing, the buffers are written */
-static void host_pass(fx_t *fx, char **keep)
+static void host_pass(fwd_t *fx, char **keep)
 {
-	char *a = fx_host(fx, 1000);
-	tn_t t = fx_new2(fx, 16, 16);
-	char *b = fx_host(fx, 3000);
+	char *a = fwd_host(fx, 1000);
+	tensor_t t = fwd_new2(fx, 16, 16);
+	char *b = fwd_host(fx, 3000);
 	if (!fx->planning && !fx->err) {
 		memset(a, 1, 1000);
 		memset(b, 2, 3000);
 	}
-	fx_host_drop(fx, b, 3000);
-	fx_drop(fx, &t);
+	fwd_host_drop(fx, b, 3000);
+	fwd_drop(fx, &t);
 	*keep = a;
 }
 
 /* Host buffers are planned: in the arena where backend memory is host
  * memory, else in a host arena of the planned size; executing places them
- * as planned, and fx_host_keep hands over the memory live buffers lie in. */
+ * as planned, and fwd_host_keep hands over the memory live buffers lie in. */
 static void test_fx_host(void **state)
 {
 	(void)state;
@@ -518,41 +518,41 @@ static void test_fx_host(void **state)
 	dev.host_mem = 0;
 	for (int shared = 1; shared >= 0; shared--) {
 		be_t *be = shared ? cpu : &dev, *owner = NULL;
-		fx_t fx;
+		fwd_t fx;
 		char *keep;
 
-		fx_plan_begin(&fx, be);
+		fwd_plan_begin(&fx, be);
 		host_pass(&fx, &keep);
 		assert_int_equal(fx.err, 0);
 		size_t high = fx.mp.high, host = fx.hmp.high;
-		size_t tensor = mp_round(sizeof(float) * 256);
-		size_t hosted = mp_round(1000) + mp_round(3000);
+		size_t tensor = place_round(sizeof(float) * 256);
+		size_t hosted = place_round(1000) + place_round(3000);
 		assert_int_equal(high, shared ? tensor + hosted : tensor);
 		assert_int_equal(host, shared ? 0 : hosted);
-		fx_end(&fx);
+		fwd_end(&fx);
 
-		assert_int_equal(fx_exec_begin(&fx, be, high), 0);
-		assert_int_equal(fx_exec_host(&fx, host), 0);
+		assert_int_equal(fwd_exec_begin(&fx, be, high), 0);
+		assert_int_equal(fwd_exec_host(&fx, host), 0);
 		host_pass(&fx, &keep);
 		assert_int_equal(fx.err, 0);
 		assert_int_equal(fx.mp.high, high);
 		assert_int_equal(fx.hmp.high, host);
-		void *mem = fx_host_keep(&fx, &owner);
+		void *mem = fwd_host_keep(&fx, &owner);
 		assert_true(keep == (char *)mem);       /* the first placement */
 		assert_ptr_equal(owner, shared ? be : NULL);
-		fx_end(&fx);
+		fwd_end(&fx);
 		assert_int_equal(keep[999], 1);         /* still there */
 		if (owner) owner->free(owner, mem);
 		else free(mem);
 
 		/* one unit less host memory and the pass cannot run */
 		if (!shared) {
-			assert_int_equal(fx_exec_begin(&fx, be, high), 0);
-			assert_int_equal(fx_exec_host(&fx, host - MP_ALIGN), 0);
+			assert_int_equal(fwd_exec_begin(&fx, be, high), 0);
+			assert_int_equal(fwd_exec_host(&fx, host - PLACE_ALIGN), 0);
 			host_pass(&fx, &keep);
 			assert_int_equal(fx.err, -2);
 			assert_non_null(strstr(fx.errmsg, "host arena"));
-			fx_end(&fx);
+			fwd_end(&fx);
 		}
 	}
 	be_free(cpu);

@@ -1,7 +1,7 @@
-/* test_ops.c - every entry of the CPU backend (be.h) against a scalar
+/* test_ops.c - every entry of the CPU backend (backend.h) against a scalar
  * double-precision reference written here, on random inputs (fixed seeds)
  * of random shapes including 1, odd sizes and sizes past the attention and
- * transpose tiles of be_cpu.c; then the op layer's (op.h) shape checks,
+ * transpose tiles of cpu.c; then the op layer's (ops.h) shape checks,
  * sticky errors and planning mode.
  *
  * Error bounds (float32 unit roundoff u = 2^-24 ~ 6e-8):
@@ -734,7 +734,7 @@ static void test_op_linear(void **state)
 		float *xh = frand(&s, (size_t)m * in, 1.0f), *yh = frand(&s, (size_t)m * out, 1.0f);
 		double *ref = dref((size_t)m * out);
 		lin_t l = { w, b, out, in };
-		fx_t fx;
+		fwd_t fx;
 
 		if (beta == 0.0f)
 			for (int i = 0; i < m * out; i++) yh[i] = NAN;
@@ -744,62 +744,62 @@ static void test_op_linear(void **state)
 				for (int i = 0; i < in; i++) acc += (double)xh[r * in + i] * w[o * in + i];
 				ref[r * out + o] = acc + (beta == 0.0f ? 0.0 : (double)beta * yh[r * out + o]);
 			}
-		assert_int_equal(fx_exec_begin(&fx, be, 1 << 20), 0);
-		tn_t x = fx_new3(&fx, 2, 3, in), y = fx_new2(&fx, m, out);
-		fx_set(&fx, x, xh);
-		fx_set(&fx, y, yh);
+		assert_int_equal(fwd_exec_begin(&fx, be, 1 << 20), 0);
+		tensor_t x = fwd_new3(&fx, 2, 3, in), y = fwd_new2(&fx, m, out);
+		fwd_set(&fx, x, xh);
+		fwd_set(&fx, y, yh);
 		op_linear(&fx, y, x, &l, beta);
-		fx_get(&fx, y, yh);
+		fwd_get(&fx, y, yh);
 		assert_int_equal(fx.err, 0);
 		expect_err(E_LINEAR, cmp_nmse(yh, yh, ref, (size_t)m * out));
-		fx_end(&fx);
+		fwd_end(&fx);
 		tmp_reset();
 	}
 }
 
 /* A wrong call of one op; `name` must appear in the error message. */
-typedef struct { const char *name; void (*call)(fx_t *fx); } bad_call_t;
+typedef struct { const char *name; void (*call)(fwd_t *fx); } bad_call_t;
 
 static const float zeros[64];
 
-static void bad_linear_in(fx_t *fx)
+static void bad_linear_in(fwd_t *fx)
 {
 	lin_t l = { zeros, NULL, 3, 6 };
-	op_linear(fx, fx_new2(fx, 4, 3), fx_new2(fx, 4, 5), &l, 0.0f);
+	op_linear(fx, fwd_new2(fx, 4, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
-static void bad_linear_out(fx_t *fx)
+static void bad_linear_out(fwd_t *fx)
 {
 	lin_t l = { zeros, NULL, 4, 5 };
-	op_linear(fx, fx_new2(fx, 4, 3), fx_new2(fx, 4, 5), &l, 0.0f);
+	op_linear(fx, fwd_new2(fx, 4, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
-static void bad_linear_rows(fx_t *fx)
+static void bad_linear_rows(fwd_t *fx)
 {
 	lin_t l = { zeros, NULL, 3, 5 };
-	op_linear(fx, fx_new2(fx, 3, 3), fx_new2(fx, 4, 5), &l, 0.0f);
+	op_linear(fx, fwd_new2(fx, 3, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
-static void bad_layernorm(fx_t *fx)
+static void bad_layernorm(fwd_t *fx)
 {
 	ln_t ln = { zeros, zeros, 6, 1e-5f };
-	op_layernorm(fx, fx_new2(fx, 4, 5), fx_new2(fx, 4, 5), &ln);
+	op_layernorm(fx, fwd_new2(fx, 4, 5), fwd_new2(fx, 4, 5), &ln);
 }
 
-static void bad_binary(fx_t *fx) { op_binary(fx, fx_new2(fx, 4, 5), fx_new2(fx, 4, 5), fx_new2(fx, 5, 5), BE_ADD); }
-static void bad_axpby(fx_t *fx) { op_axpby(fx, fx_new1(fx, 20), fx_new1(fx, 21), 1.0f, 1.0f); }
-static void bad_transpose(fx_t *fx) { op_transpose(fx, fx_new3(fx, 4, 3, 6), fx_new3(fx, 3, 4, 5)); }
-static void bad_rotary(fx_t *fx) { op_rotary(fx, fx_new3(fx, 3, 2, 5), zeros); }
-static void bad_gather(fx_t *fx) { op_gather(fx, fx_new1(fx, 8), zeros, (const int32_t[]){ 0 }, 1.0f); }
-static void bad_outer(fx_t *fx)
+static void bad_binary(fwd_t *fx) { op_binary(fx, fwd_new2(fx, 4, 5), fwd_new2(fx, 4, 5), fwd_new2(fx, 5, 5), BE_ADD); }
+static void bad_axpby(fwd_t *fx) { op_axpby(fx, fwd_new1(fx, 20), fwd_new1(fx, 21), 1.0f, 1.0f); }
+static void bad_transpose(fwd_t *fx) { op_transpose(fx, fwd_new3(fx, 4, 3, 6), fwd_new3(fx, 3, 4, 5)); }
+static void bad_rotary(fwd_t *fx) { op_rotary(fx, fwd_new3(fx, 3, 2, 5), zeros); }
+static void bad_gather(fwd_t *fx) { op_gather(fx, fwd_new1(fx, 8), zeros, (const int32_t[]){ 0 }, 1.0f); }
+static void bad_outer(fwd_t *fx)
 {
-	tn_t q = fx_new2(fx, 6, 4), k = fx_new2(fx, 6, 4);
-	op_outer(fx, fx_new3(fx, 3, 6, 8), q, k, 4);   /* rows 4..6 of 6 */
+	tensor_t q = fwd_new2(fx, 6, 4), k = fwd_new2(fx, 6, 4);
+	op_outer(fx, fwd_new3(fx, 3, 6, 8), q, k, 4);   /* rows 4..6 of 6 */
 }
 
-static void bad_trimul(fx_t *fx)
+static void bad_trimul(fwd_t *fx)
 {
-	op_trimul(fx, fx_new3(fx, 3, 5, 16), fx_new3(fx, 3, 7, 16), fx_new3(fx, 5, 6, 16));   /* nk 7 vs 6 */
+	op_trimul(fx, fwd_new3(fx, 3, 5, 16), fwd_new3(fx, 3, 7, 16), fwd_new3(fx, 5, 6, 16));   /* nk 7 vs 6 */
 }
 
 static const bad_call_t bad_calls[] = {
@@ -813,23 +813,23 @@ static const bad_call_t bad_calls[] = {
 /* Each shape mismatch sets fx->err with a message naming the op, while
  * executing and while planning; once failed, a later op is skipped (its
  * output keeps its bytes), a later mismatch does not overwrite the first
- * message, and fx_new hands out empty tensors. */
+ * message, and fwd_new hands out empty tensors. */
 static void test_op_shape_errors(void **state)
 {
 	be_t *be = *state;
 	const size_t nb = sizeof bad_calls / sizeof *bad_calls;
 	for (size_t i = 0; i < nb; i++) {
-		fx_t fx;
+		fwd_t fx;
 		char first[sizeof fx.errmsg];
 
-		fx_plan_begin(&fx, be);
+		fwd_plan_begin(&fx, be);
 		bad_calls[i].call(&fx);
 		assert_int_equal(fx.err, -1);
 		assert_non_null(strstr(fx.errmsg, bad_calls[i].name));
-		fx_end(&fx);
+		fwd_end(&fx);
 
-		assert_int_equal(fx_exec_begin(&fx, be, 1 << 16), 0);
-		tn_t z = fx_new1(&fx, 16);
+		assert_int_equal(fwd_exec_begin(&fx, be, 1 << 16), 0);
+		tensor_t z = fwd_new1(&fx, 16);
 		op_fill(&fx, z, 3.0f);
 		bad_calls[i].call(&fx);
 		assert_int_equal(fx.err, -1);
@@ -839,11 +839,11 @@ static void test_op_shape_errors(void **state)
 		op_fill(&fx, z, 7.0f);                    /* skipped */
 		for (int j = 0; j < 16; j++) assert_true(z.d[j] == 3.0f);
 		bad_calls[(i + 1) % nb].call(&fx);        /* first error wins */
-		assert_int_equal(fx_fail(&fx, -5, "a later failure"), -5);
+		assert_int_equal(fwd_fail(&fx, -5, "a later failure"), -5);
 		assert_string_equal(fx.errmsg, first);
 		assert_int_equal(fx.err, -1);
-		assert_null(fx_new2(&fx, 2, 2).d);
-		fx_end(&fx);
+		assert_null(fwd_new2(&fx, 2, 2).d);
+		fwd_end(&fx);
 	}
 }
 
@@ -879,13 +879,13 @@ static be_t spy_backend(const be_t *cpu)
 #define ALL_OPS 13
 
 /* one valid call of every op (ALL_OPS of them) on tensors of fx */
-static void all_ops(fx_t *fx)
+static void all_ops(fwd_t *fx)
 {
 	static float w[8 * 8], inv[4];
 	lin_t l = { w, w, 8, 8 };
 	ln_t ln = { w, w, 8, 1e-5f };
-	tn_t x = fx_new2(fx, 5, 8), y = fx_new2(fx, 5, 8), r = fx_new3(fx, 5, 1, 8);
-	tn_t p = fx_new3(fx, 2, 5, 16), t = fx_new2(fx, 8, 5);
+	tensor_t x = fwd_new2(fx, 5, 8), y = fwd_new2(fx, 5, 8), r = fwd_new3(fx, 5, 1, 8);
+	tensor_t p = fwd_new3(fx, 2, 5, 16), t = fwd_new2(fx, 8, 5);
 
 	op_fill(fx, x, 0.5f);
 	op_linear(fx, y, x, &l, 0.0f);
@@ -903,7 +903,7 @@ static void all_ops(fx_t *fx)
 	op_attn(fx, &(be_attn_t){ .B = 1, .H = 1, .Lq = 5, .Lk = 5, .D = 8, .scale = 1.0f,
 	                          .q = x.d, .q_sl = 8, .k = x.d, .k_sl = 8, .v = y.d, .v_sl = 8,
 	                          .o = r.d, .o_sl = 8 });
-	fx_drop(fx, &t); fx_drop(fx, &p); fx_drop(fx, &r); fx_drop(fx, &y); fx_drop(fx, &x);
+	fwd_drop(fx, &t); fwd_drop(fx, &p); fwd_drop(fx, &r); fwd_drop(fx, &y); fwd_drop(fx, &x);
 }
 
 /* Planning never reaches the backend's ops (so never touches data: the
@@ -913,32 +913,32 @@ static void all_ops(fx_t *fx)
 static void test_op_planning_no_touch(void **state)
 {
 	be_t *cpu = *state, spy_be = spy_backend(cpu);
-	fx_t fx;
+	fwd_t fx;
 
 	spy_calls = 0;
-	fx_plan_begin(&fx, &spy_be);
+	fwd_plan_begin(&fx, &spy_be);
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
 	assert_int_equal(spy_calls, 0);
 	size_t high = fx.mp.high;
 	assert_true(high > 0);
-	fx_end(&fx);
+	fwd_end(&fx);
 
-	assert_int_equal(fx_exec_begin(&fx, &spy_be, high), 0);
+	assert_int_equal(fwd_exec_begin(&fx, &spy_be, high), 0);
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
 	assert_int_equal(spy_calls, ALL_OPS);
-	fx_end(&fx);
+	fwd_end(&fx);
 
-	fx_plan_begin(&fx, cpu);
+	fwd_plan_begin(&fx, cpu);
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
 	assert_int_equal(fx.mp.high, high);
-	fx_end(&fx);
-	assert_int_equal(fx_exec_begin(&fx, cpu, high), 0);
+	fwd_end(&fx);
+	assert_int_equal(fwd_exec_begin(&fx, cpu, high), 0);
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
-	fx_end(&fx);
+	fwd_end(&fx);
 }
 
 int main(void)

@@ -31,16 +31,16 @@ typedef struct {
 	float *atom37, *mask, *plddt;
 } seq_data_t;
 
-static void *load(const st_t *st, const char *seq, const char *tensor, int64_t want, int as_int)
+static void *load(const safetensors_t *st, const char *seq, const char *tensor, int64_t want, int as_int)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/%s", seq, tensor);
-	const st_tensor_t *t = st_find(st, key);
+	const safetensors_tensor_t *t = safetensors_find(st, key);
 	assert_non_null(t);
 	assert_int_equal(t->numel, want);
 	double *d = malloc(sizeof *d * (size_t)(want ? want : 1));
 	assert_non_null(d);
-	st_to_f64(t, d);
+	safetensors_to_f64(t, d);
 	if (as_int) {
 		int *v = malloc(sizeof *v * (size_t)(want ? want : 1));
 		assert_non_null(v);
@@ -77,18 +77,18 @@ static void chains_of(const char *sequence, int L, int *chain_index)
 	assert_int_equal(i, L);
 }
 
-static void seq_load(const st_t *st, const char *name, const char *sequence, seq_data_t *s)
+static void seq_load(const safetensors_t *st, const char *name, const char *sequence, seq_data_t *s)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/aatype", name);
-	const st_tensor_t *t = st_find(st, key);
+	const safetensors_tensor_t *t = safetensors_find(st, key);
 	assert_non_null(t);
 	int L = s->L = (int)t->numel;
 	s->aatype = load(st, name, "aatype", L, 1);
 	s->residue_index = load(st, name, "residue_index", L, 1);
-	s->atom37 = load(st, name, "atom37_positions", (int64_t)L * RC_NUM_ATOM37 * 3, 0);
-	s->mask = load(st, name, "atom37_mask", (int64_t)L * RC_NUM_ATOM37, 0);
-	s->plddt = load(st, name, "plddt", (int64_t)L * RC_NUM_ATOM37, 0);
+	s->atom37 = load(st, name, "atom37_positions", (int64_t)L * RESIDUE_NUM_ATOM37 * 3, 0);
+	s->mask = load(st, name, "atom37_mask", (int64_t)L * RESIDUE_NUM_ATOM37, 0);
+	s->plddt = load(st, name, "plddt", (int64_t)L * RESIDUE_NUM_ATOM37, 0);
 	s->chain_index = malloc(sizeof(int) * (size_t)(L ? L : 1));
 	assert_non_null(s->chain_index);
 	chains_of(sequence, L, s->chain_index);
@@ -186,7 +186,7 @@ static void compare_atom(const char *got, const char *exp, double tol, const cha
 static void golden_fixture(const char *fixture)
 {
 	char path[1024];
-	st_t *st;
+	safetensors_t *st;
 	json_t *root;
 	assert_int_equal(golden_open(fixture, &st, &root), 0);
 
@@ -234,7 +234,7 @@ static void golden_fixture(const char *fixture)
 	}
 	assert_true(checked > 0);
 	json_decref(root);
-	st_close(st);
+	safetensors_close(st);
 }
 
 static void test_golden_tiny_a(void **state)
@@ -253,11 +253,11 @@ static void test_golden_tiny_b(void **state)
 static void tiny_input(pdb_input_t *in, int *aatype, int *resi, int *chain, float *xyz,
                        float *mask, float *plddt)
 {
-	aatype[0] = rc_aatype_of('G'), aatype[1] = rc_aatype_of('A');
+	aatype[0] = residue_aatype_of('G'), aatype[1] = residue_aatype_of('A');
 	resi[0] = 0, resi[1] = 1;
 	chain[0] = 0, chain[1] = 1;
-	for (int i = 0; i < 2 * RC_NUM_ATOM37; i++) {
-		mask[i] = rc_atom37_mask[aatype[i / RC_NUM_ATOM37]][i % RC_NUM_ATOM37];
+	for (int i = 0; i < 2 * RESIDUE_NUM_ATOM37; i++) {
+		mask[i] = residue_atom37_mask[aatype[i / RESIDUE_NUM_ATOM37]][i % RESIDUE_NUM_ATOM37];
 		plddt[i] = 0.5f;
 		for (int d = 0; d < 3; d++)
 			xyz[3 * i + d] = (float)(i + d);
@@ -271,7 +271,7 @@ static void test_meta_and_atomic(void **state)
 {
 	(void)state;
 	int aatype[2], resi[2], chain[2];
-	float xyz[2 * RC_NUM_ATOM37 * 3], mask[2 * RC_NUM_ATOM37], plddt[2 * RC_NUM_ATOM37];
+	float xyz[2 * RESIDUE_NUM_ATOM37 * 3], mask[2 * RESIDUE_NUM_ATOM37], plddt[2 * RESIDUE_NUM_ATOM37];
 	pdb_input_t in;
 	tiny_input(&in, aatype, resi, chain, xyz, mask, plddt);
 	pdb_meta_t meta = { .version = "0.1.0", .weights = "sha256:0123abcd", .mean_plddt = 50.0,
@@ -314,7 +314,7 @@ static void test_meta_and_atomic(void **state)
 	assert_int_equal(access(tmp, F_OK), -1);
 	/* unwritable place */
 	snprintf(path2, sizeof path2, "%s/no/such/dir.pdb", dir);
-	aatype[1] = rc_aatype_of('A');
+	aatype[1] = residue_aatype_of('A');
 	assert_true(pdb_write_atomic(path2, &in) < 0);
 
 	unlink(path);
@@ -326,7 +326,7 @@ static void test_bad_input(void **state)
 {
 	(void)state;
 	int aatype[2], resi[2], chain[2];
-	float xyz[2 * RC_NUM_ATOM37 * 3], mask[2 * RC_NUM_ATOM37], plddt[2 * RC_NUM_ATOM37];
+	float xyz[2 * RESIDUE_NUM_ATOM37 * 3], mask[2 * RESIDUE_NUM_ATOM37], plddt[2 * RESIDUE_NUM_ATOM37];
 	pdb_input_t in;
 	FILE *f = fopen("/dev/null", "w");
 	assert_non_null(f);

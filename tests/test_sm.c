@@ -24,34 +24,34 @@
 
 typedef struct {
 	const cfg_t *c;
-	const sm_t  *sm;
+	const structure_t  *sm;
 	const heads_t *hd;
 	lin_t t2s, t2z;          /* trunk.trunk2sm_s, trunk.trunk2sm_z */
 	int L;
 	const float *s_s, *s_z;  /* host inputs [L, c_s], [L, L, c_z] */
 	const int *aatype;
-	sm_out_t *out;
+	structure_out_t *out;
 	float *plddt, *plddt_res;
 } pass_t;
 
 /* one planning or executing pass; returns the arena high-water mark */
-static size_t run_pass(fx_t *fx, const pass_t *p)
+static size_t run_pass(fwd_t *fx, const pass_t *p)
 {
 	const cfg_t *c = p->c;
 	int L = p->L;
 
-	tn_t s_s = fx_new2(fx, L, c->c_s), s_z = fx_new3(fx, L, L, c->c_z);
-	tn_t s = fx_new2(fx, L, c->sm_c_s), z = fx_new3(fx, L, L, c->sm_c_z);
-	fx_set(fx, s_s, p->s_s);
-	fx_set(fx, s_z, p->s_z);
+	tensor_t s_s = fwd_new2(fx, L, c->c_s), s_z = fwd_new3(fx, L, L, c->c_z);
+	tensor_t s = fwd_new2(fx, L, c->sm_c_s), z = fwd_new3(fx, L, L, c->sm_c_z);
+	fwd_set(fx, s_s, p->s_s);
+	fwd_set(fx, s_z, p->s_z);
 	op_linear(fx, s, s_s, &p->t2s, 0.0f);
 	op_linear(fx, z, s_z, &p->t2z, 0.0f);
-	sm_forward(fx, p->sm, c, s, z, p->aatype, p->out);
+	structure_forward(fx, p->sm, c, s, z, p->aatype, p->out);
 	heads_plddt(fx, p->hd, s, p->plddt, p->plddt_res);
-	fx_drop(fx, &z);
-	fx_drop(fx, &s);
-	fx_drop(fx, &s_z);
-	fx_drop(fx, &s_s);
+	fwd_drop(fx, &z);
+	fwd_drop(fx, &s);
+	fwd_drop(fx, &s_z);
+	fwd_drop(fx, &s_s);
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
 	return fx->mp.high;
 }
@@ -60,25 +60,25 @@ static void run_fixture(const char *fixture)
 {
 	char path[1024];
 	be_t *be = be_cpu_init(1);
-	wt_t *w;
-	sm_t sm;
+	weights_t *w;
+	structure_t sm;
 	heads_t hd;
-	st_t *exp;
+	safetensors_t *exp;
 	json_t *ej, *sj;
 	size_t i;
 	int failures = 0, nseq = 0;
 
 	assert_non_null(be);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
-	assert_non_null(w = wt_open(path));
-	const cfg_t *c = wt_cfg(w);
-	assert_int_equal(sm_load(&sm, c, w, NULL), 0);   /* names and shapes only */
-	sm_free(&sm);
-	assert_int_equal(sm_load(&sm, c, w, be), 0);
+	assert_non_null(w = weights_open(path));
+	const cfg_t *c = weights_cfg(w);
+	assert_int_equal(structure_load(&sm, c, w, NULL), 0);   /* names and shapes only */
+	structure_free(&sm);
+	assert_int_equal(structure_load(&sm, c, w, be), 0);
 	assert_int_equal(heads_load(&hd, c, w, be), 0);
 	pass_t p = { .c = c, .sm = &sm, .hd = &hd };
-	assert_int_equal(wt_lin(w, be, &p.t2s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s"), 0);
-	assert_int_equal(wt_lin(w, be, &p.t2z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z"), 0);
+	assert_int_equal(weights_lin(w, be, &p.t2s, c->sm_c_s, c->c_s, 1, "trunk.trunk2sm_s"), 0);
+	assert_int_equal(weights_lin(w, be, &p.t2z, c->sm_c_z, c->c_z, 1, "trunk.trunk2sm_z"), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
@@ -86,8 +86,8 @@ static void run_fixture(const char *fixture)
 		int64_t ns, nz, L;
 		float *s_s = golden_f32(exp, name, "s_s", &ns), *s_z = golden_f32(exp, name, "s_z", &nz);
 		float *aa = golden_f32(exp, name, "aatype", &L);
-		sm_out_t out;
-		fx_t fx;
+		structure_out_t out;
+		fwd_t fx;
 
 		if (!s_s || !s_z) {   /* s_z is stored for L <= 40 only */
 			free(s_s), free(s_z), free(aa);
@@ -97,55 +97,55 @@ static void run_fixture(const char *fixture)
 		assert_true(ns == L * c->c_s && nz == L * L * c->c_z);
 		int aatype[L];
 		for (int k = 0; k < L; k++) aatype[k] = (int)aa[k];
-		float *plddt = malloc(sizeof(float) * L * RC_NUM_ATOM37), *plddt_res = malloc(sizeof(float) * L);
+		float *plddt = malloc(sizeof(float) * L * RESIDUE_NUM_ATOM37), *plddt_res = malloc(sizeof(float) * L);
 		assert_true(plddt && plddt_res);
-		assert_int_equal(sm_out_alloc(&out, c, (int)L), 0);
+		assert_int_equal(structure_out_alloc(&out, c, (int)L), 0);
 		p.L = (int)L, p.s_s = s_s, p.s_z = s_z, p.aatype = aatype, p.out = &out;
 		p.plddt = plddt, p.plddt_res = plddt_res;
 
-		fx_plan_begin(&fx, be);
+		fwd_plan_begin(&fx, be);
 		size_t arena = run_pass(&fx, &p);
 		assert_int_equal(fx.err, 0);
-		fx_end(&fx);
-		assert_int_equal(fx_exec_begin(&fx, be, arena), 0);
+		fwd_end(&fx);
+		assert_int_equal(fwd_exec_begin(&fx, be, arena), 0);
 		run_pass(&fx, &p);
 		assert_int_equal(fx.err, 0);
-		fx_end(&fx);
+		fwd_end(&fx);
 
 		int B = c->sm_blocks, A = c->sm_angles;
 		failures += !golden_check(exp, sj, name, "frames", out.frames, (int64_t)B * L * 7);
 		failures += !golden_check(exp, sj, name, "positions", out.positions,
-		                          (int64_t)B * L * RC_NUM_ATOM14 * 3);
+		                          (int64_t)B * L * RESIDUE_NUM_ATOM14 * 3);
 		failures += !golden_check(exp, sj, name, "angles", out.angles, (int64_t)B * L * A * 2);
 		char key[256];
 		snprintf(key, sizeof key, "%s/states", name);
-		if (st_find(exp, key)) {   /* the recycle-detail sequence only */
+		if (safetensors_find(exp, key)) {   /* the recycle-detail sequence only */
 			failures += !golden_check(exp, sj, name, "unnormalized_angles", out.unnorm_angles,
 			                          (int64_t)B * L * A * 2);
 			failures += !golden_check(exp, sj, name, "states", out.states,
 			                          (int64_t)B * L * c->sm_c_s);
 		}
 		failures += !golden_check(exp, sj, name, "sidechain_frames", out.sidechain,
-		                          L * RC_NUM_GROUPS * 16);
-		failures += !golden_check(exp, sj, name, "atom37_positions", out.atom37, L * RC_NUM_ATOM37 * 3);
-		failures += !golden_check(exp, sj, name, "atom14_mask", out.atom14_mask, L * RC_NUM_ATOM14);
-		failures += !golden_check(exp, sj, name, "atom37_mask", out.atom37_mask, L * RC_NUM_ATOM37);
-		failures += !golden_check(exp, sj, name, "plddt", plddt, L * RC_NUM_ATOM37);
+		                          L * RESIDUE_NUM_GROUPS * 16);
+		failures += !golden_check(exp, sj, name, "atom37_positions", out.atom37, L * RESIDUE_NUM_ATOM37 * 3);
+		failures += !golden_check(exp, sj, name, "atom14_mask", out.atom14_mask, L * RESIDUE_NUM_ATOM14);
+		failures += !golden_check(exp, sj, name, "atom37_mask", out.atom37_mask, L * RESIDUE_NUM_ATOM37);
+		failures += !golden_check(exp, sj, name, "plddt", plddt, L * RESIDUE_NUM_ATOM37);
 		failures += !golden_check(exp, sj, name, "plddt_residue", plddt_res, L);
 		/* none of these sequences has a ':' linker, so atom37_mask is unmasked */
 		float mean = (float)heads_mean_plddt((int)L, plddt, out.atom37_mask);
 		failures += !golden_check(exp, sj, name, "mean_plddt", &mean, 1);
 		nseq++;
-		sm_out_free(&out);
+		structure_out_free(&out);
 		free(plddt), free(plddt_res);
 		free(s_s), free(s_z), free(aa);
 	}
 	assert_true(nseq >= 3);
 	assert_int_equal(failures, 0);
 	json_decref(ej);
-	st_close(exp);
-	sm_free(&sm);
-	wt_close(w);
+	safetensors_close(exp);
+	structure_free(&sm);
+	weights_close(w);
 	be_free(be);
 }
 

@@ -39,7 +39,7 @@ static const char *write_raw(const char *name, const char *header, size_t ndata,
 
 static void assert_refused(const char *name, const char *header, size_t ndata, uint64_t hlen)
 {
-	st_t *st = st_open(write_raw(name, header, ndata, hlen));
+	safetensors_t *st = safetensors_open(write_raw(name, header, ndata, hlen));
 	if (st) fail_msg("%s: accepted a malformed file", name);
 }
 
@@ -52,53 +52,53 @@ static void test_roundtrip(void **state)
 	int64_t i64[4] = { 0, -1, 1LL << 40, 7 };
 	uint16_t f16[4] = { 0x3c00, 0xc100, 0x0001, 0x7c00 };  /* 1, -2.5, 2^-24, +inf */
 	uint16_t bf16[3] = { 0x3f80, 0xc020, 0x0000 };          /* 1, -2.5, 0 */
-	st_writer_t *w = st_writer_init();
+	safetensors_writer_t *w = safetensors_writer_init();
 
 	assert_non_null(w);
-	assert_int_equal(st_writer_add(w, "a/f32", ST_F32, 2, (int64_t[]){ 2, 3 }, f32), 0);
-	assert_int_equal(st_writer_add(w, "f64", ST_F64, 1, (int64_t[]){ 3 }, f64), 0);
-	assert_int_equal(st_writer_add(w, "i64", ST_I64, 1, (int64_t[]){ 4 }, i64), 0);
-	assert_int_equal(st_writer_add(w, "f16", ST_F16, 1, (int64_t[]){ 4 }, f16), 0);
-	assert_int_equal(st_writer_add(w, "bf16", ST_BF16, 1, (int64_t[]){ 3 }, bf16), 0);
-	assert_int_equal(st_writer_add(w, "scalar", ST_F32, 0, NULL, &f32[1]), 0);
-	assert_int_equal(st_writer_add_meta(w, "config", "{\"x\": 1}"), 0);
+	assert_int_equal(safetensors_writer_add(w, "a/f32", SAFETENSORS_F32, 2, (int64_t[]){ 2, 3 }, f32), 0);
+	assert_int_equal(safetensors_writer_add(w, "f64", SAFETENSORS_F64, 1, (int64_t[]){ 3 }, f64), 0);
+	assert_int_equal(safetensors_writer_add(w, "i64", SAFETENSORS_I64, 1, (int64_t[]){ 4 }, i64), 0);
+	assert_int_equal(safetensors_writer_add(w, "f16", SAFETENSORS_F16, 1, (int64_t[]){ 4 }, f16), 0);
+	assert_int_equal(safetensors_writer_add(w, "bf16", SAFETENSORS_BF16, 1, (int64_t[]){ 3 }, bf16), 0);
+	assert_int_equal(safetensors_writer_add(w, "scalar", SAFETENSORS_F32, 0, NULL, &f32[1]), 0);
+	assert_int_equal(safetensors_writer_add_meta(w, "config", "{\"x\": 1}"), 0);
 	snprintf(path, sizeof path, "%s/ok.safetensors", tmpdir);
-	assert_int_equal(st_writer_save(w, path), 0);
-	st_writer_free(w);
+	assert_int_equal(safetensors_writer_save(w, path), 0);
+	safetensors_writer_free(w);
 	assert_int_equal(access(path, F_OK), 0);
 
-	st_t *st = st_open(path);
+	safetensors_t *st = safetensors_open(path);
 	assert_non_null(st);
-	assert_int_equal(st_count(st), 6);
-	assert_string_equal(st_meta(st, "config"), "{\"x\": 1}");
-	assert_null(st_meta(st, "absent"));
-	assert_null(st_find(st, "nope"));
+	assert_int_equal(safetensors_count(st), 6);
+	assert_string_equal(safetensors_meta(st, "config"), "{\"x\": 1}");
+	assert_null(safetensors_meta(st, "absent"));
+	assert_null(safetensors_find(st, "nope"));
 
-	const st_tensor_t *t = st_find(st, "a/f32");
+	const safetensors_tensor_t *t = safetensors_find(st, "a/f32");
 	assert_non_null(t);
-	assert_int_equal(t->dtype, ST_F32);
+	assert_int_equal(t->dtype, SAFETENSORS_F32);
 	assert_int_equal(t->nd, 2);
 	assert_int_equal(t->shape[0], 2);
 	assert_int_equal(t->shape[1], 3);
 	float got[6];
-	st_to_f32(t, got);
+	safetensors_to_f32(t, got);
 	assert_memory_equal(got, f32, sizeof f32);
 
 	double d[4];
-	st_to_f64(st_find(st, "f64"), d);
+	safetensors_to_f64(safetensors_find(st, "f64"), d);
 	assert_memory_equal(d, f64, sizeof f64);
-	st_to_f64(st_find(st, "i64"), d);
+	safetensors_to_f64(safetensors_find(st, "i64"), d);
 	for (int i = 0; i < 4; i++) assert_true(d[i] == (double)i64[i]);
 
-	st_to_f32(st_find(st, "f16"), got);
+	safetensors_to_f32(safetensors_find(st, "f16"), got);
 	assert_true(got[0] == 1.0f && got[1] == -2.5f && got[2] == ldexpf(1.0f, -24) && isinf(got[3]));
-	st_to_f32(st_find(st, "bf16"), got);
+	safetensors_to_f32(safetensors_find(st, "bf16"), got);
 	assert_true(got[0] == 1.0f && got[1] == -2.5f && got[2] == 0.0f);
 
-	t = st_find(st, "scalar");
+	t = safetensors_find(st, "scalar");
 	assert_int_equal(t->nd, 0);
 	assert_int_equal(t->numel, 1);
-	st_close(st);
+	safetensors_close(st);
 }
 
 static void test_half_conversions(void **state)
@@ -106,15 +106,15 @@ static void test_half_conversions(void **state)
 	(void)state;
 	/* every finite f16 value converts exactly (f32 holds all of them) */
 	for (uint32_t h = 0; h < 0x10000; h++) {
-		float f = st_f16_to_f32((uint16_t)h);
+		float f = safetensors_f16_to_f32((uint16_t)h);
 		int e = (h >> 10) & 0x1f, m = h & 0x3ff;
 		double want = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
 		if (h & 0x8000) want = -want;
 		if (e == 31) continue;
 		assert_true((double)f == want);
 	}
-	assert_true(isnan(st_f16_to_f32(0x7e00)));
-	assert_true(st_bf16_to_f32(0x4049) == 3.140625f);
+	assert_true(isnan(safetensors_f16_to_f32(0x7e00)));
+	assert_true(safetensors_bf16_to_f32(0x4049) == 3.140625f);
 }
 
 static void test_malformed(void **state)
@@ -123,9 +123,9 @@ static void test_malformed(void **state)
 	const char *ok = "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
 
 	/* the reference file is fine: the checks below fail for their reason */
-	st_t *st = st_open(write_raw("fine", ok, 8, 0));
+	safetensors_t *st = safetensors_open(write_raw("fine", ok, 8, 0));
 	assert_non_null(st);
-	st_close(st);
+	safetensors_close(st);
 
 	assert_refused("truncated", ok, 7, 0);
 	assert_refused("past_end",
@@ -161,9 +161,9 @@ static void test_malformed(void **state)
 	assert_non_null(f);
 	fputs("abc", f);
 	fclose(f);
-	assert_null(st_open(path));
+	assert_null(safetensors_open(path));
 	snprintf(path, sizeof path, "%s/absent", tmpdir);
-	assert_null(st_open(path));
+	assert_null(safetensors_open(path));
 }
 
 static int setup(void **state)

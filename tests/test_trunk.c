@@ -20,10 +20,10 @@
 
 typedef struct {
 	be_t       *be;
-	wt_t       *w;
+	weights_t       *w;
 	const cfg_t *c;
 	trunk_t     t;
-	st_t       *exp;
+	safetensors_t       *exp;
 	json_t     *ej;
 	json_t     *seqj;       /* the recycle-detail sequence */
 	const char *seq;
@@ -37,13 +37,13 @@ static float *load_f32(const fixture_t *f, const char *name, int64_t n)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/%s", f->seq, name);
-	const st_tensor_t *t = st_find(f->exp, key);
+	const safetensors_tensor_t *t = safetensors_find(f->exp, key);
 	if (!t || t->numel != n) {
 		fprintf(stderr, "%s: missing or of %lld elements\n", key, t ? (long long)t->numel : 0LL);
 		return NULL;
 	}
 	float *p = malloc(sizeof *p * n);
-	st_to_f32(t, p);
+	safetensors_to_f32(t, p);
 	return p;
 }
 
@@ -52,11 +52,11 @@ static int32_t *load_i32(const fixture_t *f, const char *name, int64_t n)
 {
 	char key[256];
 	snprintf(key, sizeof key, "%s/%s", f->seq, name);
-	const st_tensor_t *t = st_find(f->exp, key);
+	const safetensors_tensor_t *t = safetensors_find(f->exp, key);
 	if (!t || t->numel != n) return NULL;
 	double *d = malloc(sizeof *d * n);
 	int32_t *p = malloc(sizeof *p * n);
-	st_to_f64(t, d);
+	safetensors_to_f64(t, d);
 	for (int64_t i = 0; i < n; i++) p[i] = (int32_t)d[i];
 	free(d);
 	return p;
@@ -74,8 +74,8 @@ static void fixture_open(fixture_t *f, const char *fixture, int gemm_form)
 	assert_non_null(f->be = be_cpu_init(1));
 	if (gemm_form) f->be->trimul = NULL;
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
-	assert_non_null(f->w = wt_open(path));
-	f->c = wt_cfg(f->w);
+	assert_non_null(f->w = weights_open(path));
+	f->c = weights_cfg(f->w);
 	assert_int_equal(trunk_load(&f->t, f->c, f->w, f->be), 0);
 	assert_int_equal(golden_open(fixture, &f->exp, &f->ej), 0);
 	json_array_foreach(json_object_get(f->ej, "sequences"), i, sj)
@@ -92,9 +92,9 @@ static void fixture_close(fixture_t *f)
 	free(f->s0);
 	free(f->residx);
 	json_decref(f->ej);
-	st_close(f->exp);
+	safetensors_close(f->exp);
 	trunk_free(&f->t);
-	wt_close(f->w);
+	weights_close(f->w);
 	be_free(f->be);
 }
 
@@ -109,31 +109,31 @@ static size_t run_pass(const fixture_t *f, const float *prev_s, const float *pre
 	int32_t *zero_bins = calloc((size_t)L * L, sizeof *zero_bins);
 	float *zs = calloc(ns, sizeof *zs), *zz = calloc(nz, sizeof *zz);
 	size_t high = 0;
-	fx_t fx;
+	fwd_t fx;
 
 	for (int exec = 0; exec < 2; exec++) {
 		if (exec)
-			assert_int_equal(fx_exec_begin(&fx, f->be, high), 0);
+			assert_int_equal(fwd_exec_begin(&fx, f->be, high), 0);
 		else
-			fx_plan_begin(&fx, f->be);
-		tn_t s0 = fx_new2(&fx, L, cs), ps = fx_new2(&fx, L, cs), s = fx_new2(&fx, L, cs);
-		tn_t z = fx_new3(&fx, L, L, cz);
-		fx_set(&fx, s0, f->s0);
-		fx_set(&fx, ps, prev_s ? prev_s : zs);
-		fx_set(&fx, z, prev_z ? prev_z : zz);
+			fwd_plan_begin(&fx, f->be);
+		tensor_t s0 = fwd_new2(&fx, L, cs), ps = fwd_new2(&fx, L, cs), s = fwd_new2(&fx, L, cs);
+		tensor_t z = fwd_new3(&fx, L, L, cz);
+		fwd_set(&fx, s0, f->s0);
+		fwd_set(&fx, ps, prev_s ? prev_s : zs);
+		fwd_set(&fx, z, prev_z ? prev_z : zz);
 		/* in place: z is also prev_z */
 		trunk_recycle_in(&fx, &f->t, s, z, s0, ps, z, bins ? bins : zero_bins, chunk);
-		fx_drop(&fx, &ps);
-		fx_drop(&fx, &s0);
+		fwd_drop(&fx, &ps);
+		fwd_drop(&fx, &s0);
 		trunk_iter(&fx, &f->t, f->c, s, z, f->residx, chunk);
-		fx_get(&fx, s, s_out);
-		fx_get(&fx, z, z_out);
-		fx_drop(&fx, &z);
-		fx_drop(&fx, &s);
+		fwd_get(&fx, s, s_out);
+		fwd_get(&fx, z, z_out);
+		fwd_drop(&fx, &z);
+		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", f->seq, fx.errmsg);
 		assert_int_equal(fx.err, 0);
 		if (!exec) high = fx.mp.high;
-		fx_end(&fx);
+		fwd_end(&fx);
 	}
 	free(zz);
 	free(zs);
@@ -250,19 +250,19 @@ static void test_transpose_inplace(void **state)
 	int64_t n = (int64_t)A * A * C;
 	be_t *be = be_cpu_init(1);
 	float *h = malloc(sizeof *h * n), *got = malloc(sizeof *got * n), *want = malloc(sizeof *want * n);
-	fx_t fx;
+	fwd_t fx;
 
 	for (int64_t i = 0; i < n; i++) h[i] = (float)i;
-	assert_int_equal(fx_exec_begin(&fx, be, 2 * mp_round(sizeof(float) * n)), 0);
-	tn_t x = fx_new3(&fx, A, A, C), y = fx_new3(&fx, A, A, C);
-	fx_set(&fx, x, h);
+	assert_int_equal(fwd_exec_begin(&fx, be, 2 * place_round(sizeof(float) * n)), 0);
+	tensor_t x = fwd_new3(&fx, A, A, C), y = fwd_new3(&fx, A, A, C);
+	fwd_set(&fx, x, h);
 	op_transpose(&fx, y, x);
 	op_transpose_inplace(&fx, x);
-	fx_get(&fx, x, got);
-	fx_get(&fx, y, want);
+	fwd_get(&fx, x, got);
+	fwd_get(&fx, y, want);
 	assert_int_equal(fx.err, 0);
 	assert_memory_equal(got, want, sizeof *got * n);
-	fx_end(&fx);
+	fwd_end(&fx);
 	free(want);
 	free(got);
 	free(h);

@@ -26,11 +26,11 @@ static const char *const contact_head[] = { "esm.contact_head.", "af2_to_esm", N
 static void test_manifest_accepted(void **state)
 {
 	(void)state;
-	wt_t *w = wt_open_manifest(MANIFEST);
+	weights_t *w = weights_open_manifest(MANIFEST);
 	model_t m;
 
 	assert_non_null(w);
-	const cfg_t *c = wt_cfg(w);
+	const cfg_t *c = weights_cfg(w);
 	assert_int_equal(c->lm_layers, 36);
 	assert_int_equal(c->lm_dim, 2560);
 	assert_int_equal(c->lm_heads, 40);
@@ -40,7 +40,7 @@ static void test_manifest_accepted(void **state)
 	assert_int_equal(c->sm_c_s, 384);
 	assert_int_equal(c->sm_blocks, 8);
 	assert_int_equal(model_load(&m, w, NULL), 0);
-	assert_int_equal(wt_unused(w, contact_head), 0);
+	assert_int_equal(weights_unused(w, contact_head), 0);
 
 	/* planning needs shapes only: the full model at L = 256, chunk 64 */
 	tok_t t;
@@ -57,7 +57,7 @@ static void test_manifest_accepted(void **state)
 	assert_true(peak <= arena);
 	tok_free(&t);
 	model_free(&m);
-	wt_close(w);
+	weights_close(w);
 }
 
 /* a copy of the manifest with one tensor's shape changed, or removed */
@@ -92,12 +92,12 @@ static char *edited_manifest(const char *name, int remove)
 static void refused(const char *name, int remove)
 {
 	char *path = edited_manifest(name, remove);
-	wt_t *w = wt_open_manifest(path);
+	weights_t *w = weights_open_manifest(path);
 	model_t m;
 
 	assert_non_null(w);
 	assert_true(model_load(&m, w, NULL) < 0);
-	wt_close(w);
+	weights_close(w);
 	unlink(path);
 }
 

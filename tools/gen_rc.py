@@ -129,44 +129,44 @@ def main():
     w(" */")
     w('#include "protein/residue.h"')
     w("")
-    w("const char rc_restypes[RC_NUM_RESTYPES + 1] = %s;" % c_string("".join(restypes) + "X"))
+    w("const char residue_restypes[RESIDUE_NUM_RESTYPES + 1] = %s;" % c_string("".join(restypes) + "X"))
     w("")
-    w("const char rc_restype_names3[RC_NUM_RESTYPES][4] = %s;"
+    w("const char residue_restype_names3[RESIDUE_NUM_RESTYPES][4] = %s;"
       % c_array(names3, c_string))
     w("")
-    w("const char rc_atom_types[RC_NUM_ATOM37][4] = %s;" % c_array(atom_types, c_string))
+    w("const char residue_atom_types[RESIDUE_NUM_ATOM37][4] = %s;" % c_array(atom_types, c_string))
     w("")
-    w("const char rc_atom_elements[RC_NUM_ATOM37] = %s;"
+    w("const char residue_atom_elements[RESIDUE_NUM_ATOM37] = %s;"
       % c_array(elements, lambda c: "'" + c + "'"))
     w("")
-    w("const char rc_atom14_names[RC_NUM_RESTYPES][RC_NUM_ATOM14][4] = %s;"
+    w("const char residue_atom14_names[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14][4] = %s;"
       % c_array(atom14_names, c_string))
     w("")
-    w("const int rc_atom14_to_atom37[RC_NUM_RESTYPES][RC_NUM_ATOM14] = %s;"
+    w("const int residue_atom14_to_atom37[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = %s;"
       % c_array(a14_to_37, integer))
     w("")
-    w("const int rc_atom37_to_atom14[RC_NUM_RESTYPES][RC_NUM_ATOM37] = %s;"
+    w("const int residue_atom37_to_atom14[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM37] = %s;"
       % c_array(a37_to_14, integer))
     w("")
-    w("const float rc_atom14_mask[RC_NUM_RESTYPES][RC_NUM_ATOM14] = %s;"
+    w("const float residue_atom14_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = %s;"
       % c_array(a14_mask, flt))
     w("")
-    w("const float rc_atom37_mask[RC_NUM_RESTYPES][RC_NUM_ATOM37] = %s;"
+    w("const float residue_atom37_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM37] = %s;"
       % c_array(a37_mask, flt))
     w("")
-    w("const float rc_rigid_group_default_frame[RC_NUM_RESTYPES][RC_NUM_GROUPS][4][4] = %s;"
+    w("const float residue_rigid_group_default_frame[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_GROUPS][4][4] = %s;"
       % c_array(frames, flt))
     w("")
-    w("const int rc_atom14_to_rigid_group[RC_NUM_RESTYPES][RC_NUM_ATOM14] = %s;"
+    w("const int residue_atom14_to_rigid_group[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = %s;"
       % c_array(a14_group, integer))
     w("")
-    w("const float rc_atom14_rigid_group_positions[RC_NUM_RESTYPES][RC_NUM_ATOM14][3] = %s;"
+    w("const float residue_atom14_rigid_group_positions[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14][3] = %s;"
       % c_array(a14_pos, flt))
     w("")
-    w("const float rc_chi_angles_mask[RC_NUM_RESTYPES][RC_NUM_CHI] = %s;"
+    w("const float residue_chi_angles_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_CHI] = %s;"
       % c_array(chi_mask, flt))
     w("")
-    w("const float rc_chi_pi_periodic[RC_NUM_RESTYPES][RC_NUM_CHI] = %s;"
+    w("const float residue_chi_pi_periodic[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_CHI] = %s;"
       % c_array(chi_pi, flt))
     text = "\n".join(out) + "\n"
     tmp = dst + ".tmp"

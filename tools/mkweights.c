@@ -49,7 +49,7 @@ int main(int argc, char **argv)
 	};
 	const char *cfg = NULL, *out = NULL;
 	unsigned long long seed = 1;
-	st_dtype_t dt = ST_F32;
+	safetensors_dtype_t dt = SAFETENSORS_F32;
 	char *text, *end;
 	int c, rc;
 
@@ -62,9 +62,9 @@ int main(int argc, char **argv)
 			if (!*optarg || *end) { mk_usage(stderr); return 2; }
 			break;
 		case 'd':
-			if (!strcmp(optarg, "f32")) dt = ST_F32;
-			else if (!strcmp(optarg, "f16")) dt = ST_F16;
-			else if (!strcmp(optarg, "bf16")) dt = ST_BF16;
+			if (!strcmp(optarg, "f32")) dt = SAFETENSORS_F32;
+			else if (!strcmp(optarg, "f16")) dt = SAFETENSORS_F16;
+			else if (!strcmp(optarg, "bf16")) dt = SAFETENSORS_BF16;
 			else { mk_usage(stderr); return 2; }
 			break;
 		case 'h': mk_usage(stdout); return 0;
@@ -76,7 +76,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (!(text = mk_config(cfg))) return 1;
-	rc = wr_write(text, cfg, out, seed, dt);
+	rc = random_weights_write(text, cfg, out, seed, dt);
 	free(text);
 	return rc < 0 ? 1 : 0;
 }

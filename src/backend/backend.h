@@ -1,7 +1,7 @@
-/* be.h - a compute backend: a struct of function pointers plus a context.
+/* backend.h (prefix be_) - a compute backend: a struct of function pointers plus a context.
  *
  * Model code never calls these directly: it goes through the op layer
- * (op.h), which checks shapes, skips work while planning and records the
+ * (ops.h), which checks shapes, skips work while planning and records the
  * first failure.  Every backend implements every entry (mem_info,
  * worker and trimul are optional).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
@@ -78,7 +78,7 @@ struct be {
 	 * cuBLAS workspace); counted in a job's peak reserved */
 	size_t      workspace;
 	/* 1: backend memory is host memory (the CPU): a pass's host buffers
-	 * (fx_host) lie in its arena, and its figures cover them */
+	 * (fwd_host) lie in its arena, and its figures cover them */
 	int         host_mem;
 	/* what the GEMMs take as inputs: "fp32", "bf16", "fp16" (or "tf32",
 	 * tests only); they accumulate in fp32, and every tensor stays fp32 */

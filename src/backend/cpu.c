@@ -1,6 +1,6 @@
-/* be_cpu.c - the CPU backend: float32, OpenMP across rows; matrix
+/* cpu.c - the CPU backend: float32, OpenMP across rows; matrix
  * products, the triangle product, the attention's softmax step, layer
- * norms and gates on the own AVX-512 kernels (be_cpu_gemm.c) where the CPU
+ * norms and gates on the own AVX-512 kernels (cpu_avx512.c) where the CPU
  * has AVX-512F, else (or with ESMBATCH_CPU_BLAS=1) on CBLAS and the
  * portable loops below.
  *
@@ -197,8 +197,8 @@ static int cpu_gemm_blas(const be_gemm_t *g, double flops)
 	return 0;
 }
 
-/* The own kernel (be_cpu_gemm.c): tasks of about CPU_GEMM_MB rows (whole
- * 12-row tiles, shared out evenly) by CG_NB columns of one batch entry,
+/* The own kernel (cpu_avx512.c): tasks of about CPU_GEMM_MB rows (whole
+ * 12-row tiles, shared out evenly) by AVX512_NB columns of one batch entry,
  * their number a multiple of the thread count so that no thread idles at
  * the end.  Where several tasks share columns of a single entry, op(B) is
  * packed once, by all the threads, into the calling thread's scratch and
@@ -211,33 +211,33 @@ static int cpu_gemm_blas(const be_gemm_t *g, double flops)
 static int cpu_gemm_own(const be_gemm_t *g, double flops, int ct)
 {
 	int T = flops < 4e6 ? 1 : omp_get_max_threads();
-	int nj = (g->n + CG_NB - 1) / CG_NB, tiles = (g->m + 11) / 12;
+	int nj = (g->n + AVX512_NB - 1) / AVX512_NB, tiles = (g->m + 11) / 12;
 	int pm = (tiles + CPU_GEMM_MB / 12 - 1) / (CPU_GEMM_MB / 12);
 	int64_t per = (int64_t)g->batch * nj, ntask;
 	float *packed = NULL;
 	int fail = 0;
 
 	while (pm < tiles && (per * pm) % T) pm++;
-	if (g->batch == 1 && pm > 1 && CG_PACKED(g->k, g->n) <= CPU_GEMM_SHARED)
-		packed = cpu_scratch((size_t)CG_PACKED(g->k, g->n));
+	if (g->batch == 1 && pm > 1 && AVX512_PACKED(g->k, g->n) <= CPU_GEMM_SHARED)
+		packed = cpu_scratch((size_t)AVX512_PACKED(g->k, g->n));
 	ntask = per * pm;
 	#pragma omp parallel reduction(|:fail) if (T > 1 && ntask > 1)
 	{
 		if (packed) {   /* by panels of 32 columns: every thread takes part */
 			#pragma omp for schedule(static)
-			for (int p = 0; p < CG_PANELS(g->n); p++) cg_pack_b(g, 0, p, packed);
+			for (int p = 0; p < AVX512_PANELS(g->n); p++) avx512_pack_b(g, 0, p, packed);
 		}
 		#pragma omp for schedule(dynamic)
 		for (int64_t t = 0; t < ntask; t++) {
 			int64_t b = t / ((int64_t)pm * nj);
-			int ti = (int)(t / nj % pm), j0 = (int)(t % nj) * CG_NB;
+			int ti = (int)(t / nj % pm), j0 = (int)(t % nj) * AVX512_NB;
 			int i0 = (int)((int64_t)ti * tiles / pm) * 12;
 			int i1 = (int)((int64_t)(ti + 1) * tiles / pm) * 12;
-			float *P = packed ? NULL : cpu_scratch((size_t)CG_KB * CG_NB);
+			float *P = packed ? NULL : cpu_scratch((size_t)AVX512_KB * AVX512_NB);
 			if (i1 > g->m) i1 = g->m;
 			if (i0 >= i1) continue;
 			if (!packed && !P) { fail = 1; continue; }
-			cg_block(g, b, i0, i1 - i0, j0, g->n - j0 < CG_NB ? g->n - j0 : CG_NB,
+			avx512_block(g, b, i0, i1 - i0, j0, g->n - j0 < AVX512_NB ? g->n - j0 : AVX512_NB,
 			         packed ? packed + (int64_t)j0 * g->k : NULL, P, ct);
 		}
 	}
@@ -382,9 +382,9 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		be_gemm_t go = { .m = tq, .n = D, .k = a->Lk, .alpha = 1.0f, .a = s, .lda = BE_CPU_TK,
 		                 .c = a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh,
 		                 .ldc = a->o_sl, .batch = 1 };
-		cg_block(&gs, 0, 0, tq, 0, a->Lk, kp, NULL, 0);
-		cg_attn_rows(s, BE_CPU_TK, tq, a->Lk, bias, a->bias_sq, mask, m, l, NULL, D);
-		cg_block(&go, 0, 0, tq, 0, D, vp, NULL, 0);
+		avx512_block(&gs, 0, 0, tq, 0, a->Lk, kp, NULL, 0);
+		avx512_attn_rows(s, BE_CPU_TK, tq, a->Lk, bias, a->bias_sq, mask, m, l, NULL, D);
+		avx512_block(&go, 0, 0, tq, 0, D, vp, NULL, 0);
 		return;
 	}
 	memset(acc, 0, sizeof *acc * tq * D);
@@ -397,19 +397,19 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		if (kp) {
 			be_gemm_t g = { .transb = 1, .m = tq, .n = tk, .k = D, .alpha = a->scale,
 			                .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
-			cg_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL, 0);
+			avx512_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL, 0);
 		} else {
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
 			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
 		}
 		const float *bj = bias ? bias + j0 : NULL, *mj = mask ? mask + j0 : NULL;
-		if (kp) cg_attn_rows(s, BE_CPU_TK, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
+		if (kp) avx512_attn_rows(s, BE_CPU_TK, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
 		else    cpu_attn_rows(s, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
 		/* acc += p v */
 		if (vp) {
 			be_gemm_t g = { .m = tq, .n = D, .k = tk, .alpha = 1.0f, .beta = 1.0f,
 			                .a = s, .lda = BE_CPU_TK, .c = acc, .ldc = D, .batch = 1 };
-			cg_block(&g, 0, 0, tq, 0, D, vp + CG_PACKED(j0, D), NULL, 0);
+			avx512_block(&g, 0, 0, tq, 0, D, vp + AVX512_PACKED(j0, D), NULL, 0);
 		} else {
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, D, tk, 1.0f,
 			            s, BE_CPU_TK, v, (int)a->v_sl, 1.0f, acc, D);
@@ -418,29 +418,29 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 	cpu_attn_out(a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh, a->o_sl, acc, l, tq, D);
 }
 
-/* kp: [CG_PACKED(D, Lk)] = K^T of (batch b, head h), packed whole for
- * cg_block (the key block from j0 at kp + j0 D); vp: [CG_PACKED(Lk, D)] = V
+/* kp: [AVX512_PACKED(D, Lk)] = K^T of (batch b, head h), packed whole for
+ * avx512_block (the key block from j0 at kp + j0 D); vp: [AVX512_PACKED(Lk, D)] = V
  * likewise, one column block of D, so that the keys from j0 (a multiple
- * of CG_KB) start at vp + CG_PACKED(j0, D). */
+ * of AVX512_KB) start at vp + AVX512_PACKED(j0, D). */
 static void cpu_attn_pack(const be_attn_t *a, int b, int h, float *kp, float *vp)
 {
 	be_gemm_t gk = { .transb = 1, .n = a->Lk, .k = a->D,
 	                 .b = a->k + b * a->k_sb + h * a->k_sh, .ldb = a->k_sl };
 	be_gemm_t gv = { .n = a->D, .k = a->Lk, .b = a->v + b * a->v_sb + h * a->v_sh, .ldb = a->v_sl };
 
-	for (int p = 0; p < CG_PANELS(a->Lk); p++) cg_pack_b(&gk, 0, p, kp);
-	for (int p = 0; p < CG_PANELS(a->D); p++) cg_pack_b(&gv, 0, p, vp);
+	for (int p = 0; p < AVX512_PANELS(a->Lk); p++) avx512_pack_b(&gk, 0, p, kp);
+	for (int p = 0; p < AVX512_PANELS(a->D); p++) avx512_pack_b(&gv, 0, p, vp);
 }
 
-/* With the own kernel (key tiles of CG_KB, D <= CG_NB): one task per
+/* With the own kernel (key tiles of AVX512_KB, D <= AVX512_NB): one task per
  * (batch, head), which packs K^T and V once for all its query tiles;
  * otherwise one task per (batch, head, query tile) on CBLAS. */
 static int cpu_attn(be_t *be, const be_attn_t *a)
 {
 	int nqt = (a->Lq + BE_CPU_TQ - 1) / BE_CPU_TQ;
-	int own = cpu_has_cg && BE_CPU_TK == CG_KB && a->D <= CG_NB;
+	int own = cpu_has_cg && BE_CPU_TK == AVX512_KB && a->D <= AVX512_NB;
 	int64_t ntask = (int64_t)a->B * a->H * (own ? 1 : nqt);
-	size_t pk = own ? (size_t)CG_PACKED(a->D, a->Lk) + (size_t)CG_PACKED(a->Lk, a->D) : 0;
+	size_t pk = own ? (size_t)AVX512_PACKED(a->D, a->Lk) + (size_t)AVX512_PACKED(a->Lk, a->D) : 0;
 	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ + pk;
 	int fail = 0;
 
@@ -448,11 +448,11 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 	{
 		float *s = cpu_scratch(need), *acc = NULL, *m = NULL, *l = NULL, *kp = NULL, *vp = NULL;
 		if (s) {
-			/* the packed operands first: 64-byte aligned, as cg_block reads them */
+			/* the packed operands first: 64-byte aligned, as avx512_block reads them */
 			if (own) {
 				kp = s;
-				vp = kp + CG_PACKED(a->D, a->Lk);
-				s = vp + CG_PACKED(a->Lk, a->D);
+				vp = kp + AVX512_PACKED(a->D, a->Lk);
+				s = vp + AVX512_PACKED(a->Lk, a->D);
 			}
 			acc = s + (size_t)BE_CPU_TQ * BE_CPU_TK;
 			m = acc + (size_t)BE_CPU_TQ * a->D;
@@ -503,7 +503,7 @@ static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d
 	if (cpu_has_cg) {   /* blocks of 32 rows, taken as the threads come free */
 		#pragma omp parallel for schedule(guided) if (rows * d > 16384)
 		for (int64_t r = 0; r < rows; r += 32)
-			cg_layernorm(y + r * d, x + r * d, rows - r < 32 ? rows - r : 32, d, w, bias, eps);
+			avx512_layernorm(y + r * d, x + r * d, rows - r < 32 ? rows - r : 32, d, w, bias, eps);
 		return 0;
 	}
 	#pragma omp parallel for if (rows * d > 16384)
@@ -604,7 +604,7 @@ static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++) {
 		int64_t o = p * BE_CPU_GRAIN;
-		if (kind == BE_GATE && cpu_has_cg) cg_gate(y + o, a + o, b + o, cpu_piece_len(n, p));
+		if (kind == BE_GATE && cpu_has_cg) avx512_gate(y + o, a + o, b + o, cpu_piece_len(n, p));
 		else                                cpu_binary_k(y + o, a + o, b + o, cpu_piece_len(n, p), kind);
 	}
 	return 0;
@@ -752,9 +752,9 @@ static int cpu_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 		#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (flops >= 4e6)
 		for (int64_t t = 0; t < ntask; t++) {
 			int j0 = (int)(t % nb) * CPU_TRI_JB, c0 = (int)(t / nb) * 16;
-			float *ap = cpu_scratch((size_t)ni * CG_TRI_KB * 16);
+			float *ap = cpu_scratch((size_t)ni * AVX512_TRI_KB * 16);
 			if (!ap) { fail = 1; continue; }
-			cg_trimul_block(x, a, b, ni, nj, nk, c, c0, j0,
+			avx512_trimul_block(x, a, b, ni, nj, nk, c, c0, j0,
 			                nj - j0 < CPU_TRI_JB ? nj : j0 + CPU_TRI_JB, ap);
 		}
 		return fail ? -1 : 0;
@@ -778,7 +778,7 @@ be_t *be_cpu_init(int threads)
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	openblas_set_num_threads(1);
 #endif
-	cpu_has_cg = cg_usable() && !getenv("ESMBATCH_CPU_BLAS");
+	cpu_has_cg = avx512_usable() && !getenv("ESMBATCH_CPU_BLAS");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,

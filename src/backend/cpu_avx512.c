@@ -1,4 +1,4 @@
-/* be_cpu_gemm.c - the CPU backend's own float32 kernels (AVX-512F): GEMM,
+/* cpu_avx512.c - the CPU backend's own float32 kernels (AVX-512F): GEMM,
  * the triangle-multiplication product, the attention's softmax step, the
  * gate and the layer norm.
  *
@@ -10,12 +10,12 @@
  * BLAS the large operand A is never copied, and the bias and beta are
  * applied while the tile is still in registers; C may be stored
  * transposed (ct), so that a linear on few rows can run as W X^T with the
- * weight as the operand read in place.  The triangle product (cg_trimul_block)
+ * weight as the operand read in place.  The triangle product (avx512_trimul_block)
  * works on channel-last tensors, 16 channels per vector, with a 4 x 5 tile
- * of (i, j) pairs, in blocks of CG_TRI_KB k for which a's 16 channels are
+ * of (i, j) pairs, in blocks of AVX512_TRI_KB k for which a's 16 channels are
  * first copied together (in a they lie c floats apart).  Products run in
  * k order, one fused multiply-add per term, in float32.  The softmax step
- * and the gate use a vector exp (cg_exp: cpu_exp's polynomial); sums and
+ * and the gate use a vector exp (avx512_exp: cpu_exp's polynomial); sums and
  * maxima over a row end in one vector reduction.
  */
 #include "config.h"
@@ -28,10 +28,10 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
 
-#define CG_NR 32   /* columns per packed panel: two vectors of 16 */
-#define CG_MR 12   /* rows per register tile */
+#define AVX512_NR 32   /* columns per packed panel: two vectors of 16 */
+#define AVX512_MR 12   /* rows per register tile */
 
-int cg_usable(void)
+int avx512_usable(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx512f");
@@ -39,7 +39,7 @@ int cg_usable(void)
 
 /* t[c] = column c of the 16 x 16 block r[0..16) (rows), in registers */
 __attribute__((target("avx512f"), always_inline))
-static inline void cg_transpose16(__m512 r[16])
+static inline void avx512_transpose16(__m512 r[16])
 {
 	__m512 t[16], u[16];
 
@@ -72,7 +72,7 @@ static inline void cg_transpose16(__m512 r[16])
 /* pp: [kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+w] of entry b (w <= 32), zero
  * past column w.  B: [n, k] is transposed 16 x 16 in registers. */
 __attribute__((target("avx512f")))
-static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int w)
+static void avx512_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int w)
 {
 	const float *B = g->b + b * g->stride_b;
 
@@ -81,12 +81,12 @@ static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int 
 		__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
 		for (int k = 0; k < kb; k++) {
 			const float *row = B + (int64_t)(k0 + k) * g->ldb + j0;
-			_mm512_store_ps(pp + k * CG_NR, _mm512_maskz_loadu_ps(m0, row));
-			_mm512_store_ps(pp + k * CG_NR + 16, _mm512_maskz_loadu_ps(m1, row + 16));
+			_mm512_store_ps(pp + k * AVX512_NR, _mm512_maskz_loadu_ps(m0, row));
+			_mm512_store_ps(pp + k * AVX512_NR + 16, _mm512_maskz_loadu_ps(m1, row + 16));
 		}
 		return;
 	}
-	for (int h = 0; h < CG_NR; h += 16)   /* B: [n, k], 16 of its rows at a time */
+	for (int h = 0; h < AVX512_NR; h += 16)   /* B: [n, k], 16 of its rows at a time */
 		for (int k = 0; k < kb; k += 16) {
 			int nk = kb - k < 16 ? kb - k : 16;
 			__mmask16 km = (__mmask16)((1u << nk) - 1);
@@ -98,18 +98,18 @@ static void cg_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int 
 				if (h + i < w && k + 32 < kb) _mm_prefetch((const char *)(src + 32), _MM_HINT_T0);
 				r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps();
 			}
-			cg_transpose16(r);
+			avx512_transpose16(r);
 			#pragma GCC unroll 16
 			for (int i = 0; i < 16; i++)
-				if (i < nk) _mm512_store_ps(pp + (int64_t)(k + i) * CG_NR + h, r[i]);
+				if (i < nk) _mm512_store_ps(pp + (int64_t)(k + i) * AVX512_NR + h, r[i]);
 		}
 }
 
 /* P: [ceil(nj / 32)][kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+nj] of entry b */
-static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int nj)
+static void avx512_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int nj)
 {
-	for (int p0 = 0; p0 < nj; p0 += CG_NR)
-		cg_pack_panel(P + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0, nj - p0 < CG_NR ? nj - p0 : CG_NR);
+	for (int p0 = 0; p0 < nj; p0 += AVX512_NR)
+		avx512_pack_panel(P + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0, nj - p0 < AVX512_NR ? nj - p0 : AVX512_NR);
 }
 
 /* c: [R, w] (rows of stride ldc) = alpha x: [R, kb] pp: [kb, 32] + beta c
@@ -117,21 +117,21 @@ static void cg_pack(float *P, const be_gemm_t *g, int64_t b, int k0, int kb, int
  * R <= 12, w <= 32.  ct: c transposed instead, [w, R] (rows of stride
  * ldc), and the bias [R] along the tile's rows. */
 __attribute__((target("avx512f"), always_inline))
-static inline void cg_tile(const int R, const int ct, int kb, const float *x, int64_t ldx,
+static inline void avx512_tile(const int R, const int ct, int kb, const float *x, int64_t ldx,
                            const float *pp, float *c, int64_t ldc, int w, float alpha, float beta,
                            const float *bias)
 {
-	__m512 c0[CG_MR], c1[CG_MR], bv0, bv1, va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+	__m512 c0[AVX512_MR], c1[AVX512_MR], bv0, bv1, va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 	__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
 	__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
 
 	#pragma GCC unroll 12
-	for (int r = 0; r < CG_MR; r++)
+	for (int r = 0; r < AVX512_MR; r++)
 		if (r < R) { c0[r] = _mm512_setzero_ps(); c1[r] = _mm512_setzero_ps(); }
 	for (int k = 0; k < kb; k++) {
-		__m512 w0 = _mm512_load_ps(pp + k * CG_NR), w1 = _mm512_load_ps(pp + k * CG_NR + 16);
+		__m512 w0 = _mm512_load_ps(pp + k * AVX512_NR), w1 = _mm512_load_ps(pp + k * AVX512_NR + 16);
 		#pragma GCC unroll 12
-		for (int r = 0; r < CG_MR; r++)
+		for (int r = 0; r < AVX512_MR; r++)
 			if (r < R) {
 				__m512 xv = _mm512_set1_ps(x[r * ldx + k]);
 				c0[r] = _mm512_fmadd_ps(xv, w0, c0[r]);
@@ -144,7 +144,7 @@ static inline void cg_tile(const int R, const int ct, int kb, const float *x, in
 		for (int h = 0; h < 2; h++) {
 			__m512 t[16];
 			for (int r = 0; r < 16; r++) t[r] = r < R ? (h ? c1[r] : c0[r]) : _mm512_setzero_ps();
-			cg_transpose16(t);
+			avx512_transpose16(t);
 			for (int q = 0; q < 16 && h * 16 + q < w; q++) {
 				float *cq = c + (int64_t)(h * 16 + q) * ldc;
 				__m512 o = _mm512_fmadd_ps(va, t[q], bv);
@@ -157,7 +157,7 @@ static inline void cg_tile(const int R, const int ct, int kb, const float *x, in
 	bv0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
 	bv1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
 	#pragma GCC unroll 12
-	for (int r = 0; r < CG_MR; r++)
+	for (int r = 0; r < AVX512_MR; r++)
 		if (r < R) {
 			float *cr = c + r * ldc;
 			__m512 o0 = _mm512_fmadd_ps(va, c0[r], bv0), o1 = _mm512_fmadd_ps(va, c1[r], bv1);
@@ -170,59 +170,59 @@ static inline void cg_tile(const int R, const int ct, int kb, const float *x, in
 		}
 }
 
-#define CG_TILE(R) \
+#define AVX512_TILE(R) \
 	__attribute__((target("avx512f"))) \
-	static void cg_tile##R(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
+	static void avx512_tile##R(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
 	                       int64_t ldc, int w, float alpha, float beta, const float *bias) \
-	{ cg_tile(R, 0, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); } \
+	{ avx512_tile(R, 0, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); } \
 	__attribute__((target("avx512f"))) \
-	static void cg_tile##R##t(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
+	static void avx512_tile##R##t(int kb, const float *x, int64_t ldx, const float *pp, float *c, \
 	                          int64_t ldc, int w, float alpha, float beta, const float *bias) \
-	{ cg_tile(R, 1, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); }
-CG_TILE(1) CG_TILE(2) CG_TILE(3) CG_TILE(4) CG_TILE(5) CG_TILE(6)
-CG_TILE(7) CG_TILE(8) CG_TILE(9) CG_TILE(10) CG_TILE(11) CG_TILE(12)
+	{ avx512_tile(R, 1, kb, x, ldx, pp, c, ldc, w, alpha, beta, bias); }
+AVX512_TILE(1) AVX512_TILE(2) AVX512_TILE(3) AVX512_TILE(4) AVX512_TILE(5) AVX512_TILE(6)
+AVX512_TILE(7) AVX512_TILE(8) AVX512_TILE(9) AVX512_TILE(10) AVX512_TILE(11) AVX512_TILE(12)
 
-typedef void (*cg_tile_fn)(int, const float *, int64_t, const float *, float *, int64_t, int,
+typedef void (*avx512_tile_fn)(int, const float *, int64_t, const float *, float *, int64_t, int,
                            float, float, const float *);
-static const cg_tile_fn cg_tiles[2][CG_MR + 1] = {
-	{ NULL, cg_tile1, cg_tile2, cg_tile3, cg_tile4, cg_tile5, cg_tile6,
-	  cg_tile7, cg_tile8, cg_tile9, cg_tile10, cg_tile11, cg_tile12 },
-	{ NULL, cg_tile1t, cg_tile2t, cg_tile3t, cg_tile4t, cg_tile5t, cg_tile6t,
-	  cg_tile7t, cg_tile8t, cg_tile9t, cg_tile10t, cg_tile11t, cg_tile12t },
+static const avx512_tile_fn avx512_tiles[2][AVX512_MR + 1] = {
+	{ NULL, avx512_tile1, avx512_tile2, avx512_tile3, avx512_tile4, avx512_tile5, avx512_tile6,
+	  avx512_tile7, avx512_tile8, avx512_tile9, avx512_tile10, avx512_tile11, avx512_tile12 },
+	{ NULL, avx512_tile1t, avx512_tile2t, avx512_tile3t, avx512_tile4t, avx512_tile5t, avx512_tile6t,
+	  avx512_tile7t, avx512_tile8t, avx512_tile9t, avx512_tile10t, avx512_tile11t, avx512_tile12t },
 };
 
-void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
+void avx512_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
 {
-	int j0 = p * CG_NR / CG_NB * CG_NB, p0 = p * CG_NR - j0;
-	int nj = g->n - j0 < CG_NB ? g->n - j0 : CG_NB;
+	int j0 = p * AVX512_NR / AVX512_NB * AVX512_NB, p0 = p * AVX512_NR - j0;
+	int nj = g->n - j0 < AVX512_NB ? g->n - j0 : AVX512_NB;
 	float *P = packed + (int64_t)j0 * g->k;   /* the column block */
 
-	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
-		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
-		cg_pack_panel(P + CG_PACKED(k0, nj) + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0,
-		              nj - p0 < CG_NR ? nj - p0 : CG_NR);
+	for (int k0 = 0; k0 < g->k; k0 += AVX512_KB) {
+		int kb = g->k - k0 < AVX512_KB ? g->k - k0 : AVX512_KB;
+		avx512_pack_panel(P + AVX512_PACKED(k0, nj) + (int64_t)p0 * kb, g, b, k0, kb, j0 + p0,
+		              nj - p0 < AVX512_NR ? nj - p0 : AVX512_NR);
 	}
 }
 
-void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
+void avx512_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
               float *P, int ct)
 {
 	const float *A = g->a + b * g->stride_a + (int64_t)i0 * g->lda;
 	float *C = g->c + b * g->stride_c + (ct ? (int64_t)j0 * g->ldc + i0 : (int64_t)i0 * g->ldc + j0);
 
-	for (int k0 = 0; k0 < g->k; k0 += CG_KB) {
-		int kb = g->k - k0 < CG_KB ? g->k - k0 : CG_KB;
+	for (int k0 = 0; k0 < g->k; k0 += AVX512_KB) {
+		int kb = g->k - k0 < AVX512_KB ? g->k - k0 : AVX512_KB;
 		/* the first k block applies beta and the bias, later ones add */
 		float beta = k0 ? 1.0f : g->beta;
 		const float *bias = k0 || !g->bias ? NULL : g->bias + (ct ? i0 : j0);
-		const float *pk = packed ? packed + CG_PACKED(k0, nj) : P;
+		const float *pk = packed ? packed + AVX512_PACKED(k0, nj) : P;
 
-		if (!packed) cg_pack(P, g, b, k0, kb, j0, nj);
-		for (int r0 = 0; r0 < mi; r0 += CG_MR) {
-			int R = mi - r0 < CG_MR ? mi - r0 : CG_MR;
-			for (int p0 = 0; p0 < nj; p0 += CG_NR) {
-				int w = nj - p0 < CG_NR ? nj - p0 : CG_NR;
-				cg_tiles[ct][R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
+		if (!packed) avx512_pack(P, g, b, k0, kb, j0, nj);
+		for (int r0 = 0; r0 < mi; r0 += AVX512_MR) {
+			int R = mi - r0 < AVX512_MR ? mi - r0 : AVX512_MR;
+			for (int p0 = 0; p0 < nj; p0 += AVX512_NR) {
+				int w = nj - p0 < AVX512_NR ? nj - p0 : AVX512_NR;
+				avx512_tiles[ct][R](kb, A + (int64_t)r0 * g->lda + k0, g->lda, pk + (int64_t)p0 * kb,
 				                C + (ct ? (int64_t)p0 * g->ldc + r0 : (int64_t)r0 * g->ldc + p0),
 				                g->ldc, w, g->alpha, beta, bias ? bias + (ct ? r0 : p0) : NULL);
 			}
@@ -232,12 +232,12 @@ void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, con
 
 /* ---- the attention's softmax step, the gate -------------------------------- */
 
-/* e^x, 16 at a time: cpu_exp's reduction and Cephes polynomial (be_cpu.c),
+/* e^x, 16 at a time: cpu_exp's reduction and Cephes polynomial (cpu.c),
  * 2^n applied by vscalefps.  x is clamped to [-104, 89], where the result
  * rounds to 0 and overflows to +inf (so -inf gives 0 and +inf gives +inf,
  * exactly); NaN stays NaN. */
 __attribute__((target("avx512f"), always_inline))
-static inline __m512 cg_exp(__m512 x)
+static inline __m512 avx512_exp(__m512 x)
 {
 	__m512 n, r, p;
 
@@ -256,7 +256,7 @@ static inline __m512 cg_exp(__m512 x)
 }
 
 __attribute__((target("avx512f")))
-void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
+void avx512_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
                   const float *mask, float *m, float *l, float *acc, int D)
 {
 	const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -266,7 +266,7 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 	for (int i = 0; i < tq; i++) {
 		float *si = s + i * lds, mx, sum, corr;
 		const float *bi = bias ? bias + i * bias_sq : NULL;
-		__m512 v[CG_KB / 16], vmx = ninf, vsum = _mm512_setzero_ps();
+		__m512 v[AVX512_KB / 16], vmx = ninf, vsum = _mm512_setzero_ps();
 
 		/* s + bias, masked keys and the lanes past tk at -inf; the row max */
 		for (int q = 0; q < nv; q++) {
@@ -287,7 +287,7 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 			continue;
 		}
 		for (int q = 0; q < nv; q++) {
-			v[q] = cg_exp(_mm512_sub_ps(v[q], _mm512_set1_ps(mx)));
+			v[q] = avx512_exp(_mm512_sub_ps(v[q], _mm512_set1_ps(mx)));
 			vsum = _mm512_add_ps(vsum, v[q]);
 		}
 		sum = _mm512_reduce_add_ps(vsum);
@@ -302,7 +302,7 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 		for (int q = 0; q < nv; q++)
 			_mm512_mask_storeu_ps(si + 16 * q, q == nv - 1 ? tail : 0xffff, v[q]);
 		corr = m[i] == -INFINITY ? 0.0f
-		                         : _mm512_cvtss_f32(cg_exp(_mm512_set1_ps(m[i] - mx)));
+		                         : _mm512_cvtss_f32(avx512_exp(_mm512_set1_ps(m[i] - mx)));
 		if (m[i] != -INFINITY && corr != 1.0f) {   /* acc holds earlier tiles */
 			float *ai = acc + (int64_t)i * D;
 			for (int d = 0; d < D; d += 16) {
@@ -317,13 +317,13 @@ void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int6
 }
 
 __attribute__((target("avx512f")))
-void cg_gate(float *y, const float *a, const float *b, int64_t n)
+void avx512_gate(float *y, const float *a, const float *b, int64_t n)
 {
 	const __m512 one = _mm512_set1_ps(1.0f);
 
 	for (int64_t i = 0; i < n; i += 16) {
 		__mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
-		__m512 e = cg_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, b + i)));
+		__m512 e = avx512_exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_maskz_loadu_ps(m, b + i)));
 		_mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(_mm512_maskz_loadu_ps(m, a + i),
 		                                              _mm512_add_ps(one, e)));
 	}
@@ -333,7 +333,7 @@ void cg_gate(float *y, const float *a, const float *b, int64_t n)
 
 /* sum of x[0 .. d) (sq: of (x - mean)^2 instead), over two vector accumulators */
 __attribute__((target("avx512f"), always_inline))
-static inline float cg_row_sum(const float *x, int d, int sq, float mean)
+static inline float avx512_row_sum(const float *x, int d, int sq, float mean)
 {
 	__m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps(), vm = _mm512_set1_ps(mean);
 	int q = 0;
@@ -364,14 +364,14 @@ static inline float cg_row_sum(const float *x, int d, int sq, float mean)
 }
 
 __attribute__((target("avx512f")))
-void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
+void avx512_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
                   float eps)
 {
 	for (int64_t r = 0; r < rows; r++) {
 		const float *xr = x + r * d;
 		float *yr = y + r * d;
-		float mean = cg_row_sum(xr, d, 0, 0.0f) / (float)d;
-		float inv = 1.0f / sqrtf(cg_row_sum(xr, d, 1, mean) / (float)d + eps);
+		float mean = avx512_row_sum(xr, d, 0, 0.0f) / (float)d;
+		float inv = 1.0f / sqrtf(avx512_row_sum(xr, d, 1, mean) / (float)d + eps);
 		__m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(inv);
 
 		for (int q = 0; q < d; q += 16) {
@@ -389,7 +389,7 @@ void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w,
  * jj < RJ (RI <= 4, RJ <= 5: 20 accumulators); rows of a, b, x at strides
  * sa, sb, sxi, columns of x at sxj, k at sk */
 __attribute__((target("avx512f"), always_inline))
-static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64_t sa,
+static inline void avx512_tri_tile(const int RI, const int RJ, const float *a, int64_t sa,
                                const float *b, int64_t sb, int nk, int64_t ska, int64_t sk, float *x,
                                int64_t sxi, int64_t sxj, int add)
 {
@@ -422,22 +422,22 @@ static inline void cg_tri_tile(const int RI, const int RJ, const float *a, int64
 			if (ii < RI && jj < RJ) _mm512_storeu_ps(x + ii * sxi + jj * sxj, acc[ii][jj]);
 }
 
-#define CG_TRI_TILE(RI, RJ) \
+#define AVX512_TRI_TILE(RI, RJ) \
 	__attribute__((target("avx512f"))) \
-	static void cg_tri_tile##RI##x##RJ(const float *a, int64_t sa, const float *b, int64_t sb, \
+	static void avx512_tri_tile##RI##x##RJ(const float *a, int64_t sa, const float *b, int64_t sb, \
 	                                   int nk, int64_t ska, int64_t sk, float *x, int64_t sxi, \
 	                                   int64_t sxj, int add) \
-	{ cg_tri_tile(RI, RJ, a, sa, b, sb, nk, ska, sk, x, sxi, sxj, add); }
-CG_TRI_TILE(4, 5) CG_TRI_TILE(1, 5) CG_TRI_TILE(4, 1) CG_TRI_TILE(1, 1)
+	{ avx512_tri_tile(RI, RJ, a, sa, b, sb, nk, ska, sk, x, sxi, sxj, add); }
+AVX512_TRI_TILE(4, 5) AVX512_TRI_TILE(1, 5) AVX512_TRI_TILE(4, 1) AVX512_TRI_TILE(1, 1)
 
 __attribute__((target("avx512f")))
-void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
+void avx512_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
                      int c0, int j0, int j1, float *ap)
 {
 	int64_t sa = (int64_t)nk * c, sxi = (int64_t)nj * c;
 
-	for (int k0 = 0; k0 < nk; k0 += CG_TRI_KB) {
-		int kb = nk - k0 < CG_TRI_KB ? nk - k0 : CG_TRI_KB, add = k0 > 0;
+	for (int k0 = 0; k0 < nk; k0 += AVX512_TRI_KB) {
+		int kb = nk - k0 < AVX512_TRI_KB ? nk - k0 : AVX512_TRI_KB, add = k0 > 0;
 		int64_t sp = (int64_t)kb * 16;
 		/* ap: [ni][kb][16], a's rows for this k block and these channels, in
 		 * sequence (a itself has them 4 c bytes apart) */
@@ -453,17 +453,17 @@ void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, i
 				const float *bj = b + (int64_t)j * sa + (int64_t)k0 * c + c0;
 				float *xij = x + (int64_t)i * sxi + (int64_t)j * c + c0;
 				if (RI == 4 && RJ == 5) {
-					cg_tri_tile4x5(ai, sp, bj, sa, kb, 16, c, xij, sxi, c, add);
+					avx512_tri_tile4x5(ai, sp, bj, sa, kb, 16, c, xij, sxi, c, add);
 				} else if (RJ == 5) {
 					for (int r = 0; r < RI; r++)
-						cg_tri_tile1x5(ai + r * sp, sp, bj, sa, kb, 16, c, xij + r * sxi, sxi, c, add);
+						avx512_tri_tile1x5(ai + r * sp, sp, bj, sa, kb, 16, c, xij + r * sxi, sxi, c, add);
 				} else if (RI == 4) {
 					for (int q = 0; q < RJ; q++)
-						cg_tri_tile4x1(ai, sp, bj + q * sa, sa, kb, 16, c, xij + (int64_t)q * c, sxi, c, add);
+						avx512_tri_tile4x1(ai, sp, bj + q * sa, sa, kb, 16, c, xij + (int64_t)q * c, sxi, c, add);
 				} else {
 					for (int r = 0; r < RI; r++)
 						for (int q = 0; q < RJ; q++)
-							cg_tri_tile1x1(ai + r * sp, sp, bj + q * sa, sa, kb, 16, c,
+							avx512_tri_tile1x1(ai + r * sp, sp, bj + q * sa, sa, kb, 16, c,
 							               xij + r * sxi + (int64_t)q * c, sxi, c, add);
 				}
 			}
@@ -471,40 +471,40 @@ void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, i
 	}
 }
 
-#else   /* no kernel for this CPU or compiler: cg_usable() is 0, nothing else is called */
+#else   /* no kernel for this CPU or compiler: avx512_usable() is 0, nothing else is called */
 
-int cg_usable(void) { return 0; }
+int avx512_usable(void) { return 0; }
 
-void cg_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
+void avx512_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
 {
 	(void)g; (void)b; (void)p; (void)packed;
 }
 
-void cg_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
+void avx512_block(const be_gemm_t *g, int64_t b, int i0, int mi, int j0, int nj, const float *packed,
               float *P, int ct)
 {
 	(void)g; (void)b; (void)i0; (void)mi; (void)j0; (void)nj; (void)packed; (void)P; (void)ct;
 }
 
-void cg_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
+void avx512_attn_rows(float *s, int64_t lds, int tq, int tk, const float *bias, int64_t bias_sq,
                   const float *mask, float *m, float *l, float *acc, int D)
 {
 	(void)s; (void)lds; (void)tq; (void)tk; (void)bias; (void)bias_sq; (void)mask; (void)m;
 	(void)l; (void)acc; (void)D;
 }
 
-void cg_gate(float *y, const float *a, const float *b, int64_t n)
+void avx512_gate(float *y, const float *a, const float *b, int64_t n)
 {
 	(void)y; (void)a; (void)b; (void)n;
 }
 
-void cg_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
+void avx512_layernorm(float *y, const float *x, int64_t rows, int d, const float *w, const float *b,
                   float eps)
 {
 	(void)y; (void)x; (void)rows; (void)d; (void)w; (void)b; (void)eps;
 }
 
-void cg_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
+void avx512_trimul_block(float *x, const float *a, const float *b, int ni, int nj, int nk, int c,
                      int c0, int j0, int j1, float *ap)
 {
 	(void)x; (void)a; (void)b; (void)ni; (void)nj; (void)nk; (void)c; (void)c0; (void)j0;

@@ -1,4 +1,4 @@
-/* be_cuda.c - the CUDA backend: host side in C over the runtime API, cuBLAS
+/* cuda.c - the CUDA backend: host side in C over the runtime API, cuBLAS
  * and the kernels of kernels/.
  *
  * One backend = one device, one non-blocking stream, one cuBLAS handle bound

@@ -1,4 +1,4 @@
-/* be_cuda.h - options of the CUDA backend beyond the be_t contract. */
+/* cuda.h (prefix be_cuda_) - options of the CUDA backend beyond the be_t contract. */
 #ifndef ESMBATCH_BE_CUDA_H
 #define ESMBATCH_BE_CUDA_H
 

@@ -1,4 +1,4 @@
-/* be_cuda_none.c - the CUDA backend of a build without CUDA: no device. */
+/* cuda_none.c - the CUDA backend of a build without CUDA: no device. */
 #include <errno.h>
 
 #include "backend/backend.h"

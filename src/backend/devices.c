@@ -1,4 +1,4 @@
-/* dev.c - devices and their backends (see dev.h). */
+/* devices.c - devices and their backends (see devices.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* dev.h - devices: what a --devices list names, each with its backend.
+/* devices.h (prefix dev_) - devices: what a --devices list names, each with its backend.
  *
  *   NULL        the first CUDA device when there is one, else the CPU
  *   "cpu"       the CPU backend

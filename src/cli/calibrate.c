@@ -1,4 +1,4 @@
-/* calib.c - `esmbatch calibrate` (see calib.h). */
+/* calibrate.c - `esmbatch calibrate` (see calibrate.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -144,7 +144,7 @@ static int calib_svg(const char *path, const calib_row_t *rows, int n, const cha
 	const double W = 640, H = 400, x0 = 70, y0 = 30, pw = 540, ph = 320;
 	double ymax = 1, xmax = rows[n - 1].L;
 	FILE *f;
-	af_t a;
+	atomic_file_t a;
 
 	for (int i = 0; i < n; i++) {
 		double v[3] = { (double)rows[i].fig.predicted, (double)rows[i].fig.reserved,
@@ -152,7 +152,7 @@ static int calib_svg(const char *path, const calib_row_t *rows, int n, const cha
 		for (int k = 0; k < 3; k++) if (v[k] > ymax) ymax = v[k];
 	}
 	ymax *= 1.1;
-	if (!(f = af_open(&a, path))) return -1;
+	if (!(f = atomic_file_open(&a, path))) return -1;
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
 	        "font-family=\"sans-serif\" font-size=\"12\">\n"
 	        "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
@@ -185,7 +185,7 @@ static int calib_svg(const char *path, const calib_row_t *rows, int n, const cha
 		        y0 + 16 + 14 * k, color[k], name[k]);
 	}
 	fputs("</svg>\n", f);
-	return af_close(&a, 1);
+	return atomic_file_close(&a, 1);
 }
 
 /* "x.tsv" -> "x.svg", else PATH.svg; malloc'ed */
@@ -218,7 +218,7 @@ int calib_main(const opt_t *o, FILE *out)
 	quota_table_t *qt = NULL, *old = NULL;
 	int64_t context, after_weights, total, overhead;
 	char *svg = NULL, date[32];
-	wt_t *w = NULL;
+	weights_t *w = NULL;
 	be_t *be = NULL;
 	model_t m;
 	int loaded = 0;
@@ -231,13 +231,13 @@ int calib_main(const opt_t *o, FILE *out)
 	if (!(be = dev_open(o->devices, o->threads))) goto done;
 	if (dev_precision(be, o->precision) < 0) goto done;
 	context = calib_used(be, &total);
-	if (!(w = wt_open(o->weights))) goto done;
+	if (!(w = weights_open(o->weights))) goto done;
 	if (model_load(&m, w, be) < 0) goto done;
 	loaded = 1;
 	after_weights = calib_used(be, NULL);
 	if (access(path, F_OK) == 0) {
 		if (!(old = quota_read(path))) goto done;
-		if (calib_table_check(old, path, be->name, wt_fingerprint(w), be->precision) && !o->force) {
+		if (calib_table_check(old, path, be->name, weights_fingerprint(w), be->precision) && !o->force) {
 			log_error("%s: a table of another device or weights; --force overwrites it", path);
 			goto done;
 		}
@@ -265,7 +265,7 @@ int calib_main(const opt_t *o, FILE *out)
 	char sf[32];
 	snprintf(sf, sizeof sf, "%.2f", safety);
 	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", be->precision) ||
-	    quota_set(qt, "weights", wt_fingerprint(w)) || quota_set(qt, "safety", sf) ||
+	    quota_set(qt, "weights", weights_fingerprint(w)) || quota_set(qt, "safety", sf) ||
 	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
 	    calib_set_num(qt, "memory", total) ||
 	    quota_set(qt, "driver", be->mem_info ? "unknown" : "none") ||
@@ -298,7 +298,7 @@ int calib_main(const opt_t *o, FILE *out)
 	{
 		char title[256];
 		snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", be->name,
-		         wt_fingerprint(w), be->precision);
+		         weights_fingerprint(w), be->precision);
 		if (calib_svg(svg, rows, n, title) < 0) goto done;
 	}
 	log_info("calibrate: wrote %s and %s", path, svg);
@@ -308,7 +308,7 @@ done:
 	quota_free(qt);
 	quota_free(old);
 	if (loaded) model_free(&m);
-	wt_close(w);
+	weights_close(w);
 	be_free(be);
 	return code;
 }

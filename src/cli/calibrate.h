@@ -1,5 +1,5 @@
-/* calib.h - `esmbatch calibrate`: the length gradient run for real, the
- * memory figures (mem.h) measured at each length, and a quota table
+/* calibrate.h (prefix calib_) - `esmbatch calibrate`: the length gradient run for real, the
+ * memory figures (memory.h) measured at each length, and a quota table
  * (quota.h, buckets/README) with an SVG plot of memory against length
  * beside it.
  *

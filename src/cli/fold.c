@@ -1,6 +1,6 @@
 /* fold.c - the `fold` subcommand: read records, fold each, write a PDB per
  * record and one summary.tsv row per record, in input order, and one JSON
- * line per fold in run.jsonl with its memory figures (mem.h).
+ * line per fold in run.jsonl with its memory figures (memory.h).
  *
  * Every input record gets exactly one row: ok, split, or failed with a
  * reason (bad record, fold error, output error, interrupted).  Outputs are
@@ -57,7 +57,7 @@ typedef struct {
 /* everything one run holds */
 typedef struct {
 	const opt_t *o;
-	wt_t        *wt;
+	weights_t        *wt;
 	sched_dev_t *dev;
 	int          ndev;
 	fold_rec_t  *rec;
@@ -66,7 +66,7 @@ typedef struct {
 	FILE        *done;       /* done.jsonl, appended */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
-	st_writer_t *dump;
+	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
@@ -151,7 +151,7 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 static void fold_seq_hash(const fold_rec_t *x, char out[17])
 {
 	snprintf(out, 17, "%016llx",
-	         (unsigned long long)wt_fnv(WT_FNV_SEED, x->job.seq, strlen(x->job.seq)));
+	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, x->job.seq, strlen(x->job.seq)));
 }
 
 /* done.jsonl: append the line of a record whose files are in place.  r->lock held. */
@@ -163,7 +163,7 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 
 	fold_seq_hash(x, h);
 	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}", "name", x->job.outname, "sequence", h,
-	              "weights", wt_fingerprint(r->wt), "recycles", r->o->num_recycles,
+	              "weights", weights_fingerprint(r->wt), "recycles", r->o->num_recycles,
 	              "chunk_size", r->o->chunk_size, "precision", opt_prec_name(r->o->precision),
 	              "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
@@ -213,7 +213,7 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 	fold_seq_hash(x, h);
 	row = fold_jstr(e, "row");
 	if (!(tab = strchr(row, '\t')) || strcmp(h, fold_jstr(e, "sequence")) ||
-	    strcmp(wt_fingerprint(r->wt), fold_jstr(e, "weights")) ||
+	    strcmp(weights_fingerprint(r->wt), fold_jstr(e, "weights")) ||
 	    strcmp(opt_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
 	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
 	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size)
@@ -263,9 +263,9 @@ static int fold_journal_open(fold_run_t *r)
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
 static int fold_write_pae(const char *path, const model_out_t *out)
 {
-	af_t a;
+	atomic_file_t a;
 
-	if (!af_open(&a, path)) return -1;
+	if (!atomic_file_open(&a, path)) return -1;
 	fputs("[{\"predicted_aligned_error\": [", a.f);
 	for (int i = 0; i < out->L; i++) {
 		fputs(i ? ", [" : "[", a.f);
@@ -274,7 +274,7 @@ static int fold_write_pae(const char *path, const model_out_t *out)
 		fputc(']', a.f);
 	}
 	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
-	return af_close(&a, 1);
+	return atomic_file_close(&a, 1);
 }
 
 /* a fragment's file name before the record's fragments are numbered */
@@ -302,7 +302,7 @@ static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const to
 
 	snprintf(frag, sizeof frag, "RESIDUES %d-%d OF %zu, ORIGINAL NUMBERING", it->start + 1,
 	         it->start + it->len, strlen(x->job.seq));
-	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = wt_fingerprint(r->wt),
+	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = weights_fingerprint(r->wt),
 	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
 	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
 	                    .fragment = whole ? NULL : frag };
@@ -477,12 +477,12 @@ static void fold_close(fold_run_t *r)
 		free(r->rec[i].row);
 	}
 	free(r->rec);
-	wt_close(r->wt);
+	weights_close(r->wt);
 	if (r->jsonl) fclose(r->jsonl);
 	if (r->done) fclose(r->done);
 	json_decref(r->prev);
 	quota_free(r->qt);
-	st_writer_free(r->dump);
+	safetensors_writer_free(r->dump);
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -548,13 +548,13 @@ static int fold_summary(fold_run_t *r)
 	                   "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
 	                   "\tdevice_used_bytes\n";
 	char *path = fold_path(r->o->outdir, "summary", ".tsv");
-	af_t a;
+	atomic_file_t a;
 	int rc = -1;
 
-	if (path && af_open(&a, path)) {
+	if (path && atomic_file_open(&a, path)) {
 		fputs(head, a.f);
 		for (int i = 0; i < r->nrec; i++) fold_summary_line(a.f, &r->rec[i]);
-		rc = af_close(&a, 1);
+		rc = atomic_file_close(&a, 1);
 	}
 	free(path);
 	return rc;
@@ -592,13 +592,13 @@ int fold_main(const opt_t *o)
 		free(jp);
 	}
 	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
-	if (!(r.wt = wt_open(o->weights))) goto done;
+	if (!(r.wt = weights_open(o->weights))) goto done;
 	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
 	if (sched_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
 	for (int i = 0; r.qt && i < r.ndev; i++)
-		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, wt_fingerprint(r.wt),
+		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, weights_fingerprint(r.wt),
 		                  r.dev[i].be->precision);
-	if (o->dump_tensors && !(r.dump = st_writer_init())) goto done;
+	if (o->dump_tensors && !(r.dump = safetensors_writer_init())) goto done;
 	if (!(names = calloc(r.nrec + 1, sizeof *names))) goto done;
 	for (int i = 0; i < r.nrec; i++) names[i] = r.rec[i].job.name;
 
@@ -639,7 +639,7 @@ int fold_main(const opt_t *o)
 		if (!r.rec[i].row) fold_finish(&r, s, i);
 	if (r.io_error) goto done;
 	if (fold_summary(&r) < 0) goto done;
-	if (r.dump && st_writer_save(r.dump, o->dump_tensors) < 0) goto done;
+	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) goto done;
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
 	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
 	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;

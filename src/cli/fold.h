@@ -1,4 +1,4 @@
-/* fold.h - the `fold` subcommand: the main job.  Implemented in fold.c
+/* fold.h (prefix fold_) - the `fold` subcommand: the main job.  Implemented in fold.c
  * (model, scheduling, output); main.c only calls this after opt_validate(). */
 #ifndef ESMBATCH_FOLD_H
 #define ESMBATCH_FOLD_H

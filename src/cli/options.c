@@ -1,4 +1,4 @@
-/* opt.c - option defaults, getopt_long parsing, validation (see opt.h). */
+/* options.c - option defaults, getopt_long parsing, validation (see options.h). */
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* opt.h - command line: the one options struct, its defaults, parsing and
+/* options.h (prefix opt_) - command line: the one options struct, its defaults, parsing and
  * per-subcommand validation, and the process exit codes.
  *
  * Every default lives in opt_init().  opt_parse() never prints help or

@@ -1,4 +1,4 @@
-/* plan_cmd.c - `esmbatch plan` (see plan_cmd.h).
+/* plan.c - `esmbatch plan` (see plan.h).
  *
  * Output, one TSV row per bucket plus "failed" and "total":
  *   bucket  records  residues  longest  quota
@@ -41,8 +41,8 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 {
 	size_t len = strlen(o->weights);
 	int64_t cpu_total = dev_cpu_memory(o->cpu_memory);
-	wt_t *w = len > 5 && !strcmp(o->weights + len - 5, ".json") ? wt_open_manifest(o->weights)
-	                                                              : wt_open(o->weights);
+	weights_t *w = len > 5 && !strcmp(o->weights + len - 5, ".json") ? weights_open_manifest(o->weights)
+	                                                              : weights_open(o->weights);
 	sched_dev_t *dev = NULL;
 	sched_t *s = NULL;
 	int ndev = 0, rc = -1;
@@ -59,7 +59,7 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 done:
 	sched_free(s);
 	sched_devs_free(dev, ndev);
-	wt_close(w);
+	weights_close(w);
 	return rc;
 }
 

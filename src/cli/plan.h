@@ -1,4 +1,4 @@
-/* plan_cmd.h - `esmbatch plan`: read the input, print per length bucket
+/* plan.h (prefix plan_) - `esmbatch plan`: read the input, print per length bucket
  * the records, residues, longest and quota (from --quota-table) as TSV on
  * stdout.  The per-device plan joins it with the scheduler. */
 #ifndef ESMBATCH_PLAN_CMD_H
@@ -8,7 +8,7 @@
 
 #include "cli/options.h"
 
-/* Returns a process exit code (EXIT_* in opt.h). */
+/* Returns a process exit code (EXIT_* in options.h). */
 int plan_cmd_main(const opt_t *o, FILE *out);
 
 #endif

@@ -1,11 +1,11 @@
-/* fx.h - the forward context: activation tensors placed in one arena.
+/* forward.h (prefix fwd_, tensor_) - the forward context: activation tensors placed in one arena.
  *
- * A forward pass is written once and run twice.  Planning (fx_plan_begin):
- * every tensor gets a shape and an offset from the placement allocator (mp.h)
+ * A forward pass is written once and run twice.  Planning (fwd_plan_begin):
+ * every tensor gets a shape and an offset from the placement allocator (placement.h)
  * but no memory, and ops only check shapes; at the end mp.high is the arena
  * the pass needs and mp.peak_live its peak allocated bytes.  Executing
- * (fx_exec_begin): the arena is reserved once from the backend at that size
- * and the same sequence of fx_new/fx_drop calls replays the same offsets, so
+ * (fwd_exec_begin): the arena is reserved once from the backend at that size
+ * and the same sequence of fwd_new/fwd_drop calls replays the same offsets, so
  * nothing is allocated inside the pass.
  *
  * Errors are sticky: the first failing op or placement records a message in
@@ -21,113 +21,113 @@
 #include "backend/backend.h"
 #include "compute/placement.h"
 
-#define TN_MAX_DIMS 4
+#define TENSOR_MAX_DIMS 4
 
 typedef struct {
 	float  *d;                /* data in backend memory (a placeholder while planning) */
 	int     nd;
-	int64_t ne[TN_MAX_DIMS];  /* shape, outermost first */
+	int64_t ne[TENSOR_MAX_DIMS];  /* shape, outermost first */
 	size_t  off;              /* offset in the arena */
 	size_t  nbytes;           /* bytes owned; 0 for a view or an empty tensor */
-} tn_t;
+} tensor_t;
 
 typedef struct {
 	be_t   *be;
 	int     planning;     /* 1: shapes and placement only */
-	int     no_memo;      /* 1: fx_memo_begin never skips (tests) */
-	mp_t    mp;
+	int     no_memo;      /* 1: fwd_memo_begin never skips (tests) */
+	place_t    mp;
 	char   *arena;        /* executing: arena base in backend memory */
 	size_t  arena_size;
-	mp_t    hmp;          /* host buffers where backend memory is not host memory */
-	char   *host;         /* executing: their host arena (fx_exec_host) */
+	place_t    hmp;          /* host buffers where backend memory is not host memory */
+	char   *host;         /* executing: their host arena (fwd_exec_host) */
 	size_t  host_size;
 	int     err;          /* 0, or the first failure's status */
 	char    errmsg[256];
-} fx_t;
+} fwd_t;
 
 /* Start a planning pass: no memory, ops check shapes only. */
-void fx_plan_begin(fx_t *fx, be_t *be);
+void fwd_plan_begin(fwd_t *fx, be_t *be);
 /* Start an executing pass in an arena of arena_size bytes reserved from the
  * backend (the mp.high of a planning pass).  Returns 0, or -2 when the
  * backend refuses the reservation (an out-of-memory event, not a crash).
  * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
  * the process (a test hook). */
-int  fx_exec_begin(fx_t *fx, be_t *be, size_t arena_size);
+int  fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size);
 /* Reserve the host arena of an executing pass: host_size bytes of host
  * memory (the hmp.high of a planning pass; 0 where the backend's memory is
  * host memory).  0, or -2 when the host refuses it. */
-int  fx_exec_host(fx_t *fx, size_t host_size);
-/* Release the arenas (but not one handed over by fx_host_keep) and the
+int  fwd_exec_host(fwd_t *fx, size_t host_size);
+/* Release the arenas (but not one handed over by fwd_host_keep) and the
  * placement state. */
-void fx_end(fx_t *fx);
+void fwd_end(fwd_t *fx);
 
 /* Host memory of one pass (results, geometry, index lists, dump staging) is
  * planned like the tensors: placed by the same best-fit rule, in the arena
  * itself where the backend's memory is host memory (be->host_mem, the CPU),
- * else in a host arena placed by hmp and reserved by fx_exec_host.  Either
+ * else in a host arena placed by hmp and reserved by fwd_exec_host.  Either
  * way a plan covers every byte a pass allocates.  While planning the pointer
  * is a placeholder, never to be dereferenced.  NULL (fx->err set) on
- * failure.  fx_host_drop releases a buffer with the size it was given. */
-void *fx_host(fx_t *fx, size_t nbytes);
-void  fx_host_drop(fx_t *fx, void *p, size_t nbytes);
+ * failure.  fwd_host_drop releases a buffer with the size it was given. */
+void *fwd_host(fwd_t *fx, size_t nbytes);
+void  fwd_host_drop(fwd_t *fx, void *p, size_t nbytes);
 /* Hand the memory the host buffers lie in to the caller, so that buffers
  * still live (a fold's results) outlive the pass: returns the arena (*be set
  * to the backend, whose free releases it) or the host arena (*be = NULL,
- * free() releases it); fx_end then leaves it alone.  NULL while planning. */
-void *fx_host_keep(fx_t *fx, be_t **be);
+ * free() releases it); fwd_end then leaves it alone.  NULL while planning. */
+void *fwd_host_keep(fwd_t *fx, be_t **be);
 /* Laying out several host buffers in one block: the next nbytes at *off
  * (64-byte aligned; *off advances), base + that offset, or NULL when base
  * is NULL (a sizing run: *off ends as the block's size). */
-void *fx_piece(char *base, size_t *off, size_t nbytes);
+void *fwd_piece(char *base, size_t *off, size_t nbytes);
 
 /* Planning shortcut for a run of identical steps (trunk blocks, LM layers).
  * A step's effect on the placement depends only on the placement state it
  * starts from; when a step starts from the state the memo's step started
  * from, its outcome (end state, highest top, highest live bytes) is the
  * memo's, and planning applies it without running the step.  Every step
- * tried against one memo must make the same sequence of fx_new/fx_drop
- * calls, place no host buffers (fx_host), and leave every tensor it returns
+ * tried against one memo must make the same sequence of fwd_new/fwd_drop
+ * calls, place no host buffers (fwd_host), and leave every tensor it returns
  * in place (in-place updates). */
 typedef struct {
 	int    valid;
-	mp_t   in, out;       /* placement state at the step's start and end */
+	place_t   in, out;       /* placement state at the step's start and end */
 	size_t high, peak;    /* highest top and live bytes during the step */
 	size_t saved_high, saved_peak;
-} fx_memo_t;
+} fwd_memo_t;
 
-void fx_memo_init(fx_memo_t *m);
-void fx_memo_free(fx_memo_t *m);
+void fwd_memo_init(fwd_memo_t *m);
+void fwd_memo_free(fwd_memo_t *m);
 /* 1: planning, and the step is known: its outcome was applied, skip it.
- * 0: run the step, then call fx_memo_end. */
-int  fx_memo_begin(fx_t *fx, fx_memo_t *m);
-void fx_memo_end(fx_t *fx, fx_memo_t *m);
+ * 0: run the step, then call fwd_memo_end. */
+int  fwd_memo_begin(fwd_t *fx, fwd_memo_t *m);
+void fwd_memo_end(fwd_t *fx, fwd_memo_t *m);
 
 /* New tensor of the given shape, placed in the arena.  On failure fx->err is
  * set and an empty tensor returned. */
-tn_t fx_new(fx_t *fx, int nd, const int64_t *ne);
-tn_t fx_new1(fx_t *fx, int64_t a);
-tn_t fx_new2(fx_t *fx, int64_t a, int64_t b);
-tn_t fx_new3(fx_t *fx, int64_t a, int64_t b, int64_t c);
-tn_t fx_new4(fx_t *fx, int64_t a, int64_t b, int64_t c, int64_t d);
-/* Release a tensor made by fx_new (views and empty tensors are ignored) and
+tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne);
+tensor_t fwd_new1(fwd_t *fx, int64_t a);
+tensor_t fwd_new2(fwd_t *fx, int64_t a, int64_t b);
+tensor_t fwd_new3(fwd_t *fx, int64_t a, int64_t b, int64_t c);
+tensor_t fwd_new4(fwd_t *fx, int64_t a, int64_t b, int64_t c, int64_t d);
+/* Release a tensor made by fwd_new (views and empty tensors are ignored) and
  * clear it. */
-void fx_drop(fx_t *fx, tn_t *t);
+void fwd_drop(fwd_t *fx, tensor_t *t);
 
 /* Rows r0..r0+n-1 of the leading dimension, as a view. */
-tn_t tn_rows(tn_t t, int64_t r0, int64_t n);
+tensor_t tensor_rows(tensor_t t, int64_t r0, int64_t n);
 /* The same data seen with another shape of equal element count. */
-tn_t tn_reshape(tn_t t, int nd, const int64_t *ne);
-tn_t tn_reshape2(tn_t t, int64_t a, int64_t b);
-tn_t tn_reshape3(tn_t t, int64_t a, int64_t b, int64_t c);
-int64_t tn_numel(tn_t t);
+tensor_t tensor_reshape(tensor_t t, int nd, const int64_t *ne);
+tensor_t tensor_reshape2(tensor_t t, int64_t a, int64_t b);
+tensor_t tensor_reshape3(tensor_t t, int64_t a, int64_t b, int64_t c);
+int64_t tensor_numel(tensor_t t);
 
 /* Record a failure (first one wins); returns the status given. */
-int  fx_fail(fx_t *fx, int status, const char *fmt, ...)
+int  fwd_fail(fwd_t *fx, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Copy a whole tensor between backend memory and a host buffer of
- * tn_numel(t) floats.  No-ops while planning. */
-void fx_get(fx_t *fx, tn_t t, float *host);
-void fx_set(fx_t *fx, tn_t t, const float *host);
+ * tensor_numel(t) floats.  No-ops while planning. */
+void fwd_get(fwd_t *fx, tensor_t t, float *host);
+void fwd_set(fwd_t *fx, tensor_t t, const float *host);
 
 #endif

@@ -1,29 +1,29 @@
-/* op.c - shape checks and dispatch for the op layer (see op.h). */
+/* ops.c - shape checks and dispatch for the op layer (see ops.h). */
 #include "util/log.h"
 #include "compute/ops.h"
 
-static int64_t op_last(tn_t t) { return t.nd ? t.ne[t.nd - 1] : 0; }
+static int64_t op_last(tensor_t t) { return t.nd ? t.ne[t.nd - 1] : 0; }
 
 /* 1 when the op should run on the backend, 0 when planning or failed */
-static int op_run(fx_t *fx) { return !fx->err && !fx->planning; }
+static int op_run(fwd_t *fx) { return !fx->err && !fx->planning; }
 
-static int op_check(fx_t *fx, int ok, const char *op, const char *what)
+static int op_check(fwd_t *fx, int ok, const char *op, const char *what)
 {
-	if (!ok && !fx->err) fx_fail(fx, -1, "%s: shape mismatch (%s)", op, what);
+	if (!ok && !fx->err) fwd_fail(fx, -1, "%s: shape mismatch (%s)", op, what);
 	return ok && !fx->err;
 }
 
-static void op_status(fx_t *fx, int rc, const char *op)
+static void op_status(fwd_t *fx, int rc, const char *op)
 {
-	if (rc < 0) fx_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
+	if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
 }
 
-void op_linear(fx_t *fx, tn_t y, tn_t x, const lin_t *l, float beta)
+void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 {
-	int64_t m = op_last(x) ? tn_numel(x) / op_last(x) : 0;
+	int64_t m = op_last(x) ? tensor_numel(x) / op_last(x) : 0;
 
 	if (!op_check(fx, op_last(x) == l->in && op_last(y) == l->out &&
-	              tn_numel(y) == m * l->out, "linear", "x [.., in] -> y [.., out]"))
+	              tensor_numel(y) == m * l->out, "linear", "x [.., in] -> y [.., out]"))
 		return;
 	if (!op_run(fx) || m == 0) return;
 	be_gemm_t g = {
@@ -35,110 +35,110 @@ void op_linear(fx_t *fx, tn_t y, tn_t x, const lin_t *l, float beta)
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
 }
 
-void op_layernorm(fx_t *fx, tn_t y, tn_t x, const ln_t *ln)
+void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 {
-	if (!op_check(fx, op_last(x) == ln->d && tn_numel(x) == tn_numel(y), "layernorm", "[.., d]"))
+	if (!op_check(fx, op_last(x) == ln->d && tensor_numel(x) == tensor_numel(y), "layernorm", "[.., d]"))
 		return;
-	if (!op_run(fx) || !tn_numel(x)) return;
-	op_status(fx, fx->be->layernorm(fx->be, y.d, x.d, tn_numel(x) / ln->d, ln->d,
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->layernorm(fx->be, y.d, x.d, tensor_numel(x) / ln->d, ln->d,
 	                                ln->w, ln->b, ln->eps), "layernorm");
 }
 
-void op_act(fx_t *fx, tn_t x, be_act_t kind)
+void op_act(fwd_t *fx, tensor_t x, be_act_t kind)
 {
-	if (!op_run(fx) || !tn_numel(x)) return;
-	op_status(fx, fx->be->act(fx->be, x.d, tn_numel(x), kind), "act");
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->act(fx->be, x.d, tensor_numel(x), kind), "act");
 }
 
-void op_binary(fx_t *fx, tn_t y, tn_t a, tn_t b, be_bin_t kind)
+void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 {
-	if (!op_check(fx, tn_numel(y) == tn_numel(a) && tn_numel(a) == tn_numel(b), "binary", "equal sizes"))
+	if (!op_check(fx, tensor_numel(y) == tensor_numel(a) && tensor_numel(a) == tensor_numel(b), "binary", "equal sizes"))
 		return;
-	if (!op_run(fx) || !tn_numel(y)) return;
-	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tn_numel(y), kind), "binary");
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tensor_numel(y), kind), "binary");
 }
 
-void op_axpby(fx_t *fx, tn_t y, tn_t x, float alpha, float beta)
+void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
 {
-	if (!op_check(fx, tn_numel(y) == tn_numel(x), "axpby", "equal sizes")) return;
-	if (!op_run(fx) || !tn_numel(y)) return;
-	op_status(fx, fx->be->axpby(fx->be, y.d, x.d, tn_numel(y), alpha, beta), "axpby");
+	if (!op_check(fx, tensor_numel(y) == tensor_numel(x), "axpby", "equal sizes")) return;
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->axpby(fx->be, y.d, x.d, tensor_numel(y), alpha, beta), "axpby");
 }
 
-void op_fill(fx_t *fx, tn_t x, float value)
+void op_fill(fwd_t *fx, tensor_t x, float value)
 {
-	if (!op_run(fx) || !tn_numel(x)) return;
-	op_status(fx, fx->be->fill(fx->be, x.d, tn_numel(x), value), "fill");
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->fill(fx->be, x.d, tensor_numel(x), value), "fill");
 }
 
-void op_softmax(fx_t *fx, tn_t x)
+void op_softmax(fwd_t *fx, tensor_t x)
 {
-	if (!op_run(fx) || !tn_numel(x)) return;
-	op_status(fx, fx->be->softmax(fx->be, x.d, tn_numel(x) / op_last(x), (int)op_last(x)), "softmax");
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->softmax(fx->be, x.d, tensor_numel(x) / op_last(x), (int)op_last(x)), "softmax");
 }
 
-void op_gather(fx_t *fx, tn_t y, const float *table, const int32_t *idx, float scale)
+void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale)
 {
 	if (!op_check(fx, y.nd >= 2, "gather", "y [rows, d]")) return;
-	if (!op_run(fx) || !tn_numel(y)) return;
-	op_status(fx, fx->be->gather(fx->be, y.d, table, idx, tn_numel(y) / op_last(y),
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->gather(fx->be, y.d, table, idx, tensor_numel(y) / op_last(y),
 	                             (int)op_last(y), scale), "gather");
 }
 
-void op_transpose(fx_t *fx, tn_t y, tn_t x)
+void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 {
 	int ok = x.nd >= 2 && y.nd == x.nd && y.ne[0] == x.ne[1] && y.ne[1] == x.ne[0];
 	for (int i = 2; ok && i < x.nd; i++) ok = y.ne[i] == x.ne[i];
 	if (!op_check(fx, ok, "transpose", "[A, B, ..] -> [B, A, ..]")) return;
-	if (!op_run(fx) || !tn_numel(x)) return;
+	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->transpose(fx->be, y.d, x.d, x.ne[0], x.ne[1],
-	                                tn_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
+	                                tensor_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
 }
 
-void op_transpose_inplace(fx_t *fx, tn_t x)
+void op_transpose_inplace(fwd_t *fx, tensor_t x)
 {
 	if (!op_check(fx, x.nd >= 2 && x.ne[0] == x.ne[1], "transpose_inplace", "[A, A, ..]")) return;
-	if (!op_run(fx) || !tn_numel(x)) return;
-	op_status(fx, fx->be->transpose_inplace(fx->be, x.d, x.ne[0], tn_numel(x) / (x.ne[0] * x.ne[1])),
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->transpose_inplace(fx->be, x.d, x.ne[0], tensor_numel(x) / (x.ne[0] * x.ne[1])),
 	          "transpose_inplace");
 }
 
-void op_rotary(fx_t *fx, tn_t x, const float *inv_freq)
+void op_rotary(fwd_t *fx, tensor_t x, const float *inv_freq)
 {
 	if (!op_check(fx, x.nd == 3 && x.ne[2] % 2 == 0, "rotary", "x [T, H, D], D even")) return;
-	if (!op_run(fx) || !tn_numel(x)) return;
+	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->rotary(fx->be, x.d, (int)x.ne[0], (int)x.ne[1], (int)x.ne[2], inv_freq),
 	          "rotary");
 }
 
-void op_outer(fx_t *fx, tn_t y, tn_t q, tn_t k, int i0)
+void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
 {
 	int ok = q.nd == 2 && k.nd == 2 && q.ne[0] == k.ne[0] && q.ne[1] == k.ne[1] &&
 	         y.nd == 3 && y.ne[1] == q.ne[0] && y.ne[2] == 2 * q.ne[1] && i0 + y.ne[0] <= q.ne[0];
 	if (!op_check(fx, ok, "outer", "q, k [L, c] -> y [ni, L, 2c]")) return;
-	if (!op_run(fx) || !tn_numel(y)) return;
+	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->outer(fx->be, y.d, q.d, k.d, i0, (int)y.ne[0], (int)q.ne[0], (int)q.ne[1]),
 	          "outer");
 }
 
-void op_trimul(fx_t *fx, tn_t x, tn_t a, tn_t b)
+void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 {
 	int ok = fx->be->trimul && a.nd == 3 && b.nd == 3 && x.nd == 3 && a.ne[1] == b.ne[1] &&
 	         a.ne[2] == b.ne[2] && x.ne[0] == a.ne[0] && x.ne[1] == b.ne[0] && x.ne[2] == a.ne[2];
 	if (!op_check(fx, ok, "trimul", "a [ni, nk, c], b [nj, nk, c] -> x [ni, nj, c] (be->trimul)"))
 		return;
-	if (!op_run(fx) || !tn_numel(x)) return;
+	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->trimul(fx->be, x.d, a.d, b.d, (int)a.ne[0], (int)b.ne[0], (int)a.ne[1],
 	                             (int)a.ne[2]), "trimul");
 }
 
-void op_gemm(fx_t *fx, const be_gemm_t *g)
+void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_run(fx) || !g->m || !g->n || !g->batch) return;
 	op_status(fx, fx->be->gemm(fx->be, g), "gemm");
 }
 
-void op_attn(fx_t *fx, const be_attn_t *a)
+void op_attn(fwd_t *fx, const be_attn_t *a)
 {
 	if (!op_run(fx) || !a->B || !a->H || !a->Lq) return;
 	op_status(fx, fx->be->attn(fx->be, a), "attention");

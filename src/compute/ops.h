@@ -1,4 +1,4 @@
-/* op.h - the op layer model code is written against.
+/* ops.h (prefix op_) - the op layer model code is written against.
  *
  * Each op checks shapes (a mismatch is a bug, recorded as fx->err), does
  * nothing while planning or after an error, and otherwise calls the
@@ -16,33 +16,33 @@ typedef struct { const float *w, *b; int out, in; } lin_t;
 typedef struct { const float *w, *b; int d; float eps; } ln_t;
 
 /* y: [..., out] = x: [..., in] W^T + b + beta * y */
-void op_linear(fx_t *fx, tn_t y, tn_t x, const lin_t *l, float beta);
+void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
 /* y: [..., d] = LayerNorm(x: [..., d]); y may be x */
-void op_layernorm(fx_t *fx, tn_t y, tn_t x, const ln_t *ln);
+void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 /* x: [...] = act(x) */
-void op_act(fx_t *fx, tn_t x, be_act_t kind);
+void op_act(fwd_t *fx, tensor_t x, be_act_t kind);
 /* y = a OP b, same element counts; y may be a or b */
-void op_binary(fx_t *fx, tn_t y, tn_t a, tn_t b, be_bin_t kind);
+void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind);
 /* y = alpha * x + beta * y */
-void op_axpby(fx_t *fx, tn_t y, tn_t x, float alpha, float beta);
-void op_fill(fx_t *fx, tn_t x, float value);
+void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta);
+void op_fill(fwd_t *fx, tensor_t x, float value);
 /* x: [..., d] softmax over d in place */
-void op_softmax(fx_t *fx, tn_t x);
+void op_softmax(fwd_t *fx, tensor_t x);
 /* y: [rows, d] = scale * table[idx[r]] ; table: [*, d] weights; idx host */
-void op_gather(fx_t *fx, tn_t y, const float *table, const int32_t *idx, float scale);
+void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale);
 /* y: [B, A, ...] = x: [A, B, ...] */
-void op_transpose(fx_t *fx, tn_t y, tn_t x);
+void op_transpose(fwd_t *fx, tensor_t y, tensor_t x);
 /* x: [A, A, ...] in place, x[a, b] <-> x[b, a] */
-void op_transpose_inplace(fx_t *fx, tn_t x);
+void op_transpose_inplace(fwd_t *fx, tensor_t x);
 /* x: [T, H, D] rotary position embedding in place; inv_freq: [D/2] */
-void op_rotary(fx_t *fx, tn_t x, const float *inv_freq);
+void op_rotary(fwd_t *fx, tensor_t x, const float *inv_freq);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
-void op_outer(fx_t *fx, tn_t y, tn_t q, tn_t k, int i0);
+void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
-void op_trimul(fx_t *fx, tn_t x, tn_t a, tn_t b);
+void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
 /* raw strided-batched GEMM and fused attention (pointers from tensors) */
-void op_gemm(fx_t *fx, const be_gemm_t *g);
-void op_attn(fx_t *fx, const be_attn_t *a);
+void op_gemm(fwd_t *fx, const be_gemm_t *g);
+void op_attn(fwd_t *fx, const be_attn_t *a);
 
 #endif

@@ -1,50 +1,50 @@
-/* mp.c - best-fit placement with coalescing free gaps (see mp.h). */
+/* placement.c - best-fit placement with coalescing free gaps (see placement.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute/placement.h"
 
-size_t mp_round(size_t nbytes)
+size_t place_round(size_t nbytes)
 {
-	return (nbytes + MP_ALIGN - 1) / MP_ALIGN * MP_ALIGN;
+	return (nbytes + PLACE_ALIGN - 1) / PLACE_ALIGN * PLACE_ALIGN;
 }
 
-void mp_init(mp_t *mp, size_t limit)
+void place_init(place_t *mp, size_t limit)
 {
 	memset(mp, 0, sizeof *mp);
 	mp->limit = limit;
 }
 
-void mp_free(mp_t *mp)
+void place_free(place_t *mp)
 {
 	free(mp->free);
 	memset(mp, 0, sizeof *mp);
 }
 
-static int mp_insert(mp_t *mp, int at, size_t off, size_t size)
+static int place_insert(place_t *mp, int at, size_t off, size_t size)
 {
 	if (mp->nfree == mp->cap) {
 		int cap = mp->cap ? 2 * mp->cap : 32;
-		mp_block_t *nb = realloc(mp->free, cap * sizeof *nb);
+		place_block_t *nb = realloc(mp->free, cap * sizeof *nb);
 		if (!nb) return -1;
 		mp->free = nb;
 		mp->cap = cap;
 	}
 	memmove(mp->free + at + 1, mp->free + at, (mp->nfree - at) * sizeof *mp->free);
-	mp->free[at] = (mp_block_t){ off, size };
+	mp->free[at] = (place_block_t){ off, size };
 	mp->nfree++;
 	return 0;
 }
 
-static void mp_remove(mp_t *mp, int at)
+static void place_remove(place_t *mp, int at)
 {
 	memmove(mp->free + at, mp->free + at + 1, (mp->nfree - at - 1) * sizeof *mp->free);
 	mp->nfree--;
 }
 
-int mp_alloc(mp_t *mp, size_t nbytes, size_t *off)
+int place_alloc(place_t *mp, size_t nbytes, size_t *off)
 {
-	size_t n = mp_round(nbytes ? nbytes : 1);
+	size_t n = place_round(nbytes ? nbytes : 1);
 	int best = -1;
 
 	for (int i = 0; i < mp->nfree; i++)
@@ -54,10 +54,10 @@ int mp_alloc(mp_t *mp, size_t nbytes, size_t *off)
 		*off = mp->free[best].off;
 		mp->free[best].off += n;
 		mp->free[best].size -= n;
-		if (mp->free[best].size == 0) mp_remove(mp, best);
+		if (mp->free[best].size == 0) place_remove(mp, best);
 	} else {
 		/* no gap fits: extend the top (a gap never touches the top,
-		 * mp_release swallows those) */
+		 * place_release swallows those) */
 		if (mp->limit && mp->top + n > mp->limit) return -1;
 		*off = mp->top;
 		mp->top += n;
@@ -68,9 +68,9 @@ int mp_alloc(mp_t *mp, size_t nbytes, size_t *off)
 	return 0;
 }
 
-int mp_release(mp_t *mp, size_t off, size_t nbytes)
+int place_release(place_t *mp, size_t off, size_t nbytes)
 {
-	size_t n = mp_round(nbytes ? nbytes : 1);
+	size_t n = place_round(nbytes ? nbytes : 1);
 	int at = 0;
 
 	mp->live -= n;
@@ -79,7 +79,7 @@ int mp_release(mp_t *mp, size_t off, size_t nbytes)
 		/* swallow a free gap that now touches the top */
 		while (mp->nfree && mp->free[mp->nfree - 1].off + mp->free[mp->nfree - 1].size == mp->top) {
 			mp->top = mp->free[mp->nfree - 1].off;
-			mp_remove(mp, mp->nfree - 1);
+			place_remove(mp, mp->nfree - 1);
 		}
 		return 0;
 	}
@@ -89,7 +89,7 @@ int mp_release(mp_t *mp, size_t off, size_t nbytes)
 		mp->free[at - 1].size += n;
 		if (at < mp->nfree && off + n == mp->free[at].off) {
 			mp->free[at - 1].size += mp->free[at].size;
-			mp_remove(mp, at);
+			place_remove(mp, at);
 		}
 		return 0;
 	}
@@ -98,13 +98,13 @@ int mp_release(mp_t *mp, size_t off, size_t nbytes)
 		mp->free[at].size += n;
 		return 0;
 	}
-	return mp_insert(mp, at, off, n);
+	return place_insert(mp, at, off, n);
 }
 
-int mp_copy(mp_t *dst, const mp_t *src)
+int place_copy(place_t *dst, const place_t *src)
 {
 	if (dst->cap < src->nfree) {
-		mp_block_t *nb = realloc(dst->free, (src->nfree ? src->nfree : 1) * sizeof *nb);
+		place_block_t *nb = realloc(dst->free, (src->nfree ? src->nfree : 1) * sizeof *nb);
 		if (!nb) return -1;
 		dst->free = nb;
 		dst->cap = src->nfree;
@@ -119,7 +119,7 @@ int mp_copy(mp_t *dst, const mp_t *src)
 	return 0;
 }
 
-int mp_same(const mp_t *a, const mp_t *b)
+int place_same(const place_t *a, const place_t *b)
 {
 	return a->top == b->top && a->live == b->live && a->nfree == b->nfree &&
 	       (!a->nfree || !memcmp(a->free, b->free, a->nfree * sizeof *a->free));

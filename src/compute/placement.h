@@ -1,4 +1,4 @@
-/* mp.h - memory placement: best-fit offsets for tensors by lifetime.
+/* placement.h (prefix place_) - memory placement: best-fit offsets for tensors by lifetime.
  *
  * The activation planner.  Tensors are placed in one linear address space
  * [0, size) in the order they are created and released (ggml-alloc style):
@@ -14,36 +14,36 @@
 
 #include <stddef.h>
 
-#define MP_ALIGN 256   /* bytes; every offset and size is a multiple */
+#define PLACE_ALIGN 256   /* bytes; every offset and size is a multiple */
 
 typedef struct {
 	size_t off, size;
-} mp_block_t;
+} place_block_t;
 
 typedef struct {
-	mp_block_t *free;      /* free gaps below `top`, sorted by offset */
+	place_block_t *free;      /* free gaps below `top`, sorted by offset */
 	int         nfree, cap;
 	size_t      top;       /* current end of the used space */
 	size_t      high;      /* high-water mark = bytes the arena must reserve */
 	size_t      live;      /* bytes of live tensors now */
 	size_t      peak_live; /* max of live over time = peak allocated */
 	size_t      limit;     /* 0: unbounded; else placement fails beyond it */
-} mp_t;
+} place_t;
 
-void mp_init(mp_t *mp, size_t limit);
-void mp_free(mp_t *mp);
+void place_init(place_t *mp, size_t limit);
+void place_free(place_t *mp);
 /* place nbytes; returns 0 and *off, or -1 when beyond the limit / no memory */
-int  mp_alloc(mp_t *mp, size_t nbytes, size_t *off);
-/* release a block placed by mp_alloc with the same nbytes; -1 when the
+int  place_alloc(place_t *mp, size_t nbytes, size_t *off);
+/* release a block placed by place_alloc with the same nbytes; -1 when the
  * bookkeeping itself runs out of memory */
-int  mp_release(mp_t *mp, size_t off, size_t nbytes);
-size_t mp_round(size_t nbytes);
+int  place_release(place_t *mp, size_t off, size_t nbytes);
+size_t place_round(size_t nbytes);
 
 /* dst = a copy of src's placement state (free gaps, top, live, high,
- * peak_live, limit); dst must be mp_init'ed or a previous copy.  0 or -1. */
-int  mp_copy(mp_t *dst, const mp_t *src);
+ * peak_live, limit); dst must be place_init'ed or a previous copy.  0 or -1. */
+int  place_copy(place_t *dst, const place_t *src);
 /* 1 when a and b will place every future call identically: same free gaps,
  * top and live bytes (high and peak_live are not compared). */
-int  mp_same(const mp_t *a, const mp_t *b);
+int  place_same(const place_t *a, const place_t *b);
 
 #endif

@@ -1,4 +1,4 @@
-/* af.c - files written atomically (see af.h). */
+/* atomic_file.c - files written atomically (see atomic_file.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "io/atomic_file.h"
 #include "util/log.h"
 
-FILE *af_open(af_t *a, const char *path)
+FILE *atomic_file_open(atomic_file_t *a, const char *path)
 {
 	a->f = NULL;
 	a->path = strdup(path);
@@ -25,7 +25,7 @@ FILE *af_open(af_t *a, const char *path)
 	return a->f;
 }
 
-int af_close(af_t *a, int ok)
+int atomic_file_close(atomic_file_t *a, int ok)
 {
 	int rc = ok ? 0 : -1;
 

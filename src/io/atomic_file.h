@@ -1,8 +1,8 @@
-/* af.h - files written atomically: the text goes to PATH.tmp, which is
+/* atomic_file.h (prefix atomic_file_) - files written atomically: the text goes to PATH.tmp, which is
  * flushed to disk and renamed to PATH only when everything was written, so
  * PATH is either absent (or its old version) or complete.
  *
- * Ownership: af_open fills a caller-owned af_t; af_close releases it
+ * Ownership: atomic_file_open fills a caller-owned atomic_file_t; atomic_file_close releases it
  * whatever happens.
  */
 #ifndef ESMBATCH_AF_H
@@ -14,13 +14,13 @@ typedef struct {
 	FILE *f;      /* write here */
 	char *path;   /* the final name */
 	char *tmp;    /* PATH.tmp */
-} af_t;
+} atomic_file_t;
 
 /* Create PATH.tmp for writing; returns a->f, or NULL after one logged line. */
-FILE *af_open(af_t *a, const char *path);
+FILE *atomic_file_open(atomic_file_t *a, const char *path);
 /* ok != 0: flush, sync and close PATH.tmp and rename it to PATH; ok == 0 (the
  * caller gave up) or any failure: remove PATH.tmp.  0 when PATH was
  * written, negative otherwise (a failure is logged). */
-int   af_close(af_t *a, int ok);
+int   atomic_file_close(atomic_file_t *a, int ok);
 
 #endif

@@ -172,7 +172,7 @@ int fasta_check_seq(char *seq, int64_t *len, int *nchains,
 
 /* --- the reader ------------------------------------------------------- */
 
-enum { ST_START, ST_HEADER, ST_DONE };
+enum { SAFETENSORS_START, SAFETENSORS_HEADER, SAFETENSORS_DONE };
 
 struct fasta {
 	char        *path;
@@ -430,7 +430,7 @@ fasta_t *fasta_open(const char *path, const char *names_file)
 			log_warn("%s: BGZF end-of-file marker missing: the file may be truncated",
 			         path);
 	}
-	r->state = r->fai ? ST_DONE : ST_START;
+	r->state = r->fai ? SAFETENSORS_DONE : SAFETENSORS_START;
 	return r;
 fail:
 	fasta_close(r);
@@ -585,11 +585,11 @@ int fasta_next(fasta_t *r, job_t *j)
 	if (r->fai)
 		return next_indexed(r, j);
 	for (;;) {
-		if (r->state == ST_DONE) {
+		if (r->state == SAFETENSORS_DONE) {
 			rc = r->names_path ? next_missing(r, j) : 0;
 			break;
 		}
-		if (r->state == ST_START) {
+		if (r->state == SAFETENSORS_START) {
 			/* lines before the first header: blank is fine, text is not */
 			int64_t orphan = 0;
 			while ((rc = rd_line(r, &more, &sl)) > 0) {
@@ -603,7 +603,7 @@ int fasta_next(fasta_t *r, job_t *j)
 			}
 			if (rc < 0)
 				break;
-			r->state = rc > 0 ? ST_HEADER : ST_DONE;
+			r->state = rc > 0 ? SAFETENSORS_HEADER : SAFETENSORS_DONE;
 			if (orphan) {
 				r->recno++;
 				if (r->names_path)
@@ -619,7 +619,7 @@ int fasta_next(fasta_t *r, job_t *j)
 			}
 			continue;
 		}
-		/* ST_HEADER: r->hdr is this record's header */
+		/* SAFETENSORS_HEADER: r->hdr is this record's header */
 		int64_t recno = ++r->recno, hline = r->hdr_line;
 		int want = -1, selected;
 		parse_header(r->hdr.s, &name);
@@ -645,7 +645,7 @@ int fasta_next(fasta_t *r, job_t *j)
 		}
 		if (rc < 0)
 			break;
-		r->state = rc > 0 ? ST_HEADER : ST_DONE;
+		r->state = rc > 0 ? SAFETENSORS_HEADER : SAFETENSORS_DONE;
 		if (!selected)
 			continue;
 		if (name.s[0] == '\0') {

@@ -1,4 +1,4 @@
-/* fasta.h - streaming FASTA intake: one record at a time becomes one job.
+/* fasta.h (prefix fasta_) - streaming FASTA intake: one record at a time becomes one job.
  *
  * Input: plain, gzip or BGZF file, or "-" for stdin (read through htslib's
  * BGZF layer, which detects the compression).  With a names file, only the

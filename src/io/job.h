@@ -1,4 +1,4 @@
-/* job.h - the job record (one per input record) and output-name assignment.
+/* job.h (prefix job_) - the job record (one per input record) and output-name assignment.
  *
  * Every input record becomes exactly one job_t, good or bad.  A bad record
  * is a job with status JOB_FAILED and a one-line reason; it is never dropped.

@@ -1,4 +1,4 @@
-/* st.c - safetensors: validated read-only mmap reader, and an atomic writer. */
+/* safetensors.c - safetensors: validated read-only mmap reader, and an atomic writer. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -15,61 +15,61 @@
 #include "io/safetensors.h"
 
 /* a header larger than this is not a safetensors file we will read */
-#define ST_MAX_HEADER (100u << 20)
+#define SAFETENSORS_MAX_HEADER (100u << 20)
 
 struct st {
 	char        *path;
 	void        *map;
 	size_t       map_size;
 	int          n;
-	st_tensor_t *t;        /* [n], sorted by name */
+	safetensors_tensor_t *t;        /* [n], sorted by name */
 	json_t      *header;   /* owns the name strings */
 	json_t      *meta;     /* borrowed from header, or NULL */
 };
 
-static const struct { const char *name; st_dtype_t t; size_t size; } st_dtypes[] = {
-	{ "F64", ST_F64, 8 }, { "F32", ST_F32, 4 }, { "F16", ST_F16, 2 },
-	{ "BF16", ST_BF16, 2 }, { "I64", ST_I64, 8 }, { "I32", ST_I32, 4 },
-	{ "U8", ST_U8, 1 }, { "BOOL", ST_BOOL, 1 },
+static const struct { const char *name; safetensors_dtype_t t; size_t size; } safetensors_dtypes[] = {
+	{ "F64", SAFETENSORS_F64, 8 }, { "F32", SAFETENSORS_F32, 4 }, { "F16", SAFETENSORS_F16, 2 },
+	{ "BF16", SAFETENSORS_BF16, 2 }, { "I64", SAFETENSORS_I64, 8 }, { "I32", SAFETENSORS_I32, 4 },
+	{ "U8", SAFETENSORS_U8, 1 }, { "BOOL", SAFETENSORS_BOOL, 1 },
 };
 
-size_t st_dtype_size(st_dtype_t t)
+size_t safetensors_dtype_size(safetensors_dtype_t t)
 {
-	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
-		if (st_dtypes[i].t == t) return st_dtypes[i].size;
+	for (size_t i = 0; i < sizeof safetensors_dtypes / sizeof *safetensors_dtypes; i++)
+		if (safetensors_dtypes[i].t == t) return safetensors_dtypes[i].size;
 	return 0;
 }
 
-const char *st_dtype_name(st_dtype_t t)
+const char *safetensors_dtype_name(safetensors_dtype_t t)
 {
-	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
-		if (st_dtypes[i].t == t) return st_dtypes[i].name;
+	for (size_t i = 0; i < sizeof safetensors_dtypes / sizeof *safetensors_dtypes; i++)
+		if (safetensors_dtypes[i].t == t) return safetensors_dtypes[i].name;
 	return "?";
 }
 
-static int st_dtype_parse(const char *s, st_dtype_t *t)
+static int safetensors_dtype_parse(const char *s, safetensors_dtype_t *t)
 {
-	for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
-		if (strcmp(st_dtypes[i].name, s) == 0) { *t = st_dtypes[i].t; return 0; }
+	for (size_t i = 0; i < sizeof safetensors_dtypes / sizeof *safetensors_dtypes; i++)
+		if (strcmp(safetensors_dtypes[i].name, s) == 0) { *t = safetensors_dtypes[i].t; return 0; }
 	return -1;
 }
 
-static int st_cmp_name(const void *a, const void *b)
+static int safetensors_cmp_name(const void *a, const void *b)
 {
-	return strcmp(((const st_tensor_t *)a)->name, ((const st_tensor_t *)b)->name);
+	return strcmp(((const safetensors_tensor_t *)a)->name, ((const safetensors_tensor_t *)b)->name);
 }
 
-typedef struct { size_t begin, end; const char *name; } st_range_t;
+typedef struct { size_t begin, end; const char *name; } safetensors_range_t;
 
-static int st_cmp_range(const void *a, const void *b)
+static int safetensors_cmp_range(const void *a, const void *b)
 {
-	const st_range_t *x = a, *y = b;
+	const safetensors_range_t *x = a, *y = b;
 	return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
 /* Parse one header entry into *t; data area is [0, data_size). */
-static int st_parse_entry(const char *path, const char *name, json_t *v,
-                          size_t data_size, const char *data, st_tensor_t *t)
+static int safetensors_parse_entry(const char *path, const char *name, json_t *v,
+                          size_t data_size, const char *data, safetensors_tensor_t *t)
 {
 	json_t *jd = json_object_get(v, "dtype"), *js = json_object_get(v, "shape");
 	json_t *jo = json_object_get(v, "data_offsets");
@@ -81,12 +81,12 @@ static int st_parse_entry(const char *path, const char *name, json_t *v,
 		log_error("%s: tensor '%s': header entry needs dtype, shape and data_offsets", path, name);
 		return -1;
 	}
-	if (st_dtype_parse(json_string_value(jd), &t->dtype) < 0) {
+	if (safetensors_dtype_parse(json_string_value(jd), &t->dtype) < 0) {
 		log_error("%s: tensor '%s': unsupported dtype '%s'", path, name, json_string_value(jd));
 		return -1;
 	}
-	if (json_array_size(js) > ST_MAX_DIMS) {
-		log_error("%s: tensor '%s': more than %d dimensions", path, name, ST_MAX_DIMS);
+	if (json_array_size(js) > SAFETENSORS_MAX_DIMS) {
+		log_error("%s: tensor '%s': more than %d dimensions", path, name, SAFETENSORS_MAX_DIMS);
 		return -1;
 	}
 	t->name = name;
@@ -109,20 +109,20 @@ static int st_parse_entry(const char *path, const char *name, json_t *v,
 		return -1;
 	}
 	t->nbytes = (size_t)(en - b);
-	if ((uint64_t)t->numel * st_dtype_size(t->dtype) != t->nbytes) {
+	if ((uint64_t)t->numel * safetensors_dtype_size(t->dtype) != t->nbytes) {
 		log_error("%s: tensor '%s': %s x %lld elements needs %llu bytes, data_offsets give %zu",
-		          path, name, st_dtype_name(t->dtype), (long long)t->numel,
-		          (unsigned long long)t->numel * st_dtype_size(t->dtype), t->nbytes);
+		          path, name, safetensors_dtype_name(t->dtype), (long long)t->numel,
+		          (unsigned long long)t->numel * safetensors_dtype_size(t->dtype), t->nbytes);
 		return -1;
 	}
 	t->data = data + b;
 	return 0;
 }
 
-st_t *st_open(const char *path)
+safetensors_t *safetensors_open(const char *path)
 {
-	st_t *st = calloc(1, sizeof *st);
-	st_range_t *rg = NULL;
+	safetensors_t *st = calloc(1, sizeof *st);
+	safetensors_range_t *rg = NULL;
 	json_error_t jerr;
 	struct stat sb;
 	uint64_t hlen = 0;
@@ -146,9 +146,9 @@ st_t *st_open(const char *path)
 		goto fail;
 	}
 	memcpy(&hlen, st->map, 8);   /* little-endian u64 on every supported host */
-	if (hlen > ST_MAX_HEADER || hlen > st->map_size - 8) {
+	if (hlen > SAFETENSORS_MAX_HEADER || hlen > st->map_size - 8) {
 		log_error("%s: header length %llu exceeds the file (%zu bytes) or the %u-byte limit",
-		          path, (unsigned long long)hlen, st->map_size, ST_MAX_HEADER);
+		          path, (unsigned long long)hlen, st->map_size, SAFETENSORS_MAX_HEADER);
 		goto fail;
 	}
 	st->header = json_loadb((const char *)st->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
@@ -177,14 +177,14 @@ st_t *st_open(const char *path)
 			log_error("%s: tensor '%s': header entry is not an object", path, key);
 			goto fail;
 		}
-		if (st_parse_entry(path, key, v, data_size, data, &st->t[st->n]) < 0)
+		if (safetensors_parse_entry(path, key, v, data_size, data, &st->t[st->n]) < 0)
 			goto fail;
 		rg[st->n].begin = (size_t)((const char *)st->t[st->n].data - data);
 		rg[st->n].end = rg[st->n].begin + st->t[st->n].nbytes;
 		rg[st->n].name = key;
 		st->n++;
 	}
-	qsort(rg, st->n, sizeof *rg, st_cmp_range);
+	qsort(rg, st->n, sizeof *rg, safetensors_cmp_range);
 	/* sorted by start: a non-empty range overlaps an earlier one exactly
 	 * when it starts before the furthest end seen so far */
 	for (int i = 0, far = -1; i < st->n; i++) {
@@ -195,7 +195,7 @@ st_t *st_open(const char *path)
 		}
 		if (far < 0 || rg[i].end > rg[far].end) far = i;
 	}
-	qsort(st->t, st->n, sizeof *st->t, st_cmp_name);
+	qsort(st->t, st->n, sizeof *st->t, safetensors_cmp_name);
 	free(rg);
 	close(fd);
 	return st;
@@ -203,11 +203,11 @@ st_t *st_open(const char *path)
 fail:
 	free(rg);
 	if (fd >= 0) close(fd);
-	st_close(st);
+	safetensors_close(st);
 	return NULL;
 }
 
-void st_release(const st_t *st, const st_tensor_t *t)
+void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t)
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	uintptr_t lo = (uintptr_t)t->data / pg * pg;
@@ -219,7 +219,7 @@ void st_release(const st_t *st, const st_tensor_t *t)
 	madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
-void st_close(st_t *st)
+void safetensors_close(safetensors_t *st)
 {
 	if (!st) return;
 	if (st->map && st->map != MAP_FAILED) munmap(st->map, st->map_size);
@@ -229,23 +229,23 @@ void st_close(st_t *st)
 	free(st);
 }
 
-int st_count(const st_t *st) { return st->n; }
-const st_tensor_t *st_at(const st_t *st, int i) { return i >= 0 && i < st->n ? &st->t[i] : NULL; }
-const char *st_path(const st_t *st) { return st->path; }
+int safetensors_count(const safetensors_t *st) { return st->n; }
+const safetensors_tensor_t *safetensors_at(const safetensors_t *st, int i) { return i >= 0 && i < st->n ? &st->t[i] : NULL; }
+const char *safetensors_path(const safetensors_t *st) { return st->path; }
 
-const st_tensor_t *st_find(const st_t *st, const char *name)
+const safetensors_tensor_t *safetensors_find(const safetensors_t *st, const char *name)
 {
-	st_tensor_t key = { .name = name };
-	return bsearch(&key, st->t, st->n, sizeof key, st_cmp_name);
+	safetensors_tensor_t key = { .name = name };
+	return bsearch(&key, st->t, st->n, sizeof key, safetensors_cmp_name);
 }
 
-const char *st_meta(const st_t *st, const char *key)
+const char *safetensors_meta(const safetensors_t *st, const char *key)
 {
 	json_t *v = st->meta ? json_object_get(st->meta, key) : NULL;
 	return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-float st_f16_to_f32(uint16_t h)
+float safetensors_f16_to_f32(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
 	float f;
@@ -267,7 +267,7 @@ float st_f16_to_f32(uint16_t h)
 	return f;
 }
 
-uint16_t st_f32_to_f16(float f)
+uint16_t safetensors_f32_to_f16(float f)
 {
 	uint32_t x, sign, man;
 	int exp;
@@ -294,7 +294,7 @@ uint16_t st_f32_to_f16(float f)
 	}
 }
 
-uint16_t st_f32_to_bf16(float f)
+uint16_t safetensors_f32_to_bf16(float f)
 {
 	uint32_t x;
 
@@ -304,7 +304,7 @@ uint16_t st_f32_to_bf16(float f)
 	return (uint16_t)(x >> 16);
 }
 
-float st_bf16_to_f32(uint16_t h)
+float safetensors_bf16_to_f32(uint16_t h)
 {
 	uint32_t bits = (uint32_t)h << 16;
 	float f;
@@ -313,69 +313,69 @@ float st_bf16_to_f32(uint16_t h)
 }
 
 /* element i of t as double */
-static double st_get(const st_tensor_t *t, int64_t i)
+static double safetensors_get(const safetensors_tensor_t *t, int64_t i)
 {
-	const char *p = (const char *)t->data + i * (int64_t)st_dtype_size(t->dtype);
+	const char *p = (const char *)t->data + i * (int64_t)safetensors_dtype_size(t->dtype);
 	union { double d; float f; uint16_t h; int64_t l; int32_t w; } u;
 
 	switch (t->dtype) {
-	case ST_F64:  memcpy(&u.d, p, 8); return u.d;
-	case ST_F32:  memcpy(&u.f, p, 4); return u.f;
-	case ST_F16:  memcpy(&u.h, p, 2); return st_f16_to_f32(u.h);
-	case ST_BF16: memcpy(&u.h, p, 2); return st_bf16_to_f32(u.h);
-	case ST_I64:  memcpy(&u.l, p, 8); return (double)u.l;
-	case ST_I32:  memcpy(&u.w, p, 4); return u.w;
-	case ST_U8: case ST_BOOL: return *(const uint8_t *)p;
+	case SAFETENSORS_F64:  memcpy(&u.d, p, 8); return u.d;
+	case SAFETENSORS_F32:  memcpy(&u.f, p, 4); return u.f;
+	case SAFETENSORS_F16:  memcpy(&u.h, p, 2); return safetensors_f16_to_f32(u.h);
+	case SAFETENSORS_BF16: memcpy(&u.h, p, 2); return safetensors_bf16_to_f32(u.h);
+	case SAFETENSORS_I64:  memcpy(&u.l, p, 8); return (double)u.l;
+	case SAFETENSORS_I32:  memcpy(&u.w, p, 4); return u.w;
+	case SAFETENSORS_U8: case SAFETENSORS_BOOL: return *(const uint8_t *)p;
 	}
 	return 0;
 }
 
-void st_to_f32(const st_tensor_t *t, float *dst)
+void safetensors_to_f32(const safetensors_tensor_t *t, float *dst)
 {
-	if (t->dtype == ST_F32) { memcpy(dst, t->data, t->nbytes); return; }
-	for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)st_get(t, i);
+	if (t->dtype == SAFETENSORS_F32) { memcpy(dst, t->data, t->nbytes); return; }
+	for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)safetensors_get(t, i);
 }
 
-void st_to_f64(const st_tensor_t *t, double *dst)
+void safetensors_to_f64(const safetensors_tensor_t *t, double *dst)
 {
-	if (t->dtype == ST_F64) { memcpy(dst, t->data, t->nbytes); return; }
-	for (int64_t i = 0; i < t->numel; i++) dst[i] = st_get(t, i);
+	if (t->dtype == SAFETENSORS_F64) { memcpy(dst, t->data, t->nbytes); return; }
+	for (int64_t i = 0; i < t->numel; i++) dst[i] = safetensors_get(t, i);
 }
 
 /* --- writer ---------------------------------------------------------------- */
 
 typedef struct {
 	char      *name;
-	st_dtype_t dtype;
+	safetensors_dtype_t dtype;
 	int        nd;
-	int64_t    shape[ST_MAX_DIMS];
+	int64_t    shape[SAFETENSORS_MAX_DIMS];
 	size_t     nbytes;
 	void      *data;
-} st_entry_t;
+} safetensors_entry_t;
 
-struct st_writer {
-	st_entry_t *e;
+struct safetensors_writer {
+	safetensors_entry_t *e;
 	int         n, cap;
 	json_t     *meta;
 };
 
-st_writer_t *st_writer_init(void)
+safetensors_writer_t *safetensors_writer_init(void)
 {
-	st_writer_t *w = calloc(1, sizeof *w);
+	safetensors_writer_t *w = calloc(1, sizeof *w);
 	if (w && !(w->meta = json_object())) { free(w); w = NULL; }
 	return w;
 }
 
-int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dtype,
+int safetensors_writer_add(safetensors_writer_t *w, const char *name, safetensors_dtype_t dtype,
                   int nd, const int64_t *shape, const void *data)
 {
-	st_entry_t *e;
-	size_t n = st_dtype_size(dtype);
+	safetensors_entry_t *e;
+	size_t n = safetensors_dtype_size(dtype);
 
-	if (nd < 0 || nd > ST_MAX_DIMS) return -1;
+	if (nd < 0 || nd > SAFETENSORS_MAX_DIMS) return -1;
 	if (w->n == w->cap) {
 		int cap = w->cap ? 2 * w->cap : 64;
-		st_entry_t *ne = realloc(w->e, cap * sizeof *ne);
+		safetensors_entry_t *ne = realloc(w->e, cap * sizeof *ne);
 		if (!ne) return -1;
 		w->e = ne;
 		w->cap = cap;
@@ -394,17 +394,17 @@ int st_writer_add(st_writer_t *w, const char *name, st_dtype_t dtype,
 	return 0;
 }
 
-int st_writer_add_meta(st_writer_t *w, const char *key, const char *value)
+int safetensors_writer_add_meta(safetensors_writer_t *w, const char *key, const char *value)
 {
 	return json_object_set_new(w->meta, key, json_string(value));
 }
 
-int st_writer_save(st_writer_t *w, const char *path)
+int safetensors_writer_save(safetensors_writer_t *w, const char *path)
 {
 	json_t *h = json_object();
 	char *text = NULL;
 	size_t off = 0, hlen;
-	af_t a;
+	atomic_file_t a;
 	uint64_t hl;
 	int ret = -1;
 
@@ -414,26 +414,26 @@ int st_writer_save(st_writer_t *w, const char *path)
 		json_t *shape = json_array();
 		for (int d = 0; d < w->e[i].nd; d++) json_array_append_new(shape, json_integer(w->e[i].shape[d]));
 		json_object_set_new(h, w->e[i].name, json_pack("{s:s, s:o, s:[I,I]}",
-			"dtype", st_dtype_name(w->e[i].dtype), "shape", shape,
+			"dtype", safetensors_dtype_name(w->e[i].dtype), "shape", shape,
 			"data_offsets", (json_int_t)off, (json_int_t)(off + w->e[i].nbytes)));
 		off += w->e[i].nbytes;
 	}
 	if (!(text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS))) goto done;
 	hlen = strlen(text);
 	hl = (hlen + 7) & ~(uint64_t)7;   /* pad the header with spaces to 8 bytes */
-	if (!af_open(&a, path)) goto done;
+	if (!atomic_file_open(&a, path)) goto done;
 	fwrite(&hl, 8, 1, a.f);
 	fwrite(text, 1, hlen, a.f);
 	for (size_t i = hlen; i < hl; i++) fputc(' ', a.f);
 	for (int i = 0; i < w->n; i++) fwrite(w->e[i].data, 1, w->e[i].nbytes, a.f);
-	ret = af_close(&a, 1);
+	ret = atomic_file_close(&a, 1);
 done:
 	free(text);
 	json_decref(h);
 	return ret;
 }
 
-void st_writer_free(st_writer_t *w)
+void safetensors_writer_free(safetensors_writer_t *w)
 {
 	if (!w) return;
 	for (int i = 0; i < w->n; i++) { free(w->e[i].name); free(w->e[i].data); }

@@ -1,4 +1,4 @@
-/* lm.c - ESM-2 and the projection to the trunk input (see lm.h). */
+/* esm2.c - ESM-2 and the projection to the trunk input (see esm2.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,21 +8,21 @@
 
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */
 
-static int lm_load_layer(lm_layer_t *l, const cfg_t *c, wt_t *w, be_t *be, int i)
+static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, int i)
 {
 	const char *p = "esm.encoder.layer";
 	int D = c->lm_dim, hd = c->lm_dim / c->lm_heads, rc = 0;
 
-	rc |= wt_ln(w, be, &l->attn_ln, D, c->lm_ln_eps, "%s.%d.attention.LayerNorm", p, i);
-	rc |= wt_lin(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
-	rc |= wt_lin(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
-	rc |= wt_lin(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
-	rc |= wt_get(w, be, (float **)&l->inv_freq, 1, 1, (int64_t[]){ hd / 2 },
+	rc |= weights_ln(w, be, &l->attn_ln, D, c->lm_ln_eps, "%s.%d.attention.LayerNorm", p, i);
+	rc |= weights_lin(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
+	rc |= weights_lin(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
+	rc |= weights_lin(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
+	rc |= weights_get(w, be, (float **)&l->inv_freq, 1, 1, (int64_t[]){ hd / 2 },
 	             "%s.%d.attention.self.rotary_embeddings.inv_freq", p, i);
-	rc |= wt_lin(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
-	rc |= wt_ln(w, be, &l->ffn_ln, D, c->lm_ln_eps, "%s.%d.LayerNorm", p, i);
-	rc |= wt_lin(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
-	rc |= wt_lin(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
+	rc |= weights_lin(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
+	rc |= weights_ln(w, be, &l->ffn_ln, D, c->lm_ln_eps, "%s.%d.LayerNorm", p, i);
+	rc |= weights_lin(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
+	rc |= weights_lin(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
 	return rc ? -1 : 0;
 }
 
@@ -44,7 +44,7 @@ static int lm_make_inv_freq(lm_t *lm, be_t *be, int hd)
 	return 0;
 }
 
-int lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be)
+int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
 {
 	int D = c->lm_dim, n = c->lm_layers, rc = 0;
 	float *comb = NULL, *shared_freq = NULL;
@@ -54,17 +54,17 @@ int lm_load(lm_t *lm, const cfg_t *c, wt_t *w, be_t *be)
 	if (!(lm->layers = calloc(n, sizeof *lm->layers)) || !(lm->combine = malloc(sizeof(float) * (n + 1))))
 		goto fail;
 	for (int i = 0; i < n; i++) rc |= lm_load_layer(&lm->layers[i], c, w, be, i);
-	rc |= wt_get(w, be, (float **)&lm->embed, 0, 2, (int64_t[]){ c->vocab, D },
+	rc |= weights_get(w, be, (float **)&lm->embed, 0, 2, (int64_t[]){ c->vocab, D },
 	             "esm.embeddings.word_embeddings.weight");
-	rc |= wt_ln(w, be, &lm->final_ln, D, c->lm_ln_eps, "esm.encoder.emb_layer_norm_after");
-	rc |= wt_get(w, be, &comb, 0, 1, (int64_t[]){ n + 1 }, "esm_s_combine");
-	rc |= wt_ln(w, be, &lm->s_mlp_ln, D, 1e-5f, "esm_s_mlp.0");
-	rc |= wt_lin(w, be, &lm->s_mlp_1, c->c_s, D, 1, "esm_s_mlp.1");
-	rc |= wt_lin(w, be, &lm->s_mlp_3, c->c_s, c->c_s, 1, "esm_s_mlp.3");
-	rc |= wt_get(w, be, (float **)&lm->aa_embed, 0, 2, (int64_t[]){ LM_AA_TYPES, c->c_s },
+	rc |= weights_ln(w, be, &lm->final_ln, D, c->lm_ln_eps, "esm.encoder.emb_layer_norm_after");
+	rc |= weights_get(w, be, &comb, 0, 1, (int64_t[]){ n + 1 }, "esm_s_combine");
+	rc |= weights_ln(w, be, &lm->s_mlp_ln, D, 1e-5f, "esm_s_mlp.0");
+	rc |= weights_lin(w, be, &lm->s_mlp_1, c->c_s, D, 1, "esm_s_mlp.1");
+	rc |= weights_lin(w, be, &lm->s_mlp_3, c->c_s, c->c_s, 1, "esm_s_mlp.3");
+	rc |= weights_get(w, be, (float **)&lm->aa_embed, 0, 2, (int64_t[]){ LM_AA_TYPES, c->c_s },
 	             "embedding.weight");
 	/* newer transformers keep one rotary buffer for all layers */
-	rc |= wt_get(w, be, &shared_freq, 1, 1, (int64_t[]){ D / c->lm_heads / 2 },
+	rc |= weights_get(w, be, &shared_freq, 1, 1, (int64_t[]){ D / c->lm_heads / 2 },
 	             "esm.rotary_embeddings.inv_freq");
 	if (rc) goto fail;
 	if (!be) return 0;
@@ -98,16 +98,16 @@ void lm_free(lm_t *lm)
 }
 
 /* one pre-LayerNorm block; x: [T, D] updated in place */
-static void lm_layer(fx_t *fx, const lm_layer_t *l, const cfg_t *c, tn_t x)
+static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x)
 {
 	int T = (int)x.ne[0], D = c->lm_dim, H = c->lm_heads, hd = D / H;
-	tn_t h = fx_new2(fx, T, D);
-	tn_t q = fx_new3(fx, T, H, hd), k = fx_new3(fx, T, H, hd), v = fx_new3(fx, T, H, hd);
+	tensor_t h = fwd_new2(fx, T, D);
+	tensor_t q = fwd_new3(fx, T, H, hd), k = fwd_new3(fx, T, H, hd), v = fwd_new3(fx, T, H, hd);
 
 	op_layernorm(fx, h, x, &l->attn_ln);
-	op_linear(fx, tn_reshape2(q, T, D), h, &l->q, 0.0f);
-	op_linear(fx, tn_reshape2(k, T, D), h, &l->k, 0.0f);
-	op_linear(fx, tn_reshape2(v, T, D), h, &l->v, 0.0f);
+	op_linear(fx, tensor_reshape2(q, T, D), h, &l->q, 0.0f);
+	op_linear(fx, tensor_reshape2(k, T, D), h, &l->k, 0.0f);
+	op_linear(fx, tensor_reshape2(v, T, D), h, &l->v, 0.0f);
 	op_rotary(fx, q, l->inv_freq);
 	op_rotary(fx, k, l->inv_freq);
 	/* h: [T, H, hd] = softmax(q k^T / sqrt(hd)) v */
@@ -117,29 +117,29 @@ static void lm_layer(fx_t *fx, const lm_layer_t *l, const cfg_t *c, tn_t x)
 		.v = v.d, .v_sl = D, .v_sh = hd, .o = h.d, .o_sl = D, .o_sh = hd,
 	};
 	op_attn(fx, &a);
-	fx_drop(fx, &v);
-	fx_drop(fx, &k);
-	fx_drop(fx, &q);
+	fwd_drop(fx, &v);
+	fwd_drop(fx, &k);
+	fwd_drop(fx, &q);
 	op_linear(fx, x, h, &l->o, 1.0f);               /* x += o(attn) */
 
-	tn_t f = fx_new2(fx, T, c->lm_ffn);
+	tensor_t f = fwd_new2(fx, T, c->lm_ffn);
 	op_layernorm(fx, h, x, &l->ffn_ln);
 	op_linear(fx, f, h, &l->fc1, 0.0f);
 	op_act(fx, f, BE_GELU);
 	op_linear(fx, x, f, &l->fc2, 1.0f);             /* x += fc2(gelu(fc1(ln(x)))) */
-	fx_drop(fx, &f);
-	fx_drop(fx, &h);
+	fwd_drop(fx, &f);
+	fwd_drop(fx, &h);
 }
 
 /* acc: [L, D] += w * rows 1..L of x: [L+2, D]; also copy x out for a dump */
-static void lm_collect(fx_t *fx, tn_t acc, tn_t x, float w, float *hidden)
+static void lm_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidden)
 {
-	op_axpby(fx, acc, tn_rows(x, 1, acc.ne[0]), w, 1.0f);
-	if (hidden) fx_get(fx, x, hidden);
+	op_axpby(fx, acc, tensor_rows(x, 1, acc.ne[0]), w, 1.0f);
+	if (hidden) fwd_get(fx, x, hidden);
 }
 
-void lm_forward(fx_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
-                const int *aatype, tn_t s_s_0, float *hidden, float *combined)
+void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
+                const int *aatype, tensor_t s_s_0, float *hidden, float *combined)
 {
 	int L = (int)s_s_0.ne[0], T = L + 2, D = c->lm_dim;
 	size_t hs = (size_t)T * D;
@@ -147,39 +147,39 @@ void lm_forward(fx_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
 	/* token dropout at inference: no <mask> tokens, so the embedding is
 	 * scaled by (1 - 0.15 * 0.8) / (1 - 0) */
 	float scale = c->token_dropout ? (float)(1.0 - 0.15 * 0.8) : 1.0f;
-	tn_t x = fx_new2(fx, T, D), acc = fx_new2(fx, L, D);
+	tensor_t x = fwd_new2(fx, T, D), acc = fwd_new2(fx, L, D);
 
 	op_gather(fx, x, lm->embed, tokens, scale);
 	op_fill(fx, acc, 0.0f);
 	lm_collect(fx, acc, x, lm->combine[0], hidden);
-	/* every layer makes the same placement calls (see fx_memo_t) */
-	fx_memo_t memo;
-	fx_memo_init(&memo);
+	/* every layer makes the same placement calls (see fwd_memo_t) */
+	fwd_memo_t memo;
+	fwd_memo_init(&memo);
 	for (int i = 0; i < lm->nlayers; i++) {
-		if (fx_memo_begin(fx, &memo)) continue;
+		if (fwd_memo_begin(fx, &memo)) continue;
 		lm_layer(fx, &lm->layers[i], c, x);
-		fx_memo_end(fx, &memo);
+		fwd_memo_end(fx, &memo);
 		if (i == lm->nlayers - 1) op_layernorm(fx, x, x, &lm->final_ln);
 		lm_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
 	}
-	fx_memo_free(&memo);
-	fx_drop(fx, &x);
-	if (combined) fx_get(fx, acc, combined);
+	fwd_memo_free(&memo);
+	fwd_drop(fx, &x);
+	if (combined) fwd_get(fx, acc, combined);
 
 	/* s_s_0 = mlp(esm_s) + embedding(aatype) */
-	tn_t h = fx_new2(fx, L, D), m = fx_new2(fx, L, c->c_s);
+	tensor_t h = fwd_new2(fx, L, D), m = fwd_new2(fx, L, c->c_s);
 	op_layernorm(fx, h, acc, &lm->s_mlp_ln);
 	op_linear(fx, m, h, &lm->s_mlp_1, 0.0f);
 	op_act(fx, m, BE_RELU);
 	op_linear(fx, s_s_0, m, &lm->s_mlp_3, 0.0f);
-	fx_drop(fx, &m);
-	fx_drop(fx, &h);
-	fx_drop(fx, &acc);
-	tn_t e = fx_new2(fx, L, c->c_s);
-	aa = fx_host(fx, sizeof *aa * L);
+	fwd_drop(fx, &m);
+	fwd_drop(fx, &h);
+	fwd_drop(fx, &acc);
+	tensor_t e = fwd_new2(fx, L, c->c_s);
+	aa = fwd_host(fx, sizeof *aa * L);
 	for (int i = 0; i < L && !fx->planning && aa; i++) aa[i] = aatype[i];
 	op_gather(fx, e, lm->aa_embed, aa, 1.0f);
 	op_axpby(fx, s_s_0, e, 1.0f, 1.0f);
-	fx_host_drop(fx, aa, sizeof *aa * L);
-	fx_drop(fx, &e);
+	fwd_host_drop(fx, aa, sizeof *aa * L);
+	fwd_drop(fx, &e);
 }

@@ -1,4 +1,4 @@
-/* heads.h - ESMFold's output heads: pLDDT (lddt_head on the structure
+/* heads.h (prefix heads_) - ESMFold's output heads: pLDDT (lddt_head on the structure
  * module's last state), pTM and predicted aligned error (ptm_head on the
  * trunk's pair state s_z), the distogram (distogram_head on s_z, symmetrised)
  * and the LM logits (lm_head on the trunk's s_s).
@@ -34,26 +34,26 @@ typedef struct {
 } heads_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights.  0 or negative. */
-int heads_load(heads_t *hd, const cfg_t *c, wt_t *w, be_t *be);
+int heads_load(heads_t *hd, const cfg_t *c, weights_t *w, be_t *be);
 
 /* pLDDT per atom37 slot: softmax(lddt_head(states)) . bin centres.
  * states: [L, sm_c_s] (the structure module's last state)
  * -> plddt: host [L, 37]; plddt_res: host [L] = plddt[:, CA] (may be NULL). */
-void heads_plddt(fx_t *fx, const heads_t *hd, tn_t states, float *plddt, float *plddt_res);
+void heads_plddt(fwd_t *fx, const heads_t *hd, tensor_t states, float *plddt, float *plddt_res);
 
 /* pTM and predicted aligned error from ptm_head(s_z), as compute_tm and
  * compute_predicted_aligned_error with max_bin 31, 64 bins, all residues
  * weighted 1.  s_z: [L, L, c_z]; chunk: rows of logits at a time (0 = all)
  * -> pae: host [L, L] (may be NULL); *ptm; *max_pae (the last bin centre). */
-void heads_pae(fx_t *fx, const heads_t *hd, tn_t s_z, int chunk, float *pae, double *ptm,
+void heads_pae(fwd_t *fx, const heads_t *hd, tensor_t s_z, int chunk, float *pae, double *ptm,
                float *max_pae);
 
 /* distogram_logits = (d + d^T) / 2 with d = distogram_head(s_z).
  * s_z: [L, L, c_z] -> out: [L, L, 64] */
-void heads_distogram(fx_t *fx, const heads_t *hd, tn_t s_z, tn_t out);
+void heads_distogram(fwd_t *fx, const heads_t *hd, tensor_t s_z, tensor_t out);
 
 /* lm_logits = lm_head(s_s).  s_s: [L, c_s] -> out: [L, 23] */
-void heads_lm(fx_t *fx, const heads_t *hd, tn_t s_s, tn_t out);
+void heads_lm(fwd_t *fx, const heads_t *hd, tensor_t s_s, tensor_t out);
 
 /* fair-esm's mean pLDDT: sum(plddt * mask) / sum(mask) over [L, 37], with
  * mask the atom37 existence mask (for multimers already multiplied by the

@@ -1,4 +1,4 @@
-/* cfg.c - parse the Hugging Face ESMFold config.json (see cfg.h). */
+/* hparams.c - parse the Hugging Face ESMFold config.json (see hparams.h). */
 #include <stdlib.h>
 #include <string.h>
 

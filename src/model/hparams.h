@@ -1,4 +1,4 @@
-/* cfg.h - model hyper-parameters, from a Hugging Face ESMFold config.json.
+/* hparams.h (prefix cfg_) - model hyper-parameters, from a Hugging Face ESMFold config.json.
  *
  * Every size the engine uses comes from here, so the tiny test models and
  * the published esmfold_v1 run the same code.  Field comments give the

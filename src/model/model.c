@@ -20,9 +20,9 @@
 #define MODEL_RECYCLE_MIN  3.375f
 #define MODEL_RECYCLE_MAX  21.375f
 
-int model_load(model_t *m, wt_t *w, be_t *be)
+int model_load(model_t *m, weights_t *w, be_t *be)
 {
-	const cfg_t *c = wt_cfg(w);
+	const cfg_t *c = weights_cfg(w);
 	static const char *const unused_ok[] = {
 		"esm.contact_head.", "af2_to_esm", NULL   /* ESMFold never calls these */
 	};
@@ -33,14 +33,14 @@ int model_load(model_t *m, wt_t *w, be_t *be)
 	m->be = be;
 	rc |= lm_load(&m->lm, c, w, be);
 	rc |= trunk_load(&m->trunk, c, w, be);
-	rc |= sm_load(&m->sm, c, w, be);
+	rc |= structure_load(&m->sm, c, w, be);
 	rc |= heads_load(&m->heads, c, w, be);
 	if (rc) {
 		model_free(m);
 		return -1;
 	}
-	if ((extra = wt_unused(w, unused_ok)) > 0)
-		log_warn("%s: %d tensors are not used by the model (-v lists them)", wt_path(w), extra);
+	if ((extra = weights_unused(w, unused_ok)) > 0)
+		log_warn("%s: %d tensors are not used by the model (-v lists them)", weights_path(w), extra);
 	return 0;
 }
 
@@ -48,7 +48,7 @@ void model_free(model_t *m)
 {
 	lm_free(&m->lm);
 	trunk_free(&m->trunk);
-	sm_free(&m->sm);
+	structure_free(&m->sm);
 	memset(m, 0, sizeof *m);
 }
 
@@ -94,46 +94,46 @@ static void model_dump_f32(const model_run_t *r, const char *tensor, const float
 	char key[512];
 	if (!r->dump || !x) return;
 	snprintf(key, sizeof key, "%s/%s", r->name, tensor);
-	st_writer_add(r->dump, key, ST_F32, nd, shape, x);
+	safetensors_writer_add(r->dump, key, SAFETENSORS_F32, nd, shape, x);
 }
 
 /* an int32 host array into the dump as int64, staged in the pass's host
  * memory (placed in both passes; dumped when executing) */
-static void model_dump_i64(fx_t *fx, const model_run_t *r, const char *tensor,
+static void model_dump_i64(fwd_t *fx, const model_run_t *r, const char *tensor,
                            const int32_t *x, int n)
 {
 	char key[512];
 	int64_t *v;
 
-	if (!r->dump || fx->err || !(v = fx_host(fx, sizeof *v * n))) return;
+	if (!r->dump || fx->err || !(v = fwd_host(fx, sizeof *v * n))) return;
 	if (!fx->planning) {
 		for (int i = 0; i < n; i++) v[i] = x[i];
 		snprintf(key, sizeof key, "%s/%s", r->name, tensor);
-		st_writer_add(r->dump, key, ST_I64, 1, (int64_t[]){ n }, v);
+		safetensors_writer_add(r->dump, key, SAFETENSORS_I64, 1, (int64_t[]){ n }, v);
 	}
-	fx_host_drop(fx, v, sizeof *v * n);
+	fwd_host_drop(fx, v, sizeof *v * n);
 }
 
 /* a tensor of the forward pass into the dump, staged likewise */
-static void model_dump_tn(fx_t *fx, const model_run_t *r, const char *tensor, tn_t t)
+static void model_dump_tn(fwd_t *fx, const model_run_t *r, const char *tensor, tensor_t t)
 {
-	size_t n = sizeof(float) * tn_numel(t);
+	size_t n = sizeof(float) * tensor_numel(t);
 	float *h;
 
-	if (!r->dump || fx->err || !(h = fx_host(fx, n))) return;
-	fx_get(fx, t, h);
+	if (!r->dump || fx->err || !(h = fwd_host(fx, n))) return;
+	fwd_get(fx, t, h);
 	if (!fx->planning) model_dump_f32(r, tensor, h, t.nd, t.ne);
-	fx_host_drop(fx, h, n);
+	fwd_host_drop(fx, h, n);
 }
 
 /* --- the forward pass ------------------------------------------------------ */
 
-/* Host-side results and state of one fold: one block placed with fx_host
+/* Host-side results and state of one fold: one block placed with fwd_host
  * at the start of the pass and live to its end (the results outlive it),
  * filled while executing. */
 typedef struct {
 	int32_t *bins;       /* [L * L] recycle bins of the previous pass */
-	sm_out_t sm;         /* structure of the latest pass */
+	structure_out_t sm;         /* structure of the latest pass */
 	float   *plddt;      /* [L, 37] */
 	float   *plddt_res;  /* [L] */
 	float   *pae;        /* [L, L] */
@@ -147,18 +147,18 @@ static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *ba
 	size_t n = (size_t)L, off = 0;
 	char *sm;
 
-	h->bins = fx_piece(base, &off, sizeof *h->bins * n * n);
-	h->plddt = fx_piece(base, &off, sizeof *h->plddt * n * RC_NUM_ATOM37);
-	h->plddt_res = fx_piece(base, &off, sizeof *h->plddt_res * n);
-	h->pae = fx_piece(base, &off, sizeof *h->pae * n * n);
-	sm = fx_piece(base, &off, 0);
-	off += sm_out_layout(&h->sm, c, L, sm);
+	h->bins = fwd_piece(base, &off, sizeof *h->bins * n * n);
+	h->plddt = fwd_piece(base, &off, sizeof *h->plddt * n * RESIDUE_NUM_ATOM37);
+	h->plddt_res = fwd_piece(base, &off, sizeof *h->plddt_res * n);
+	h->pae = fwd_piece(base, &off, sizeof *h->pae * n * n);
+	sm = fwd_piece(base, &off, 0);
+	off += structure_out_layout(&h->sm, c, L, sm);
 	return off;
 }
 
 /* the intermediates of the final pass that only a dump wants */
-static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
-                             tn_t s, tn_t z, const model_host_t *h)
+static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
+                             tensor_t s, tensor_t z, const model_host_t *h)
 {
 	const cfg_t *c = m->cfg;
 	int L = t->L, B = c->sm_blocks, A = c->sm_angles;
@@ -166,18 +166,18 @@ static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const m
 
 	if (!r->dump || fx->err) return;
 	/* the logits tensors are placed in planning too: the arena must match */
-	tn_t lm = fx_new2(fx, L, HEADS_LM_TOKENS);
+	tensor_t lm = fwd_new2(fx, L, HEADS_LM_TOKENS);
 	heads_lm(fx, &m->heads, s, lm);
 	model_dump_tn(fx, r, "lm_logits", lm);
-	fx_drop(fx, &lm);
-	tn_t dg = fx_new3(fx, L, L, HEADS_PAE_BINS);
+	fwd_drop(fx, &lm);
+	tensor_t dg = fwd_new3(fx, L, L, HEADS_PAE_BINS);
 	heads_distogram(fx, &m->heads, z, dg);
 	model_dump_tn(fx, r, "distogram_logits", dg);
-	fx_drop(fx, &dg);
-	int32_t *aa = fx_host(fx, sizeof *aa * L);
+	fwd_drop(fx, &dg);
+	int32_t *aa = fwd_host(fx, sizeof *aa * L);
 	for (int i = 0; i < L && aa && !fx->planning; i++) aa[i] = t->aatype[i];
 	model_dump_i64(fx, r, "aatype", aa, L);
-	fx_host_drop(fx, aa, sizeof *aa * L);
+	fwd_host_drop(fx, aa, sizeof *aa * L);
 	model_dump_i64(fx, r, "residue_index", t->residx, L);
 	model_dump_i64(fx, r, "esm_tokens", t->tokens, L + 2);
 	if (fx->planning || fx->err) return;
@@ -196,7 +196,7 @@ static void model_dump_final(fx_t *fx, const model_t *m, const tok_t *t, const m
 	model_dump_f32(r, "ptm", &ptm, 0, NULL);
 }
 
-static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
+static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
                           int passes, model_host_t *h)
 {
 	const cfg_t *c = m->cfg;
@@ -207,26 +207,26 @@ static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const mode
 	char name[32], *hb;
 
 	/* the results and the fold's host state, live to the end */
-	if (!(hb = fx_host(fx, model_host_layout(h, c, L, NULL)))) return;
+	if (!(hb = fwd_host(fx, model_host_layout(h, c, L, NULL)))) return;
 	model_host_layout(h, c, L, hb);
 	if (!fx->planning) memset(h->bins, 0, sizeof *h->bins * (size_t)L * L);
 	if (r->dump) {
-		hidden = fx_host(fx, nh);
-		comb = fx_host(fx, nc);
+		hidden = fwd_host(fx, nh);
+		comb = fwd_host(fx, nc);
 	}
-	tn_t s_s_0 = fx_new2(fx, L, c->c_s);
+	tensor_t s_s_0 = fwd_new2(fx, L, c->c_s);
 	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
 	if (hidden && comb && !fx->planning && !fx->err) {
 		model_dump_f32(r, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
 		model_dump_f32(r, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
 	}
-	fx_host_drop(fx, comb, nc);
-	fx_host_drop(fx, hidden, nh);
+	fwd_host_drop(fx, comb, nc);
+	fwd_host_drop(fx, hidden, nh);
 	model_dump_tn(fx, r, "s_s_0", s_s_0);
 
 	/* z doubles as the previous pass's pair state: recycled in place */
-	tn_t s = fx_new2(fx, L, c->c_s), prev_s = fx_new2(fx, L, c->c_s);
-	tn_t z = fx_new3(fx, L, L, c->c_z);
+	tensor_t s = fwd_new2(fx, L, c->c_s), prev_s = fwd_new2(fx, L, c->c_s);
+	tensor_t z = fwd_new3(fx, L, L, c->c_z);
 	op_fill(fx, prev_s, 0.0f);
 	op_fill(fx, z, 0.0f);
 	for (int k = 0; k < passes; k++) {
@@ -238,15 +238,15 @@ static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const mode
 		snprintf(name, sizeof name, "trunk_z_r%d", k);
 		model_dump_tn(fx, r, name, z);
 
-		tn_t sm_s = fx_new2(fx, L, c->sm_c_s), sm_z = fx_new3(fx, L, L, c->sm_c_z);
+		tensor_t sm_s = fwd_new2(fx, L, c->sm_c_s), sm_z = fwd_new3(fx, L, L, c->sm_c_z);
 		op_linear(fx, sm_s, s, &m->trunk.trunk2sm_s, 0.0f);
 		op_linear(fx, sm_z, z, &m->trunk.trunk2sm_z, 0.0f);
-		sm_forward(fx, &m->sm, c, sm_s, sm_z, t->aatype, &h->sm);
-		fx_drop(fx, &sm_z);
+		structure_forward(fx, &m->sm, c, sm_s, sm_z, t->aatype, &h->sm);
+		fwd_drop(fx, &sm_z);
 		if (k == passes - 1)   /* sm_s is now the last block's state */
 			heads_plddt(fx, &m->heads, sm_s, h->plddt, h->plddt_res);
-		fx_drop(fx, &sm_s);
-		double (*cb)[3] = fx_host(fx, sizeof *cb * L);
+		fwd_drop(fx, &sm_s);
+		double (*cb)[3] = fwd_host(fx, sizeof *cb * L);
 		if (!fx->planning && !fx->err) {
 			size_t last = (size_t)(c->sm_blocks - 1) * L * 14 * 3;
 			model_recycle_bins(L, h->sm.positions + last, cb, h->bins);
@@ -257,18 +257,18 @@ static void model_forward(fx_t *fx, const model_t *m, const tok_t *t, const mode
 				model_dump_f32(r, name, h->sm.positions + last, 3, (int64_t[]){ L, 14, 3 });
 			}
 		}
-		fx_host_drop(fx, cb, sizeof *cb * L);
+		fwd_host_drop(fx, cb, sizeof *cb * L);
 		snprintf(name, sizeof name, "recycle_bins_r%d", k);
 		model_dump_i64(fx, r, name, h->bins, L * L);
 	}
-	fx_drop(fx, &prev_s);
-	fx_drop(fx, &s_s_0);
+	fwd_drop(fx, &prev_s);
+	fwd_drop(fx, &s_s_0);
 	heads_pae(fx, &m->heads, z, r->chunk, h->pae, &h->ptm, &h->max_pae);
 	model_dump_final(fx, m, t, r, s, z, h);
 	model_dump_tn(fx, r, "s_s", s);
 	model_dump_tn(fx, r, "s_z", z);
-	fx_drop(fx, &z);
-	fx_drop(fx, &s);
+	fwd_drop(fx, &z);
+	fwd_drop(fx, &s);
 }
 
 static int model_passes(const model_t *m, const model_run_t *r)
@@ -282,10 +282,10 @@ static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r
                           size_t *arena, size_t *peak_live, size_t *host)
 {
 	model_host_t h = { 0 };
-	fx_t fx;
+	fwd_t fx;
 	int rc;
 
-	fx_plan_begin(&fx, m->be);
+	fwd_plan_begin(&fx, m->be);
 	fx.no_memo = r->no_memo;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
 	*arena = fx.mp.high;
@@ -293,7 +293,7 @@ static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r
 	*host = fx.hmp.high;
 	rc = fx.err;
 	if (rc) log_error("planning failed: %s", fx.errmsg);
-	fx_end(&fx);
+	fwd_end(&fx);
 	return rc ? -1 : 0;
 }
 
@@ -310,16 +310,16 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	model_host_t h = { 0 };
 	int L = t->L, passes = model_passes(m, r), rc;
 	size_t arena, peak, host;
-	fx_t fx;
+	fwd_t fx;
 
 	memset(out, 0, sizeof *out);
 	if (model_plan_all(m, t, r, &arena, &peak, &host) < 0) {
 		snprintf(err, errcap, "planning failed");
 		return -1;
 	}
-	if (fx_exec_begin(&fx, m->be, arena) < 0 || fx_exec_host(&fx, host) < 0) {
+	if (fwd_exec_begin(&fx, m->be, arena) < 0 || fwd_exec_host(&fx, host) < 0) {
 		snprintf(err, errcap, "%s", fx.errmsg);
-		fx_end(&fx);
+		fwd_end(&fx);
 		return -2;
 	}
 	model_forward(&fx, m, t, r, passes, &h);
@@ -334,12 +334,12 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	if (fx.err) {
 		snprintf(err, errcap, "%s", fx.errmsg);
 		rc = fx.err == -2 ? -2 : -1;
-		fx_end(&fx);
+		fwd_end(&fx);
 		return rc;
 	}
 	/* the results lie in the pass's host memory: the model_out_t keeps it */
-	out->mem = fx_host_keep(&fx, &out->mem_be);
-	fx_end(&fx);
+	out->mem = fwd_host_keep(&fx, &out->mem_be);
+	fwd_end(&fx);
 	/* fair-esm: linker atoms leave every output; mean pLDDT over real atoms */
 	geom_apply_residue_mask(L, t->linker_mask, h.sm.atom37_mask, h.sm.atom37);
 	model_dump_f32(r, "atom37_positions", h.sm.atom37, 3, (int64_t[]){ L, 37, 3 });

@@ -1,13 +1,13 @@
-/* model.h - the whole ESMFold model on one backend, and one fold.
+/* model.h (prefix model_) - the whole ESMFold model on one backend, and one fold.
  *
  * model_load() asks every part (language model, trunk, structure module,
  * heads) for its tensors; the model_t then holds them in backend memory,
- * owned by the wt_t it was loaded from (keep it open).  model_fold() runs
+ * owned by the weights_t it was loaded from (keep it open).  model_fold() runs
  * the forward pass twice: once planning (shapes and placement only, giving
  * the arena size and the peak allocated bytes), once for real inside an
  * arena reserved at exactly that size.  Every host buffer of a fold
  * (results, recycle bins, structure-module geometry, index lists, dump
- * staging) is planned with the tensors (fx_host): a fold allocates nothing
+ * staging) is planned with the tensors (fwd_host): a fold allocates nothing
  * else.
  */
 #ifndef ESMBATCH_MODEL_H
@@ -32,7 +32,7 @@ typedef struct {
 	                          the trunk's form), or NULL (planned as on CUDA) */
 	lm_t         lm;
 	trunk_t      trunk;
-	sm_t         sm;
+	structure_t         sm;
 	heads_t      heads;
 } model_t;
 
@@ -40,13 +40,13 @@ typedef struct {
 typedef struct {
 	int          chunk;    /* rows per chunk of every pair op; 0 = unchunked */
 	int          passes;   /* trunk passes (recycles + 1); 0 = the config's max_recycles */
-	st_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
+	safetensors_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
 	const char  *name;     /* NAME for the dump */
-	int          no_memo;  /* planning runs every block (fx_memo_t; tests) */
+	int          no_memo;  /* planning runs every block (fwd_memo_t; tests) */
 } model_run_t;
 
 /* Host results of one fold.  They lie in the fold's own planned host
- * memory (fx_host_keep: the arena on the CPU, else the host arena), which
+ * memory (fwd_host_keep: the arena on the CPU, else the host arena), which
  * the model_out_t holds until model_out_free. */
 typedef struct {
 	int    L;
@@ -72,7 +72,7 @@ typedef struct {
 } model_out_t;
 
 /* be == NULL only checks names and shapes (e.g. against a manifest). */
-int  model_load(model_t *m, wt_t *w, be_t *be);
+int  model_load(model_t *m, weights_t *w, be_t *be);
 void model_free(model_t *m);
 
 /* Planned activation arena and peak allocated bytes of one fold. */

@@ -1,4 +1,4 @@
-/* sm.c - the structure module (see sm.h).
+/* structure.c - the structure module (see structure.h).
  *
  * IPA logits of head h, as the reference defines them:
  *   a[h,i,j] = sqrt(1/(3d)) q_i.k_j + sqrt(1/3) (W_b z_ij + b_h)
@@ -19,9 +19,9 @@
 #include "protein/residue.h"
 #include "model/structure.h"
 
-#define SM_LN_EPS 1e-5f   /* nn.LayerNorm default, every LayerNorm here */
+#define STRUCTURE_LN_EPS 1e-5f   /* nn.LayerNorm default, every LayerNorm here */
 
-int sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be)
+int structure_load(structure_t *sm, const cfg_t *c, weights_t *w, be_t *be)
 {
 	const char *P = "trunk.structure_module";
 	int C = c->sm_c_s, Z = c->sm_c_z, H = c->sm_heads, d = c->sm_ipa_dim;
@@ -37,36 +37,36 @@ int sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be)
 	sm->b_bias = malloc(sizeof(float) * (H ? H : 1));
 	if (!sm->trans || !sm->res || !sm->head_w || !sm->b_bias) {
 		log_error("structure module: out of memory");
-		sm_free(sm);
+		structure_free(sm);
 		return -1;
 	}
-	rc |= wt_ln(w, be, &sm->ln_s, C, SM_LN_EPS, "%s.layer_norm_s", P);
-	rc |= wt_ln(w, be, &sm->ln_z, Z, SM_LN_EPS, "%s.layer_norm_z", P);
-	rc |= wt_lin(w, be, &sm->lin_in, C, C, 1, "%s.linear_in", P);
-	rc |= wt_lin(w, be, &sm->q, H * d, C, 1, "%s.ipa.linear_q", P);
-	rc |= wt_lin(w, be, &sm->kv, 2 * H * d, C, 1, "%s.ipa.linear_kv", P);
-	rc |= wt_lin(w, be, &sm->q_pts, 3 * H * Pq, C, 1, "%s.ipa.linear_q_points", P);
-	rc |= wt_lin(w, be, &sm->kv_pts, 3 * H * (Pq + Pv), C, 1, "%s.ipa.linear_kv_points", P);
-	rc |= wt_lin(w, be, &sm->b, H, Z, 1, "%s.ipa.linear_b", P);
-	rc |= wt_get(w, be, &hw, 0, 1, (int64_t[]){ H }, "%s.ipa.head_weights", P);
-	rc |= wt_lin(w, be, &sm->out, C, H * (d + 4 * Pv + Z), 1, "%s.ipa.linear_out", P);
-	rc |= wt_ln(w, be, &sm->ln_ipa, C, SM_LN_EPS, "%s.layer_norm_ipa", P);
+	rc |= weights_ln(w, be, &sm->ln_s, C, STRUCTURE_LN_EPS, "%s.layer_norm_s", P);
+	rc |= weights_ln(w, be, &sm->ln_z, Z, STRUCTURE_LN_EPS, "%s.layer_norm_z", P);
+	rc |= weights_lin(w, be, &sm->lin_in, C, C, 1, "%s.linear_in", P);
+	rc |= weights_lin(w, be, &sm->q, H * d, C, 1, "%s.ipa.linear_q", P);
+	rc |= weights_lin(w, be, &sm->kv, 2 * H * d, C, 1, "%s.ipa.linear_kv", P);
+	rc |= weights_lin(w, be, &sm->q_pts, 3 * H * Pq, C, 1, "%s.ipa.linear_q_points", P);
+	rc |= weights_lin(w, be, &sm->kv_pts, 3 * H * (Pq + Pv), C, 1, "%s.ipa.linear_kv_points", P);
+	rc |= weights_lin(w, be, &sm->b, H, Z, 1, "%s.ipa.linear_b", P);
+	rc |= weights_get(w, be, &hw, 0, 1, (int64_t[]){ H }, "%s.ipa.head_weights", P);
+	rc |= weights_lin(w, be, &sm->out, C, H * (d + 4 * Pv + Z), 1, "%s.ipa.linear_out", P);
+	rc |= weights_ln(w, be, &sm->ln_ipa, C, STRUCTURE_LN_EPS, "%s.layer_norm_ipa", P);
 	for (int i = 0; i < sm->ntrans; i++) {
-		rc |= wt_lin(w, be, &sm->trans[i].l1, C, C, 1, "%s.transition.layers.%d.linear_1", P, i);
-		rc |= wt_lin(w, be, &sm->trans[i].l2, C, C, 1, "%s.transition.layers.%d.linear_2", P, i);
-		rc |= wt_lin(w, be, &sm->trans[i].l3, C, C, 1, "%s.transition.layers.%d.linear_3", P, i);
+		rc |= weights_lin(w, be, &sm->trans[i].l1, C, C, 1, "%s.transition.layers.%d.linear_1", P, i);
+		rc |= weights_lin(w, be, &sm->trans[i].l2, C, C, 1, "%s.transition.layers.%d.linear_2", P, i);
+		rc |= weights_lin(w, be, &sm->trans[i].l3, C, C, 1, "%s.transition.layers.%d.linear_3", P, i);
 	}
-	rc |= wt_ln(w, be, &sm->ln_trans, C, SM_LN_EPS, "%s.transition.layer_norm", P);
-	rc |= wt_lin(w, be, &sm->bb, 6, C, 1, "%s.bb_update.linear", P);
-	rc |= wt_lin(w, be, &sm->ar_in, R, C, 1, "%s.angle_resnet.linear_in", P);
-	rc |= wt_lin(w, be, &sm->ar_initial, R, C, 1, "%s.angle_resnet.linear_initial", P);
+	rc |= weights_ln(w, be, &sm->ln_trans, C, STRUCTURE_LN_EPS, "%s.transition.layer_norm", P);
+	rc |= weights_lin(w, be, &sm->bb, 6, C, 1, "%s.bb_update.linear", P);
+	rc |= weights_lin(w, be, &sm->ar_in, R, C, 1, "%s.angle_resnet.linear_in", P);
+	rc |= weights_lin(w, be, &sm->ar_initial, R, C, 1, "%s.angle_resnet.linear_initial", P);
 	for (int i = 0; i < sm->nres; i++) {
-		rc |= wt_lin(w, be, &sm->res[i].l1, R, R, 1, "%s.angle_resnet.layers.%d.linear_1", P, i);
-		rc |= wt_lin(w, be, &sm->res[i].l2, R, R, 1, "%s.angle_resnet.layers.%d.linear_2", P, i);
+		rc |= weights_lin(w, be, &sm->res[i].l1, R, R, 1, "%s.angle_resnet.layers.%d.linear_1", P, i);
+		rc |= weights_lin(w, be, &sm->res[i].l2, R, R, 1, "%s.angle_resnet.layers.%d.linear_2", P, i);
 	}
-	rc |= wt_lin(w, be, &sm->ar_out, 2 * c->sm_angles, R, 1, "%s.angle_resnet.linear_out", P);
+	rc |= weights_lin(w, be, &sm->ar_out, 2 * c->sm_angles, R, 1, "%s.angle_resnet.linear_out", P);
 	if (rc) {
-		sm_free(sm);
+		structure_free(sm);
 		return -1;
 	}
 	if (!be) return 0;
@@ -74,7 +74,7 @@ int sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be)
 	if (be->download(be, sm->head_w, hw, sizeof(float) * H) < 0 ||
 	    be->download(be, sm->b_bias, sm->b.b, sizeof(float) * H) < 0) {
 		log_error("structure module: cannot read ipa.head_weights / ipa.linear_b.bias");
-		sm_free(sm);
+		structure_free(sm);
 		return -1;
 	}
 	for (int h = 0; h < H; h++) {
@@ -84,7 +84,7 @@ int sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be)
 	return 0;
 }
 
-void sm_free(sm_t *sm)
+void structure_free(structure_t *sm)
 {
 	free(sm->trans);
 	free(sm->res);
@@ -93,7 +93,7 @@ void sm_free(sm_t *sm)
 	memset(sm, 0, sizeof *sm);
 }
 
-size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base)
+size_t structure_out_layout(structure_out_t *o, const cfg_t *c, int L, char *base)
 {
 	size_t B = (size_t)c->sm_blocks, n = (size_t)L, A = (size_t)c->sm_angles, off = 0;
 
@@ -101,31 +101,31 @@ size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base)
 	o->L = L;
 	o->blocks = c->sm_blocks;
 	o->c = c->sm_c_s;
-	o->frames = fx_piece(base, &off, sizeof(float) * B * n * 7);   /* first: the block's base */
-	o->positions = fx_piece(base, &off, sizeof(float) * B * n * RC_NUM_ATOM14 * 3);
-	o->angles = fx_piece(base, &off, sizeof(float) * B * n * A * 2);
-	o->unnorm_angles = fx_piece(base, &off, sizeof(float) * B * n * A * 2);
-	o->states = fx_piece(base, &off, sizeof(float) * B * n * (size_t)o->c);
-	o->sidechain = fx_piece(base, &off, sizeof(float) * n * RC_NUM_GROUPS * 16);
-	o->atom37 = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM37 * 3);
-	o->atom14_mask = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM14);
-	o->atom37_mask = fx_piece(base, &off, sizeof(float) * n * RC_NUM_ATOM37);
+	o->frames = fwd_piece(base, &off, sizeof(float) * B * n * 7);   /* first: the block's base */
+	o->positions = fwd_piece(base, &off, sizeof(float) * B * n * RESIDUE_NUM_ATOM14 * 3);
+	o->angles = fwd_piece(base, &off, sizeof(float) * B * n * A * 2);
+	o->unnorm_angles = fwd_piece(base, &off, sizeof(float) * B * n * A * 2);
+	o->states = fwd_piece(base, &off, sizeof(float) * B * n * (size_t)o->c);
+	o->sidechain = fwd_piece(base, &off, sizeof(float) * n * RESIDUE_NUM_GROUPS * 16);
+	o->atom37 = fwd_piece(base, &off, sizeof(float) * n * RESIDUE_NUM_ATOM37 * 3);
+	o->atom14_mask = fwd_piece(base, &off, sizeof(float) * n * RESIDUE_NUM_ATOM14);
+	o->atom37_mask = fwd_piece(base, &off, sizeof(float) * n * RESIDUE_NUM_ATOM37);
 	return off;
 }
 
-int sm_out_alloc(sm_out_t *o, const cfg_t *c, int L)
+int structure_out_alloc(structure_out_t *o, const cfg_t *c, int L)
 {
 	void *p = NULL;
 
-	if (posix_memalign(&p, 64, sm_out_layout(o, c, L, NULL) + 1) != 0) {
+	if (posix_memalign(&p, 64, structure_out_layout(o, c, L, NULL) + 1) != 0) {
 		memset(o, 0, sizeof *o);
 		return -1;
 	}
-	sm_out_layout(o, c, L, p);
+	structure_out_layout(o, c, L, p);
 	return 0;
 }
 
-void sm_out_free(sm_out_t *o)
+void structure_out_free(structure_out_t *o)
 {
 	free(o->frames);
 	memset(o, 0, sizeof *o);
@@ -133,7 +133,7 @@ void sm_out_free(sm_out_t *o)
 
 /* ---- host geometry -------------------------------------------------------- */
 
-/* host state and scratch of one pass, one block placed with fx_host */
+/* host state and scratch of one pass, one block placed with fwd_host */
 typedef struct {
 	int    L, H, d, Pq, Pv, Z, Dp, W;
 	float *quat;      /* [L, 4] current backbone rotations (unit quaternions) */
@@ -147,30 +147,30 @@ typedef struct {
 	float *upd;       /* [L, 6] backbone update */
 	float *ang;       /* [L, 2 A] angle resnet output */
 	size_t bytes;     /* of the block (quat is its base) */
-} sm_host_t;
+} structure_host_t;
 
 /* lay out h's buffers from base (NULL: only size them); h's dims set */
-static size_t sm_host_layout(sm_host_t *h, int A, char *base)
+static size_t structure_host_layout(structure_host_t *h, int A, char *base)
 {
 	size_t n = (size_t)h->L, off = 0;
 
-	h->quat = fx_piece(base, &off, sizeof(float) * n * 4);
-	h->trans = fx_piece(base, &off, sizeof(float) * n * 3);
-	h->rig = fx_piece(base, &off, sizeof *h->rig * n);
-	h->qp = fx_piece(base, &off, sizeof(float) * n * 3 * h->H * h->Pq);
-	h->kvp = fx_piece(base, &off, sizeof(float) * n * 3 * h->H * (h->Pq + h->Pv));
-	h->qa = fx_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
-	h->ka = fx_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
-	h->vp = fx_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
-	h->op = fx_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
-	h->cat = fx_piece(base, &off, sizeof(float) * n * h->W);
-	h->upd = fx_piece(base, &off, sizeof(float) * n * 6);
-	h->ang = fx_piece(base, &off, sizeof(float) * n * 2 * A);
+	h->quat = fwd_piece(base, &off, sizeof(float) * n * 4);
+	h->trans = fwd_piece(base, &off, sizeof(float) * n * 3);
+	h->rig = fwd_piece(base, &off, sizeof *h->rig * n);
+	h->qp = fwd_piece(base, &off, sizeof(float) * n * 3 * h->H * h->Pq);
+	h->kvp = fwd_piece(base, &off, sizeof(float) * n * 3 * h->H * (h->Pq + h->Pv));
+	h->qa = fwd_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
+	h->ka = fwd_piece(base, &off, sizeof(float) * n * h->H * h->Dp);
+	h->vp = fwd_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
+	h->op = fwd_piece(base, &off, sizeof(float) * n * h->H * 3 * h->Pv);
+	h->cat = fwd_piece(base, &off, sizeof(float) * n * h->W);
+	h->upd = fwd_piece(base, &off, sizeof(float) * n * 6);
+	h->ang = fwd_piece(base, &off, sizeof(float) * n * 2 * A);
 	return off;
 }
 
 /* place h for length L (both passes); executing, the identity rigids */
-static void sm_host_place(fx_t *fx, sm_host_t *h, const cfg_t *c, int L)
+static void structure_host_place(fwd_t *fx, structure_host_t *h, const cfg_t *c, int L)
 {
 	char *base;
 
@@ -179,9 +179,9 @@ static void sm_host_place(fx_t *fx, sm_host_t *h, const cfg_t *c, int L)
 	h->Pq = c->sm_qk_points; h->Pv = c->sm_v_points;
 	h->Dp = 3 * h->Pq + 2;
 	h->W = h->H * (h->d + 4 * h->Pv + h->Z);
-	h->bytes = sm_host_layout(h, c->sm_angles, NULL);
-	if (!(base = fx_host(fx, h->bytes))) return;
-	sm_host_layout(h, c->sm_angles, base);
+	h->bytes = structure_host_layout(h, c->sm_angles, NULL);
+	if (!(base = fwd_host(fx, h->bytes))) return;
+	structure_host_layout(h, c->sm_angles, base);
 	if (fx->planning) return;
 	for (int i = 0; i < L; i++) {
 		float *q = h->quat + 4 * i;
@@ -194,7 +194,7 @@ static void sm_host_place(fx_t *fx, sm_host_t *h, const cfg_t *c, int L)
  * then the augmented q/k point vectors (see the file comment) and the value
  * points, all in that shifted global frame.
  * qp: [L, 3 H Pq], kvp: [L, 3 H (Pq + Pv)] -> qa, ka: [L, H, Dp], vp: [L, H, 3 Pv] */
-static void sm_points_in(sm_host_t *h, const sm_t *sm)
+static void structure_points_in(structure_host_t *h, const structure_t *sm)
 {
 	int L = h->L, H = h->H, Pq = h->Pq, Pv = h->Pv, Dp = h->Dp;
 	int nq = H * Pq, nkv = H * (Pq + Pv);
@@ -251,7 +251,7 @@ static void sm_points_in(sm_host_t *h, const sm_t *sm)
 /* Attended value points back into each residue's frame, with their norms,
  * into the point columns of the linear_out input:
  * op: [L, H, Pv, 3] -> cat[:, H d + {0,1,2,3} H Pv + h Pv + p] = x, y, z, norm */
-static void sm_points_out(sm_host_t *h, float eps)
+static void structure_points_out(structure_host_t *h, float eps)
 {
 	int L = h->L, H = h->H, Pv = h->Pv, off = H * h->d, hp = H * Pv;
 
@@ -273,7 +273,7 @@ static void sm_points_out(sm_host_t *h, float eps)
 
 /* rigids <- rigids o (normalise(1, b, c, d), t): q += q (0, b, c, d), then
  * normalised; trans += R(q_old) t.  upd: [L, 6] */
-static void sm_update_rigids(sm_host_t *h)
+static void structure_update_rigids(structure_host_t *h)
 {
 	for (int i = 0; i < h->L; i++) {
 		float *q = h->quat + 4 * i, *t = h->trans + 3 * i, r[3][3];
@@ -293,14 +293,14 @@ static void sm_update_rigids(sm_host_t *h)
 /* Block outputs: frames (translation scaled), angles (normalised), atom14
  * positions, and for the last block the sidechain frames.
  * ang: [L, A, 2] -> out->{frames, unnorm_angles, angles, positions}[blk] */
-static int sm_block_out(const sm_host_t *h, const cfg_t *c, const int *aatype, int blk,
-                        sm_out_t *out)
+static int structure_block_out(const structure_host_t *h, const cfg_t *c, const int *aatype, int blk,
+                        structure_out_t *out)
 {
 	int L = h->L, A = c->sm_angles;
 	float *fr = out->frames + (size_t)blk * L * 7;
 	float *un = out->unnorm_angles + (size_t)blk * L * A * 2;
 	float *an = out->angles + (size_t)blk * L * A * 2;
-	float *pos = out->positions + (size_t)blk * L * RC_NUM_ATOM14 * 3;
+	float *pos = out->positions + (size_t)blk * L * RESIDUE_NUM_ATOM14 * 3;
 
 	for (int i = 0; i < L; i++) {
 		memcpy(fr + 7 * i, h->quat + 4 * i, sizeof(float) * 4);
@@ -320,32 +320,32 @@ static int sm_block_out(const sm_host_t *h, const cfg_t *c, const int *aatype, i
 /* ---- the pass ------------------------------------------------------------- */
 
 /* s += IPA(s, z, rigids).  s: [L, c]; z: [L, L, c_z] (normalised) */
-static void sm_ipa(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z, sm_host_t *h)
+static void structure_ipa(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z, structure_host_t *h)
 {
 	int L = (int)s.ne[0], H = c->sm_heads, d = c->sm_ipa_dim, Z = c->sm_c_z;
 	int Pq = c->sm_qk_points, Pv = c->sm_v_points, Dp = 3 * Pq + 2, W = H * (d + 4 * Pv + Z);
 	int64_t LL = (int64_t)L * L;
 	int run = !fx->planning;
 
-	tn_t q = fx_new2(fx, L, H * d), kv = fx_new2(fx, L, 2 * H * d);
-	tn_t qp = fx_new2(fx, L, 3 * H * Pq), kvp = fx_new2(fx, L, 3 * H * (Pq + Pv));
+	tensor_t q = fwd_new2(fx, L, H * d), kv = fwd_new2(fx, L, 2 * H * d);
+	tensor_t qp = fwd_new2(fx, L, 3 * H * Pq), kvp = fwd_new2(fx, L, 3 * H * (Pq + Pv));
 	op_linear(fx, q, s, &sm->q, 0.0f);
 	op_linear(fx, kv, s, &sm->kv, 0.0f);
 	op_linear(fx, qp, s, &sm->q_pts, 0.0f);
 	op_linear(fx, kvp, s, &sm->kv_pts, 0.0f);
-	fx_get(fx, qp, h->qp);
-	fx_get(fx, kvp, h->kvp);
-	fx_drop(fx, &qp);
-	fx_drop(fx, &kvp);
-	if (run && !fx->err) sm_points_in(h, sm);
+	fwd_get(fx, qp, h->qp);
+	fwd_get(fx, kvp, h->kvp);
+	fwd_drop(fx, &qp);
+	fwd_drop(fx, &kvp);
+	if (run && !fx->err) structure_points_in(h, sm);
 
-	tn_t qa = fx_new2(fx, L, H * Dp), ka = fx_new2(fx, L, H * Dp), vp = fx_new2(fx, L, H * 3 * Pv);
-	fx_set(fx, qa, h->qa);
-	fx_set(fx, ka, h->ka);
-	fx_set(fx, vp, h->vp);
+	tensor_t qa = fwd_new2(fx, L, H * Dp), ka = fwd_new2(fx, L, H * Dp), vp = fwd_new2(fx, L, H * 3 * Pv);
+	fwd_set(fx, qa, h->qa);
+	fwd_set(fx, ka, h->ka);
+	fwd_set(fx, vp, h->vp);
 
 	/* logits a: [H, L, L] */
-	tn_t a = fx_new3(fx, H, L, L);
+	tensor_t a = fwd_new3(fx, H, L, L);
 	op_gemm(fx, &(be_gemm_t){   /* sqrt(1/3) W_b z_ij: [H, c_z] x [L L, c_z]^T */
 		.transa = 0, .transb = 1, .m = H, .n = (int)LL, .k = Z,
 		.alpha = sqrtf(1.0f / 3.0f), .beta = 0.0f,
@@ -362,13 +362,13 @@ static void sm_ipa(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z, sm_
 		.a = qa.d, .lda = H * Dp, .stride_a = Dp,
 		.b = ka.d, .ldb = H * Dp, .stride_b = Dp,
 		.c = a.d, .ldc = L, .stride_c = LL, .batch = H });
-	fx_drop(fx, &qa);
-	fx_drop(fx, &ka);
-	fx_drop(fx, &q);
-	op_softmax(fx, tn_reshape2(a, (int64_t)H * L, L));
+	fwd_drop(fx, &qa);
+	fwd_drop(fx, &ka);
+	fwd_drop(fx, &q);
+	op_softmax(fx, tensor_reshape2(a, (int64_t)H * L, L));
 
 	/* linear_out input cat: [L, W] = (o, o_pt x, y, z, |o_pt|, o_pair) */
-	tn_t cat = fx_new2(fx, L, W), op = fx_new2(fx, L, H * 3 * Pv);
+	tensor_t cat = fwd_new2(fx, L, W), op = fwd_new2(fx, L, H * 3 * Pv);
 	op_gemm(fx, &(be_gemm_t){   /* o = a v -> cat[:, h d + e] */
 		.transa = 0, .transb = 0, .m = L, .n = d, .k = L, .alpha = 1.0f, .beta = 0.0f,
 		.a = a.d, .lda = L, .stride_a = LL,
@@ -384,23 +384,23 @@ static void sm_ipa(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z, sm_
 		.a = a.d, .lda = LL, .stride_a = L,
 		.b = z.d, .ldb = Z, .stride_b = (int64_t)L * Z,
 		.c = cat.d + H * (d + 4 * Pv), .ldc = Z, .stride_c = W, .batch = L });
-	fx_drop(fx, &a);
-	fx_drop(fx, &vp);
-	fx_drop(fx, &kv);
-	fx_get(fx, cat, h->cat);
-	fx_get(fx, op, h->op);
-	if (run && !fx->err) sm_points_out(h, c->sm_eps);
-	fx_set(fx, cat, h->cat);
+	fwd_drop(fx, &a);
+	fwd_drop(fx, &vp);
+	fwd_drop(fx, &kv);
+	fwd_get(fx, cat, h->cat);
+	fwd_get(fx, op, h->op);
+	if (run && !fx->err) structure_points_out(h, c->sm_eps);
+	fwd_set(fx, cat, h->cat);
 	op_linear(fx, s, cat, &sm->out, 1.0f);
-	fx_drop(fx, &op);
-	fx_drop(fx, &cat);
+	fwd_drop(fx, &op);
+	fwd_drop(fx, &cat);
 }
 
 /* s = transition(s): per layer s += l3(relu(l2(relu(l1(s))))), then the
  * LayerNorm.  s: [L, c] */
-static void sm_transition(fx_t *fx, const sm_t *sm, tn_t s)
+static void structure_transition(fwd_t *fx, const structure_t *sm, tensor_t s)
 {
-	tn_t t1 = fx_new2(fx, s.ne[0], s.ne[1]), t2 = fx_new2(fx, s.ne[0], s.ne[1]);
+	tensor_t t1 = fwd_new2(fx, s.ne[0], s.ne[1]), t2 = fwd_new2(fx, s.ne[0], s.ne[1]);
 	for (int i = 0; i < sm->ntrans; i++) {
 		op_linear(fx, t1, s, &sm->trans[i].l1, 0.0f);
 		op_act(fx, t1, BE_RELU);
@@ -408,24 +408,24 @@ static void sm_transition(fx_t *fx, const sm_t *sm, tn_t s)
 		op_act(fx, t2, BE_RELU);
 		op_linear(fx, s, t2, &sm->trans[i].l3, 1.0f);
 	}
-	fx_drop(fx, &t2);
-	fx_drop(fx, &t1);
+	fwd_drop(fx, &t2);
+	fwd_drop(fx, &t1);
 	op_layernorm(fx, s, s, &sm->ln_trans);
 }
 
 /* unnormalised angles of the angle resnet.  s: [L, c]; ainit: [L, r] =
  * linear_initial(relu(s_initial)); ang: [L, 2 A] (written) */
-static void sm_angles(fx_t *fx, const sm_t *sm, tn_t s, tn_t ainit, tn_t ang)
+static void sm_angles(fwd_t *fx, const structure_t *sm, tensor_t s, tensor_t ainit, tensor_t ang)
 {
 	int64_t L = s.ne[0], R = ainit.ne[1];
-	tn_t x = fx_new2(fx, L, s.ne[1]), a = fx_new2(fx, L, R), t = fx_new2(fx, L, R);
+	tensor_t x = fwd_new2(fx, L, s.ne[1]), a = fwd_new2(fx, L, R), t = fwd_new2(fx, L, R);
 
 	op_axpby(fx, x, s, 1.0f, 0.0f);
 	op_act(fx, x, BE_RELU);
 	op_axpby(fx, a, ainit, 1.0f, 0.0f);
 	op_linear(fx, a, x, &sm->ar_in, 1.0f);
-	fx_drop(fx, &x);
-	tn_t u = fx_new2(fx, L, R);
+	fwd_drop(fx, &x);
+	tensor_t u = fwd_new2(fx, L, R);
 	for (int i = 0; i < sm->nres; i++) {
 		op_axpby(fx, t, a, 1.0f, 0.0f);
 		op_act(fx, t, BE_RELU);
@@ -433,66 +433,66 @@ static void sm_angles(fx_t *fx, const sm_t *sm, tn_t s, tn_t ainit, tn_t ang)
 		op_act(fx, u, BE_RELU);
 		op_linear(fx, a, u, &sm->res[i].l2, 1.0f);
 	}
-	fx_drop(fx, &u);
+	fwd_drop(fx, &u);
 	op_act(fx, a, BE_RELU);
 	op_linear(fx, ang, a, &sm->ar_out, 0.0f);
-	fx_drop(fx, &t);
-	fx_drop(fx, &a);
+	fwd_drop(fx, &t);
+	fwd_drop(fx, &a);
 }
 
-void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
-                const int *aatype, sm_out_t *out)
+void structure_forward(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
+                const int *aatype, structure_out_t *out)
 {
 	int L = (int)s.ne[0], C = c->sm_c_s, run = !fx->planning;
-	sm_host_t h = { 0 };
+	structure_host_t h = { 0 };
 
 	if (s.nd != 2 || s.ne[1] != C || z.nd != 3 || z.ne[0] != L || z.ne[1] != L ||
 	    z.ne[2] != c->sm_c_z) {
-		fx_fail(fx, -1, "structure module: s [L, %d] and z [L, L, %d] expected", C, c->sm_c_z);
+		fwd_fail(fx, -1, "structure module: s [L, %d] and z [L, L, %d] expected", C, c->sm_c_z);
 		return;
 	}
 	if (run && (out->L != L || out->blocks != c->sm_blocks)) {
-		fx_fail(fx, -1, "structure module: output buffers sized for another length");
+		fwd_fail(fx, -1, "structure module: output buffers sized for another length");
 		return;
 	}
-	sm_host_place(fx, &h, c, L);
+	structure_host_place(fx, &h, c, L);
 
 	op_layernorm(fx, z, z, &sm->ln_z);
 	op_layernorm(fx, s, s, &sm->ln_s);   /* s_initial */
-	tn_t ainit = fx_new2(fx, L, c->sm_resnet_dim), x = fx_new2(fx, L, C);
+	tensor_t ainit = fwd_new2(fx, L, c->sm_resnet_dim), x = fwd_new2(fx, L, C);
 	op_axpby(fx, x, s, 1.0f, 0.0f);
 	op_act(fx, x, BE_RELU);
 	op_linear(fx, ainit, x, &sm->ar_initial, 0.0f);
 	op_linear(fx, x, s, &sm->lin_in, 0.0f);
 	op_axpby(fx, s, x, 1.0f, 0.0f);
-	fx_drop(fx, &x);
+	fwd_drop(fx, &x);
 
 	for (int blk = 0; blk < c->sm_blocks; blk++) {
-		sm_ipa(fx, sm, c, s, z, &h);
+		structure_ipa(fx, sm, c, s, z, &h);
 		op_layernorm(fx, s, s, &sm->ln_ipa);
-		sm_transition(fx, sm, s);
+		structure_transition(fx, sm, s);
 
-		tn_t upd = fx_new2(fx, L, 6), ang = fx_new2(fx, L, 2 * c->sm_angles);
+		tensor_t upd = fwd_new2(fx, L, 6), ang = fwd_new2(fx, L, 2 * c->sm_angles);
 		op_linear(fx, upd, s, &sm->bb, 0.0f);
 		sm_angles(fx, sm, s, ainit, ang);
-		fx_get(fx, upd, h.upd);
-		fx_get(fx, ang, h.ang);
-		if (run) fx_get(fx, s, out->states + (size_t)blk * L * C);
-		fx_drop(fx, &ang);
-		fx_drop(fx, &upd);
+		fwd_get(fx, upd, h.upd);
+		fwd_get(fx, ang, h.ang);
+		if (run) fwd_get(fx, s, out->states + (size_t)blk * L * C);
+		fwd_drop(fx, &ang);
+		fwd_drop(fx, &upd);
 		if (run && !fx->err) {
-			sm_update_rigids(&h);
-			if (sm_block_out(&h, c, aatype, blk, out) < 0)
-				fx_fail(fx, -1, "structure module: bad aatype");
+			structure_update_rigids(&h);
+			if (structure_block_out(&h, c, aatype, blk, out) < 0)
+				fwd_fail(fx, -1, "structure module: bad aatype");
 		}
 	}
-	fx_drop(fx, &ainit);
+	fwd_drop(fx, &ainit);
 
 	if (run && !fx->err) {
-		const float *a14 = out->positions + (size_t)(c->sm_blocks - 1) * L * RC_NUM_ATOM14 * 3;
+		const float *a14 = out->positions + (size_t)(c->sm_blocks - 1) * L * RESIDUE_NUM_ATOM14 * 3;
 		if (geom_atom14_to_atom37(L, a14, aatype, out->atom37) < 0 ||
 		    geom_atom_masks(L, aatype, out->atom14_mask, out->atom37_mask) < 0)
-			fx_fail(fx, -1, "structure module: bad aatype");
+			fwd_fail(fx, -1, "structure module: bad aatype");
 	}
-	fx_host_drop(fx, h.quat, h.bytes);
+	fwd_host_drop(fx, h.quat, h.bytes);
 }

@@ -1,4 +1,4 @@
-/* sm.h - the ESMFold structure module (HF EsmFoldStructureModule, OpenFold
+/* structure.h (prefix structure_) - the ESMFold structure module (HF EsmFoldStructureModule, OpenFold
  * style): input LayerNorms and projection, then sm_blocks iterations with
  * shared weights of invariant point attention, transition, backbone update
  * (quaternion) and angle resnet; after each block the backbone frames,
@@ -9,7 +9,7 @@
  * and the pair output a.z) runs through the op layer; the per-residue
  * geometry (rigid frames, points in and out of the frames, quaternion
  * updates, angle normalisation, torsions to atoms) runs on host floats via
- * fx_get/fx_set and is skipped while planning.
+ * fwd_get/fwd_set and is skipped while planning.
  *
  * Mask: the engine folds one unpadded sequence per pass, so the reference's
  * residue mask is all ones and its inf * (mask - 1) logit term is zero; it
@@ -29,12 +29,12 @@
 /* P.transition.layers.N */
 typedef struct {
 	lin_t l1, l2, l3;       /* .linear_{1,2,3} [c, c] + bias */
-} sm_trans_t;
+} structure_trans_t;
 
 /* P.angle_resnet.layers.N */
 typedef struct {
 	lin_t l1, l2;           /* .linear_{1,2} [r, r] + bias */
-} sm_resblock_t;
+} structure_resblock_t;
 
 typedef struct {
 	ln_t   ln_s;            /* P.layer_norm_s [c] */
@@ -50,19 +50,19 @@ typedef struct {
 	lin_t  out;             /* P.ipa.linear_out [c, H (d + 4 Pv + c_z)] */
 	ln_t   ln_ipa;          /* P.layer_norm_ipa [c] */
 	int    ntrans;
-	sm_trans_t *trans;      /* P.transition.layers.N */
+	structure_trans_t *trans;      /* P.transition.layers.N */
 	ln_t   ln_trans;        /* P.transition.layer_norm [c] */
 	lin_t  bb;              /* P.bb_update.linear [6, c] */
 	lin_t  ar_in;           /* P.angle_resnet.linear_in [r, c] */
 	lin_t  ar_initial;      /* P.angle_resnet.linear_initial [r, c] */
 	int    nres;
-	sm_resblock_t *res;     /* P.angle_resnet.layers.N */
+	structure_resblock_t *res;     /* P.angle_resnet.layers.N */
 	lin_t  ar_out;          /* P.angle_resnet.linear_out [2 angles, r] */
-} sm_t;
+} structure_t;
 
 /* Host outputs of one structure-module pass: one block, laid out by
- * sm_out_layout; allocated by sm_out_alloc and owned by the sm_out_t until
- * sm_out_free, or placed in a pass's host memory (fx_host).  blocks = cfg
+ * structure_out_layout; allocated by structure_out_alloc and owned by the structure_out_t until
+ * structure_out_free, or placed in a pass's host memory (fwd_host).  blocks = cfg
  * sm_blocks, A = sm_angles (7). */
 typedef struct {
 	int    L, blocks, c;
@@ -75,19 +75,19 @@ typedef struct {
 	float *atom37;          /* [L, 37, 3] from the last block's atom14 */
 	float *atom14_mask;     /* [L, 14] */
 	float *atom37_mask;     /* [L, 37] (no linker masking) */
-} sm_out_t;
+} structure_out_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights.  0 or negative
  * (each bad tensor logged). */
-int  sm_load(sm_t *sm, const cfg_t *c, wt_t *w, be_t *be);
-void sm_free(sm_t *sm);
+int  structure_load(structure_t *sm, const cfg_t *c, weights_t *w, be_t *be);
+void structure_free(structure_t *sm);
 
 /* Lay out the outputs of length L from base (frames first, at base), or
  * with base NULL only size them; returns the block's bytes. */
-size_t sm_out_layout(sm_out_t *o, const cfg_t *c, int L, char *base);
+size_t structure_out_layout(structure_out_t *o, const cfg_t *c, int L, char *base);
 /* 0, or negative when out of memory (then nothing is held). */
-int  sm_out_alloc(sm_out_t *o, const cfg_t *c, int L);
-void sm_out_free(sm_out_t *o);
+int  structure_out_alloc(structure_out_t *o, const cfg_t *c, int L);
+void structure_out_free(structure_out_t *o);
 
 /* One pass.
  *   s: [L, sm_c_s]  in: trunk2sm_s(s_s); out: the last block's state (the
@@ -95,8 +95,8 @@ void sm_out_free(sm_out_t *o);
  *   z: [L, L, sm_c_z] in: trunk2sm_z(s_z); out: layer_norm_z of it;
  *   aatype: host [L] (0..20);
  *   out: host results (laid out for this L), filled when executing.
- * Its host scratch is placed with fx_host.  Errors are recorded in fx. */
-void sm_forward(fx_t *fx, const sm_t *sm, const cfg_t *c, tn_t s, tn_t z,
-                const int *aatype, sm_out_t *out);
+ * Its host scratch is placed with fwd_host.  Errors are recorded in fx. */
+void structure_forward(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
+                const int *aatype, structure_out_t *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* tok.c - ESMFold input encoding (see tok.h). */
+/* tokenizer.c - ESMFold input encoding (see tokenizer.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +16,7 @@ static int tok_vocab_id(const cfg_t *c, char letter)
 
 int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 {
-	int esm_of[RC_NUM_RESTYPES];
+	int esm_of[RESIDUE_NUM_RESTYPES];
 	int nres = 0, nchains = 1, L, chain = 0, at = 0;
 
 	memset(t, 0, sizeof *t);
@@ -24,9 +24,9 @@ int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 		if (*p == ':') nchains++;
 		else nres++;
 	}
-	for (int a = 0; a < RC_NUM_RESTYPES; a++)
-		if ((esm_of[a] = tok_vocab_id(c, rc_restypes[a])) < 0) {
-			log_error("model vocabulary has no token for '%c'", rc_restypes[a]);
+	for (int a = 0; a < RESIDUE_NUM_RESTYPES; a++)
+		if ((esm_of[a] = tok_vocab_id(c, residue_restypes[a])) < 0) {
+			log_error("model vocabulary has no token for '%c'", residue_restypes[a]);
 			return -1;
 		}
 	L = nres + (nchains - 1) * TOK_LINKER_LEN;
@@ -47,7 +47,7 @@ int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 			if (at == 0 || (p > seq && p[-1] == ':')) { tok_free(t); return -1; }
 			if (*p == 0) break;
 			for (int k = 0; k < TOK_LINKER_LEN; k++, at++) {
-				t->aatype[at] = rc_aatype_of('G');
+				t->aatype[at] = residue_aatype_of('G');
 				t->residx[at] = at + chain * TOK_CHAIN_OFFSET;
 				t->linker_mask[at] = 0.0f;
 				t->chain[at] = chain;
@@ -55,7 +55,7 @@ int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 			chain++;
 			continue;
 		}
-		t->aatype[at] = rc_aatype_of(*p);
+		t->aatype[at] = residue_aatype_of(*p);
 		t->residx[at] = at + chain * TOK_CHAIN_OFFSET;
 		t->linker_mask[at] = 1.0f;
 		t->chain[at] = chain;

@@ -1,4 +1,4 @@
-/* tok.h - ESMFold's input encoding of one sequence (fair-esm flavour).
+/* tokenizer.h (prefix tok_) - ESMFold's input encoding of one sequence (fair-esm flavour).
  *
  * Chains are separated by ':' and joined by a 25-glycine linker; residue
  * indices jump by 512 per chain (the linker after chain i belongs to chain

@@ -1,4 +1,4 @@
-/* trunk.h - the ESMFold folding trunk: relative positions, the triangular
+/* trunk.h (prefix trunk_) - the ESMFold folding trunk: relative positions, the triangular
  * self-attention blocks and the recycling input.
  *
  * Every pair operation works on row chunks of the pair state, so that
@@ -86,17 +86,17 @@ typedef struct {
 /* Load every trunk tensor with the shape cfg implies.  be NULL: check names
  * and shapes only (pointers stay NULL).  0, or negative (each bad tensor
  * logged). */
-int  trunk_load(trunk_t *t, const cfg_t *c, wt_t *w, be_t *be);
+int  trunk_load(trunk_t *t, const cfg_t *c, weights_t *w, be_t *be);
 void trunk_free(trunk_t *t);
 
 /* One trunk pass: z += relpos(residx), then every block.
  * s: [L, c_s], z: [L, L, c_z], both updated in place; residx: host int32 [L].
  * chunk: 0 = whole rows at once, else rows per chunk of every pair op. */
-void trunk_iter(fx_t *fx, const trunk_t *t, const cfg_t *c, tn_t s, tn_t z,
+void trunk_iter(fwd_t *fx, const trunk_t *t, const cfg_t *c, tensor_t s, tensor_t z,
                 const int32_t *residx, int chunk);
 
 /* One block.  s: [L, c_s], z: [L, L, c_z] in place; chunk as trunk_iter. */
-void trunk_block(fx_t *fx, const trunk_block_t *b, const cfg_t *c, tn_t s, tn_t z, int chunk);
+void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk);
 
 /* Recycling input of a pass:
  *   s = s_s_0 + recycle_s_norm(prev_s)
@@ -104,8 +104,8 @@ void trunk_block(fx_t *fx, const trunk_block_t *b, const cfg_t *c, tn_t s, tn_t 
  * s, s_s_0, prev_s: [L, c_s]; z, prev_z: [L, L, c_z] (z may be prev_z:
  * in place); bins: host int32 [L * L].  For the first pass prev_s and
  * prev_z are zeros and bins all 0.  chunk as trunk_iter. */
-void trunk_recycle_in(fx_t *fx, const trunk_t *t, tn_t s, tn_t z, tn_t s_s_0, tn_t prev_s,
-                      tn_t prev_z, const int32_t *bins, int chunk);
+void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tensor_t s_s_0, tensor_t prev_s,
+                      tensor_t prev_z, const int32_t *bins, int chunk);
 
 /* Activation arena (bytes, the planner's high-water mark) of one block at
  * length L with this chunk on backend be (whose ops decide the form of the

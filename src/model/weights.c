@@ -1,4 +1,4 @@
-/* wt.c - weights from safetensors or a manifest (see wt.h). */
+/* weights.c - weights from safetensors or a manifest (see weights.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,18 +13,18 @@
 typedef struct {
 	const char *name;
 	int         nd;
-	int64_t     shape[ST_MAX_DIMS];
+	int64_t     shape[SAFETENSORS_MAX_DIMS];
 	int         used;
-} wt_entry_t;
+} weights_entry_t;
 
 struct wt {
 	char       *path;
-	st_t       *st;        /* NULL for a manifest */
+	safetensors_t       *st;        /* NULL for a manifest */
 	json_t     *manifest;  /* owns manifest names */
-	wt_entry_t *e;         /* manifest or recorded entries */
+	weights_entry_t *e;         /* manifest or recorded entries */
 	int         ne, cape;
-	int         recording; /* wt_open_record: e[].name owned, appended */
-	char       *used;      /* [st_count] for a file */
+	int         recording; /* weights_open_record: e[].name owned, appended */
+	char       *used;      /* [safetensors_count] for a file */
 	cfg_t       cfg;
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
@@ -32,15 +32,15 @@ struct wt {
 	int         nbuf, capbuf;
 };
 
-/* FNV-1a, 64 bits (wt.h) */
-uint64_t wt_fnv(uint64_t h, const void *data, size_t n)
+/* FNV-1a, 64 bits (weights.h) */
+uint64_t weights_fnv(uint64_t h, const void *data, size_t n)
 {
 	for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
 	return h;
 }
 
 /* config.json beside PATH, else __metadata__["config"] */
-static int wt_load_cfg(wt_t *w)
+static int weights_load_cfg(weights_t *w)
 {
 	char *dir = strdup(w->path), *slash, *cpath = NULL;
 	const char *meta;
@@ -54,7 +54,7 @@ static int wt_load_cfg(wt_t *w)
 	if (cpath && (f = fopen(cpath, "r"))) {
 		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
-	} else if ((meta = st_meta(w->st, "config"))) {
+	} else if ((meta = safetensors_meta(w->st, "config"))) {
 		rc = cfg_parse(&w->cfg, meta, w->path);
 	} else {
 		log_error("%s: no config.json beside the weights and no \"config\" in its metadata", w->path);
@@ -64,35 +64,35 @@ static int wt_load_cfg(wt_t *w)
 	return rc;
 }
 
-wt_t *wt_open(const char *path)
+weights_t *weights_open(const char *path)
 {
-	wt_t *w = calloc(1, sizeof *w);
+	weights_t *w = calloc(1, sizeof *w);
 
 	if (!w || !(w->path = strdup(path))) goto fail;
-	if (!(w->st = st_open(path))) goto fail;
-	if (!(w->used = calloc(st_count(w->st) + 1, 1))) goto fail;
-	if (wt_load_cfg(w) < 0) goto fail;
+	if (!(w->st = safetensors_open(path))) goto fail;
+	if (!(w->used = calloc(safetensors_count(w->st) + 1, 1))) goto fail;
+	if (weights_load_cfg(w) < 0) goto fail;
 	/* fingerprint: every tensor's name, shape and first 64 bytes of data */
 	{
-		uint64_t h = WT_FNV_SEED;
-		for (int i = 0; i < st_count(w->st); i++) {
-			const st_tensor_t *t = st_at(w->st, i);
-			h = wt_fnv(h, t->name, strlen(t->name));
-			h = wt_fnv(h, t->shape, t->nd * sizeof *t->shape);
-			h = wt_fnv(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
+		uint64_t h = WEIGHTS_FNV_SEED;
+		for (int i = 0; i < safetensors_count(w->st); i++) {
+			const safetensors_tensor_t *t = safetensors_at(w->st, i);
+			h = weights_fnv(h, t->name, strlen(t->name));
+			h = weights_fnv(h, t->shape, t->nd * sizeof *t->shape);
+			h = weights_fnv(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
 		}
 		snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
 	}
 	return w;
 fail:
-	wt_close(w);
+	weights_close(w);
 	return NULL;
 }
 
-wt_t *wt_open_manifest(const char *path)
+weights_t *weights_open_manifest(const char *path)
 {
 	json_error_t err;
-	wt_t *w = calloc(1, sizeof *w);
+	weights_t *w = calloc(1, sizeof *w);
 	json_t *tl, *cfgj, *e;
 	char *ctext = NULL;
 	size_t i;
@@ -113,9 +113,9 @@ wt_t *wt_open_manifest(const char *path)
 	json_array_foreach(tl, i, e) {
 		json_t *sh = json_object_get(e, "shape"), *d;
 		size_t k;
-		wt_entry_t *x = &w->e[w->ne];
+		weights_entry_t *x = &w->e[w->ne];
 		x->name = json_string_value(json_object_get(e, "name"));
-		if (!x->name || !json_is_array(sh) || json_array_size(sh) > ST_MAX_DIMS) {
+		if (!x->name || !json_is_array(sh) || json_array_size(sh) > SAFETENSORS_MAX_DIMS) {
 			log_error("%s: manifest entry %zu malformed", path, i);
 			goto fail;
 		}
@@ -124,39 +124,39 @@ wt_t *wt_open_manifest(const char *path)
 		w->ne++;
 	}
 	snprintf(w->fp, sizeof w->fp, "%016llx",
-	         (unsigned long long)wt_fnv(WT_FNV_SEED, ctext, strlen(ctext)));
+	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, ctext, strlen(ctext)));
 	free(ctext);
 	return w;
 fail:
 	free(ctext);
-	wt_close(w);
+	weights_close(w);
 	return NULL;
 }
 
-wt_t *wt_open_record(const char *cfg_json, const char *what)
+weights_t *weights_open_record(const char *cfg_json, const char *what)
 {
-	wt_t *w = calloc(1, sizeof *w);
+	weights_t *w = calloc(1, sizeof *w);
 
 	if (!w || !(w->path = strdup(what))) goto fail;
 	w->recording = 1;
 	if (cfg_parse(&w->cfg, cfg_json, what) < 0) goto fail;
 	snprintf(w->fp, sizeof w->fp, "%016llx",
-	         (unsigned long long)wt_fnv(WT_FNV_SEED, cfg_json, strlen(cfg_json)));
+	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, cfg_json, strlen(cfg_json)));
 	return w;
 fail:
-	wt_close(w);
+	weights_close(w);
 	return NULL;
 }
 
 /* append a recorded entry; 0 or -1 */
-static int wt_record(wt_t *w, const char *name, int nd, const int64_t *shape)
+static int weights_record(weights_t *w, const char *name, int nd, const int64_t *shape)
 {
-	wt_entry_t *x;
+	weights_entry_t *x;
 
-	if (nd > ST_MAX_DIMS) return -1;
+	if (nd > SAFETENSORS_MAX_DIMS) return -1;
 	if (w->ne == w->cape) {
 		int cap = w->cape ? 2 * w->cape : 256;
-		wt_entry_t *ne = realloc(w->e, cap * sizeof *ne);
+		weights_entry_t *ne = realloc(w->e, cap * sizeof *ne);
 		if (!ne) return -1;
 		w->e = ne;
 		w->cape = cap;
@@ -171,23 +171,23 @@ static int wt_record(wt_t *w, const char *name, int nd, const int64_t *shape)
 	return 0;
 }
 
-int wt_count(const wt_t *w) { return w->ne; }
+int weights_count(const weights_t *w) { return w->ne; }
 
-const char *wt_entry(const wt_t *w, int i, int *nd, const int64_t **shape)
+const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape)
 {
 	*nd = w->e[i].nd;
 	*shape = w->e[i].shape;
 	return w->e[i].name;
 }
 
-void wt_close(wt_t *w)
+void weights_close(weights_t *w)
 {
 	if (!w) return;
 	if (w->recording)
 		for (int i = 0; i < w->ne; i++) free((char *)w->e[i].name);
 	for (int i = 0; i < w->nbuf; i++) w->buf[i].be->free(w->buf[i].be, w->buf[i].p);
 	free(w->buf);
-	st_close(w->st);
+	safetensors_close(w->st);
 	json_decref(w->manifest);
 	free(w->e);
 	free(w->used);
@@ -195,12 +195,12 @@ void wt_close(wt_t *w)
 	free(w);
 }
 
-const cfg_t *wt_cfg(const wt_t *w) { return &w->cfg; }
-const char *wt_fingerprint(const wt_t *w) { return w->fp; }
-int64_t     wt_f32_bytes(const wt_t *w) { return w->f32_bytes; }
-const char *wt_path(const wt_t *w) { return w->path; }
+const cfg_t *weights_cfg(const weights_t *w) { return &w->cfg; }
+const char *weights_fingerprint(const weights_t *w) { return w->fp; }
+int64_t     weights_f32_bytes(const weights_t *w) { return w->f32_bytes; }
+const char *weights_path(const weights_t *w) { return w->path; }
 
-static void wt_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
+static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 {
 	size_t o = 0;
 	o += snprintf(buf + o, n - o, "[");
@@ -209,14 +209,14 @@ static void wt_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 	if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
                    const char *fmt, va_list ap)
 {
 	char name[256], want[96], have[96];
 	const int64_t *hs;
 	int hnd = 0;
-	const st_tensor_t *t = NULL;
-	wt_entry_t *m = NULL;
+	const safetensors_tensor_t *t = NULL;
+	weights_entry_t *m = NULL;
 	float *host = NULL;
 	void *p = NULL;
 	int64_t numel = 1;
@@ -225,12 +225,12 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	*dst = NULL;
 	vsnprintf(name, sizeof name, fmt, ap);
 	if (w->st) {
-		t = st_find(w->st, name);
+		t = safetensors_find(w->st, name);
 		if (t) {
 			hs = t->shape;
 			hnd = t->nd;
-			fresh = !w->used[t - st_at(w->st, 0)];
-			w->used[t - st_at(w->st, 0)] = 1;
+			fresh = !w->used[t - safetensors_at(w->st, 0)];
+			w->used[t - safetensors_at(w->st, 0)] = 1;
 		}
 	} else {
 		for (int i = 0; i < w->ne && !m; i++)
@@ -239,7 +239,7 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	}
 	if (!t && !m && w->recording) {
 		if (optional) return 0;
-		if (wt_record(w, name, nd, shape) == 0) return 0;
+		if (weights_record(w, name, nd, shape) == 0) return 0;
 		log_error("%s: out of memory recording '%s'", w->path, name);
 		return -1;
 	}
@@ -251,26 +251,26 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	int same = hnd == nd;
 	for (int i = 0; same && i < nd; i++) same = hs[i] == shape[i];
 	if (!same) {
-		wt_shape_str(want, sizeof want, nd, shape);
-		wt_shape_str(have, sizeof have, hnd, hs);
+		weights_shape_str(want, sizeof want, nd, shape);
+		weights_shape_str(have, sizeof have, hnd, hs);
 		log_error("%s: tensor '%s' has shape %s, the config needs %s", w->path, name, have, want);
 		return -1;
 	}
 	for (int i = 0; i < nd; i++) numel *= shape[i];
 	if (fresh) w->f32_bytes += (int64_t)sizeof(float) * numel;
 	if (!t || !be) return 0;
-	if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 && t->dtype != ST_F64) {
+	if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 && t->dtype != SAFETENSORS_F64) {
 		log_error("%s: tensor '%s' has dtype %s, expected a float type", w->path, name,
-		          st_dtype_name(t->dtype));
+		          safetensors_dtype_name(t->dtype));
 		return -1;
 	}
-	if (t->dtype == ST_F32 && ((uintptr_t)t->data & 3) == 0) {
+	if (t->dtype == SAFETENSORS_F32 && ((uintptr_t)t->data & 3) == 0) {
 		host = (float *)t->data;
 	} else if (!(host = malloc(sizeof(float) * (numel ? numel : 1)))) {
 		log_error("%s: out of memory converting '%s'", w->path, name);
 		return -1;
 	} else {
-		st_to_f32(t, host);
+		safetensors_to_f32(t, host);
 	}
 	if (w->nbuf == w->capbuf) {
 		int cap = w->capbuf ? 2 * w->capbuf : 256;
@@ -288,7 +288,7 @@ static int wt_vget(wt_t *w, be_t *be, float **dst, int optional, int nd, const i
 	w->buf[w->nbuf].p = p;
 	w->nbuf++;
 	if (host != t->data) free(host);
-	st_release(w->st, t);   /* copied: its file pages leave the resident set */
+	safetensors_release(w->st, t);   /* copied: its file pages leave the resident set */
 	*dst = p;
 	return 0;
 oom:
@@ -297,37 +297,37 @@ oom:
 	return -1;
 }
 
-int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
            const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = wt_vget(w, be, dst, optional, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, optional, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
 
 /* PREFIX.SUFFIX */
-static int wt_sub(wt_t *w, be_t *be, float **dst, int nd, const int64_t *shape,
+static int weights_sub(weights_t *w, be_t *be, float **dst, int nd, const int64_t *shape,
                   const char *prefix, const char *suffix)
 {
-	return wt_get(w, be, dst, 0, nd, shape, "%s.%s", prefix, suffix);
+	return weights_get(w, be, dst, 0, nd, shape, "%s.%s", prefix, suffix);
 }
 
 /* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
-static int wt_pair(wt_t *w, be_t *be, float **wp, float **bp, int nd, const int64_t *wshape,
+static int weights_pair(weights_t *w, be_t *be, float **wp, float **bp, int nd, const int64_t *wshape,
                    int64_t bdim, const char *fmt, va_list ap)
 {
 	char prefix[256];
 	int rc;
 
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
-	rc = wt_sub(w, be, wp, nd, wshape, prefix, "weight");
-	if (bp) rc |= wt_sub(w, be, bp, 1, (int64_t[]){ bdim }, prefix, "bias");
+	rc = weights_sub(w, be, wp, nd, wshape, prefix, "weight");
+	if (bp) rc |= weights_sub(w, be, bp, 1, (int64_t[]){ bdim }, prefix, "bias");
 	return rc ? -1 : 0;
 }
 
-int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
+int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
 {
 	float *wp = NULL, *bp = NULL;
 	va_list ap;
@@ -336,13 +336,13 @@ int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *f
 	*l = (lin_t){ NULL, NULL, out, in };
 	if (!w) return 0;
 	va_start(ap, fmt);
-	rc = wt_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
+	rc = weights_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
 	va_end(ap);
 	*l = (lin_t){ wp, bp, out, in };
 	return rc;
 }
 
-int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
+int weights_ln(weights_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
 {
 	float *wp = NULL, *bp = NULL;
 	va_list ap;
@@ -351,31 +351,31 @@ int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)
 	*ln = (ln_t){ NULL, NULL, d, eps };
 	if (!w) return 0;
 	va_start(ap, fmt);
-	rc = wt_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
+	rc = weights_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
 	va_end(ap);
 	*ln = (ln_t){ wp, bp, d, eps };
 	return rc;
 }
 
-static int wt_ignored(const char *name, const char *const *ignore)
+static int weights_ignored(const char *name, const char *const *ignore)
 {
 	for (; ignore && *ignore; ignore++)
 		if (!strncmp(name, *ignore, strlen(*ignore))) return 1;
 	return 0;
 }
 
-int wt_unused(const wt_t *w, const char *const *ignore)
+int weights_unused(const weights_t *w, const char *const *ignore)
 {
 	int n = 0;
 	if (w->st) {
-		for (int i = 0; i < st_count(w->st); i++)
-			if (!w->used[i] && !wt_ignored(st_at(w->st, i)->name, ignore)) {
-				log_debug("%s: tensor '%s' is not used by the model", w->path, st_at(w->st, i)->name);
+		for (int i = 0; i < safetensors_count(w->st); i++)
+			if (!w->used[i] && !weights_ignored(safetensors_at(w->st, i)->name, ignore)) {
+				log_debug("%s: tensor '%s' is not used by the model", w->path, safetensors_at(w->st, i)->name);
 				n++;
 			}
 	} else {
 		for (int i = 0; i < w->ne; i++)
-			if (!w->e[i].used && !wt_ignored(w->e[i].name, ignore)) {
+			if (!w->e[i].used && !weights_ignored(w->e[i].name, ignore)) {
 				log_debug("%s: tensor '%s' is not used by the model", w->path, w->e[i].name);
 				n++;
 			}

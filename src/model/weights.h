@@ -1,16 +1,16 @@
-/* wt.h - model weights: the tensors the model asks for, by checkpoint name.
+/* weights.h (prefix weights_) - model weights: the tensors the model asks for, by checkpoint name.
  *
- * A wt_t is either a safetensors file (its config from config.json beside it,
+ * A weights_t is either a safetensors file (its config from config.json beside it,
  * or from a "config" entry of its __metadata__) or a manifest: a JSON list
  * of names and shapes with a config and no data, against which the loaders
  * can be checked without the 14 GB checkpoint, or a recorder that lists
- * what the loaders ask for (the random-weights writer, wr.h, uses it).
+ * what the loaders ask for (the random-weights writer, random_weights.h, uses it).
  *
  * The model's loaders ask for every tensor with the shape the config implies
- * (wt_get / wt_lin / wt_ln); a missing, mis-shaped or unconvertible tensor is
+ * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor is
  * one logged error naming it.  Data is converted to float32 and copied into
  * backend memory, and its pages of the file leave the resident set
- * (st_release); the wt_t owns those buffers until wt_close().  With be ==
+ * (safetensors_release); the weights_t owns those buffers until weights_close().  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
 #ifndef ESMBATCH_WT_H
@@ -22,50 +22,50 @@
 #include "model/hparams.h"
 #include "compute/ops.h"
 
-typedef struct wt wt_t;
+typedef struct wt weights_t;
 
-wt_t *wt_open(const char *path);
-wt_t *wt_open_manifest(const char *path);
-/* A recorder: no tensors; every required wt_get succeeds (no data, like a
+weights_t *weights_open(const char *path);
+weights_t *weights_open_manifest(const char *path);
+/* A recorder: no tensors; every required weights_get succeeds (no data, like a
  * manifest) and appends its name and shape, so a loader run against it
  * (model_load with be == NULL) lists exactly the tensors it needs.
  * cfg_json: config.json text; what: its name for messages. */
-wt_t *wt_open_record(const char *cfg_json, const char *what);
-void  wt_close(wt_t *w);
+weights_t *weights_open_record(const char *cfg_json, const char *what);
+void  weights_close(weights_t *w);
 
-/* Entries of a manifest or a recorder, in order: 0..wt_count()-1.
- * wt_entry returns the name and sets *nd and *shape (owned by w). */
-int         wt_count(const wt_t *w);
-const char *wt_entry(const wt_t *w, int i, int *nd, const int64_t **shape);
+/* Entries of a manifest or a recorder, in order: 0..weights_count()-1.
+ * weights_entry returns the name and sets *nd and *shape (owned by w). */
+int         weights_count(const weights_t *w);
+const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
-const cfg_t *wt_cfg(const wt_t *w);
+const cfg_t *weights_cfg(const weights_t *w);
 /* 16 hex digits identifying the weights (hash of header and size) */
-const char  *wt_fingerprint(const wt_t *w);
-const char  *wt_path(const wt_t *w);
+const char  *weights_fingerprint(const weights_t *w);
+const char  *weights_path(const weights_t *w);
 /* Float32 bytes of the tensors the loaders asked for so far (each counted
  * once): what the model occupies on each device it is loaded on, known
  * after model_load, also with be == NULL or from a manifest. */
-int64_t      wt_f32_bytes(const wt_t *w);
+int64_t      weights_f32_bytes(const weights_t *w);
 
-/* FNV-1a (64 bits) of data[0..n) continuing from h; start from WT_FNV_SEED.
+/* FNV-1a (64 bits) of data[0..n) continuing from h; start from WEIGHTS_FNV_SEED.
  * The fingerprint's hash, also used for sequences (fold's resume journal). */
-#define WT_FNV_SEED 1469598103934665603ull
-uint64_t wt_fnv(uint64_t h, const void *data, size_t n);
+#define WEIGHTS_FNV_SEED 1469598103934665603ull
+uint64_t weights_fnv(uint64_t h, const void *data, size_t n);
 
 /* *dst = tensor NAME (printf format) of shape [nd] as float32 in backend
  * memory.  optional: a missing tensor gives 0 and *dst = NULL. */
-int wt_get(wt_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
+int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-/* PREFIX.weight [out, in] and, if bias, PREFIX.bias [out].  wt_lin and
- * wt_ln with w == NULL only fill in the sizes (pointers NULL): enough to
+/* PREFIX.weight [out, in] and, if bias, PREFIX.bias [out].  weights_lin and
+ * weights_ln with w == NULL only fill in the sizes (pointers NULL): enough to
  * plan a pass without any weights. */
-int wt_lin(wt_t *w, be_t *be, lin_t *l, int out, int in, int bias,
+int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* PREFIX.weight and PREFIX.bias [d] */
-int wt_ln(wt_t *w, be_t *be, ln_t *ln, int d, float eps,
+int weights_ln(weights_t *w, be_t *be, ln_t *ln, int d, float eps,
           const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* Tensors of the file that no loader asked for: logged (debug level),
  * counted.  Names in `ignore` (NULL-terminated prefixes) are not counted. */
-int wt_unused(const wt_t *w, const char *const *ignore);
+int weights_unused(const weights_t *w, const char *const *ignore);
 
 #endif

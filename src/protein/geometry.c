@@ -1,5 +1,5 @@
-/* geom.c - quaternions, rigid transforms and the structure-module tail
- * (torsions -> rigid-group frames -> atom14 -> atom37).  See geom.h. */
+/* geometry.c - quaternions, rigid transforms and the structure-module tail
+ * (torsions -> rigid-group frames -> atom14 -> atom37).  See geometry.h. */
 #include "protein/geometry.h"
 
 #include <math.h>
@@ -124,9 +124,9 @@ static int check_args(const char *fn, int L, const int *aatype)
 		return -1;
 	}
 	for (int i = 0; i < L; i++) {
-		if (aatype[i] < 0 || aatype[i] >= RC_NUM_RESTYPES) {
+		if (aatype[i] < 0 || aatype[i] >= RESIDUE_NUM_RESTYPES) {
 			log_error("%s: aatype %d at residue %d is outside 0..%d", fn, aatype[i], i,
-			          RC_NUM_RESTYPES - 1);
+			          RESIDUE_NUM_RESTYPES - 1);
 			return -1;
 		}
 	}
@@ -140,31 +140,31 @@ int geom_torsion_angles_to_frames(int L, const float *frames, const float *angle
 		return -1;
 	for (int i = 0; i < L; i++) {
 		const int aa = aatype[i];
-		geom_rigid_t bb, local[RC_NUM_GROUPS];
+		geom_rigid_t bb, local[RESIDUE_NUM_GROUPS];
 		geom_rigid_from_tensor7(frames + 7 * i, &bb);
 
 		/* group g = default frame o rotation about x by its torsion;
 		 * group 0 (backbone) has the torsion (sin, cos) = (0, 1). */
-		for (int g = 0; g < RC_NUM_GROUPS; g++) {
+		for (int g = 0; g < RESIDUE_NUM_GROUPS; g++) {
 			float s = 0.0f, c = 1.0f;
 			if (g > 0) {
-				s = angles[(i * RC_NUM_TORSIONS + g - 1) * 2 + 0];
-				c = angles[(i * RC_NUM_TORSIONS + g - 1) * 2 + 1];
+				s = angles[(i * RESIDUE_NUM_TORSIONS + g - 1) * 2 + 0];
+				c = angles[(i * RESIDUE_NUM_TORSIONS + g - 1) * 2 + 1];
 			}
 			geom_rigid_t def, rx = {
 				.r = { { 1.0f, 0.0f, 0.0f }, { 0.0f, c, -s }, { 0.0f, s, c } },
 				.t = { 0.0f, 0.0f, 0.0f },
 			};
-			geom_rigid_from_4x4(&rc_rigid_group_default_frame[aa][g][0][0], &def);
+			geom_rigid_from_4x4(&residue_rigid_group_default_frame[aa][g][0][0], &def);
 			geom_rigid_compose(&def, &rx, &local[g]);
 		}
 		/* chi2..chi4 frames are relative to the previous chi frame */
-		for (int g = 5; g < RC_NUM_GROUPS; g++)
+		for (int g = 5; g < RESIDUE_NUM_GROUPS; g++)
 			geom_rigid_compose(&local[g - 1], &local[g], &local[g]);
-		for (int g = 0; g < RC_NUM_GROUPS; g++) {
+		for (int g = 0; g < RESIDUE_NUM_GROUPS; g++) {
 			geom_rigid_t glob;
 			geom_rigid_compose(&bb, &local[g], &glob);
-			geom_rigid_to_4x4(&glob, sidechain + ((size_t)i * RC_NUM_GROUPS + g) * 16);
+			geom_rigid_to_4x4(&glob, sidechain + ((size_t)i * RESIDUE_NUM_GROUPS + g) * 16);
 		}
 	}
 	return 0;
@@ -176,16 +176,16 @@ int geom_frames_to_atom14(int L, const float *sidechain, const int *aatype, floa
 		return -1;
 	for (int i = 0; i < L; i++) {
 		const int aa = aatype[i];
-		for (int a = 0; a < RC_NUM_ATOM14; a++) {
-			float *out = atom14 + ((size_t)i * RC_NUM_ATOM14 + a) * 3;
-			if (rc_atom14_mask[aa][a] == 0.0f) {
+		for (int a = 0; a < RESIDUE_NUM_ATOM14; a++) {
+			float *out = atom14 + ((size_t)i * RESIDUE_NUM_ATOM14 + a) * 3;
+			if (residue_atom14_mask[aa][a] == 0.0f) {
 				out[0] = out[1] = out[2] = 0.0f;
 				continue;
 			}
 			geom_rigid_t fr;
-			int g = rc_atom14_to_rigid_group[aa][a];
-			geom_rigid_from_4x4(sidechain + ((size_t)i * RC_NUM_GROUPS + g) * 16, &fr);
-			geom_rigid_apply(&fr, rc_atom14_rigid_group_positions[aa][a], out);
+			int g = residue_atom14_to_rigid_group[aa][a];
+			geom_rigid_from_4x4(sidechain + ((size_t)i * RESIDUE_NUM_GROUPS + g) * 16, &fr);
+			geom_rigid_apply(&fr, residue_atom14_rigid_group_positions[aa][a], out);
 		}
 	}
 	return 0;
@@ -197,14 +197,14 @@ int geom_atom14_to_atom37(int L, const float *atom14, const int *aatype, float *
 		return -1;
 	for (int i = 0; i < L; i++) {
 		const int aa = aatype[i];
-		for (int k = 0; k < RC_NUM_ATOM37; k++) {
-			float *out = atom37 + ((size_t)i * RC_NUM_ATOM37 + k) * 3;
-			if (rc_atom37_mask[aa][k] == 0.0f) {
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
+			float *out = atom37 + ((size_t)i * RESIDUE_NUM_ATOM37 + k) * 3;
+			if (residue_atom37_mask[aa][k] == 0.0f) {
 				out[0] = out[1] = out[2] = 0.0f;
 				continue;
 			}
-			const float *in = atom14 + ((size_t)i * RC_NUM_ATOM14 +
-			                            rc_atom37_to_atom14[aa][k]) * 3;
+			const float *in = atom14 + ((size_t)i * RESIDUE_NUM_ATOM14 +
+			                            residue_atom37_to_atom14[aa][k]) * 3;
 			out[0] = in[0];
 			out[1] = in[1];
 			out[2] = in[2];
@@ -219,11 +219,11 @@ int geom_atom_masks(int L, const int *aatype, float *atom14_mask, float *atom37_
 		return -1;
 	for (int i = 0; i < L; i++) {
 		if (atom14_mask)
-			memcpy(atom14_mask + (size_t)i * RC_NUM_ATOM14, rc_atom14_mask[aatype[i]],
-			       sizeof rc_atom14_mask[0]);
+			memcpy(atom14_mask + (size_t)i * RESIDUE_NUM_ATOM14, residue_atom14_mask[aatype[i]],
+			       sizeof residue_atom14_mask[0]);
 		if (atom37_mask)
-			memcpy(atom37_mask + (size_t)i * RC_NUM_ATOM37, rc_atom37_mask[aatype[i]],
-			       sizeof rc_atom37_mask[0]);
+			memcpy(atom37_mask + (size_t)i * RESIDUE_NUM_ATOM37, residue_atom37_mask[aatype[i]],
+			       sizeof residue_atom37_mask[0]);
 	}
 	return 0;
 }
@@ -233,8 +233,8 @@ int geom_apply_residue_mask(int L, const float *res_mask, float *atom37_mask, fl
 	if (L < 0)
 		return -1;
 	for (int i = 0; i < L; i++) {
-		for (int k = 0; k < RC_NUM_ATOM37; k++) {
-			size_t at = (size_t)i * RC_NUM_ATOM37 + k;
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (atom37_mask)
 				atom37_mask[at] *= res_mask[i];
 			if (atom37)

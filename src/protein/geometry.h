@@ -1,4 +1,4 @@
-/* geom.h - rigid-body geometry and the structure-module tail, on host floats.
+/* geometry.h (prefix geom_) - rigid-body geometry and the structure-module tail, on host floats.
  *
  * Conventions (those of the reference's Rigid/Rotation):
  *  - a quaternion is (w, x, y, z), w the real part;

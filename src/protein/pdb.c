@@ -56,9 +56,9 @@ static int check_input(const pdb_input_t *in)
 		return -1;
 	}
 	for (int i = 0; i < in->L; i++) {
-		if (in->aatype[i] < 0 || in->aatype[i] >= RC_NUM_RESTYPES) {
+		if (in->aatype[i] < 0 || in->aatype[i] >= RESIDUE_NUM_RESTYPES) {
 			log_error("pdb: aatype %d at residue %d is outside 0..%d", in->aatype[i], i,
-			          RC_NUM_RESTYPES - 1);
+			          RESIDUE_NUM_RESTYPES - 1);
 			return -1;
 		}
 		if (in->chain_index &&
@@ -67,14 +67,14 @@ static int check_input(const pdb_input_t *in)
 			          in->chain_index[i], i, PDB_MAX_CHAINS - 1);
 			return -1;
 		}
-		for (int k = 0; k < RC_NUM_ATOM37; k++) {
-			size_t at = (size_t)i * RC_NUM_ATOM37 + k;
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
 				continue;
 			if (!isfinite(in->atom37[3 * at]) || !isfinite(in->atom37[3 * at + 1]) ||
 			    !isfinite(in->atom37[3 * at + 2]) || !isfinite(in->plddt[at])) {
 				log_error("pdb: non-finite coordinate or pLDDT at residue %d atom %s", i,
-				          rc_atom_types[k]);
+				          residue_atom_types[k]);
 				return -1;
 			}
 		}
@@ -91,20 +91,20 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 	fputs("PARENT N/A\n", f);
 	int serial = 1;
 	for (int i = 0; i < in->L; i++) {
-		const char *res = rc_restype_name3(in->aatype[i]);
+		const char *res = residue_restype_name3(in->aatype[i]);
 		int chain = in->chain_index ? in->chain_index[i] : 0;
 		int resnum = in->residue_index[i] + 1;
-		for (int k = 0; k < RC_NUM_ATOM37; k++) {
-			size_t at = (size_t)i * RC_NUM_ATOM37 + k;
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
 				continue;
 			const float *x = in->atom37 + 3 * at;
 			/* serial, name, altLoc, resName, chain, resSeq, iCode, x y z,
 			 * occupancy, B-factor, element, charge */
 			fprintf(f, "ATOM  %5d  %-3s %3s %c%4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2c  \n",
-			        serial++, rc_atom_types[k], res, chain_ids[chain], resnum,
+			        serial++, residue_atom_types[k], res, chain_ids[chain], resnum,
 			        (double)x[0], (double)x[1], (double)x[2], 1.0,
-			        100.0 * (double)in->plddt[at], rc_atom_elements[k]);
+			        100.0 * (double)in->plddt[at], residue_atom_elements[k]);
 		}
 		int last = i == in->L - 1;
 		if (last || (in->chain_index && in->chain_index[i + 1] != chain)) {
@@ -124,8 +124,8 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 
 int pdb_write_atomic(const char *path, const pdb_input_t *in)
 {
-	af_t a;
+	atomic_file_t a;
 
-	if (!af_open(&a, path)) return -1;
-	return af_close(&a, pdb_write(a.f, in) == 0);
+	if (!atomic_file_open(&a, path)) return -1;
+	return atomic_file_close(&a, pdb_write(a.f, in) == 0);
 }

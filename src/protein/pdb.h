@@ -1,4 +1,4 @@
-/* pdb.h - PDB output in the fair-esm flavour.
+/* pdb.h (prefix pdb_) - PDB output in the fair-esm flavour.
  *
  * The body is the text fair-esm's output_to_pdb writes: "PARENT N/A" before
  * each chain, one ATOM record per atom37 slot whose mask is >= 0.5, atom

@@ -4,15 +4,15 @@
  */
 #include "protein/residue.h"
 
-const char rc_restypes[RC_NUM_RESTYPES + 1] = "ARNDCQEGHILKMFPSTWYVX";
+const char residue_restypes[RESIDUE_NUM_RESTYPES + 1] = "ARNDCQEGHILKMFPSTWYVX";
 
-const char rc_restype_names3[RC_NUM_RESTYPES][4] = {"ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO", "SER", "THR", "TRP", "TYR", "VAL", "UNK"};
+const char residue_restype_names3[RESIDUE_NUM_RESTYPES][4] = {"ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE", "PRO", "SER", "THR", "TRP", "TYR", "VAL", "UNK"};
 
-const char rc_atom_types[RC_NUM_ATOM37][4] = {"N", "CA", "C", "CB", "O", "CG", "CG1", "CG2", "OG", "OG1", "SG", "CD", "CD1", "CD2", "ND1", "ND2", "OD1", "OD2", "SD", "CE", "CE1", "CE2", "CE3", "NE", "NE1", "NE2", "OE1", "OE2", "CH2", "NH1", "NH2", "OH", "CZ", "CZ2", "CZ3", "NZ", "OXT"};
+const char residue_atom_types[RESIDUE_NUM_ATOM37][4] = {"N", "CA", "C", "CB", "O", "CG", "CG1", "CG2", "OG", "OG1", "SG", "CD", "CD1", "CD2", "ND1", "ND2", "OD1", "OD2", "SD", "CE", "CE1", "CE2", "CE3", "NE", "NE1", "NE2", "OE1", "OE2", "CH2", "NH1", "NH2", "OH", "CZ", "CZ2", "CZ3", "NZ", "OXT"};
 
-const char rc_atom_elements[RC_NUM_ATOM37] = {'N', 'C', 'C', 'C', 'O', 'C', 'C', 'C', 'O', 'O', 'S', 'C', 'C', 'C', 'N', 'N', 'O', 'O', 'S', 'C', 'C', 'C', 'C', 'N', 'N', 'N', 'O', 'O', 'C', 'N', 'N', 'O', 'C', 'C', 'C', 'N', 'O'};
+const char residue_atom_elements[RESIDUE_NUM_ATOM37] = {'N', 'C', 'C', 'C', 'O', 'C', 'C', 'C', 'O', 'O', 'S', 'C', 'C', 'C', 'N', 'N', 'O', 'O', 'S', 'C', 'C', 'C', 'C', 'N', 'N', 'N', 'O', 'O', 'C', 'N', 'N', 'O', 'C', 'C', 'C', 'N', 'O'};
 
-const char rc_atom14_names[RC_NUM_RESTYPES][RC_NUM_ATOM14][4] = {
+const char residue_atom14_names[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14][4] = {
 	{"N", "CA", "C", "O", "CB", "", "", "", "", "", "", "", "", ""},
 	{"N", "CA", "C", "O", "CB", "CG", "CD", "NE", "CZ", "NH1", "NH2", "", "", ""},
 	{"N", "CA", "C", "O", "CB", "CG", "OD1", "ND2", "", "", "", "", "", ""},
@@ -36,7 +36,7 @@ const char rc_atom14_names[RC_NUM_RESTYPES][RC_NUM_ATOM14][4] = {
 	{"", "", "", "", "", "", "", "", "", "", "", "", "", ""}
 };
 
-const int rc_atom14_to_atom37[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
+const int residue_atom14_to_atom37[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = {
 	{0, 1, 2, 4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{0, 1, 2, 4, 3, 5, 11, 23, 32, 29, 30, 0, 0, 0},
 	{0, 1, 2, 4, 3, 5, 16, 15, 0, 0, 0, 0, 0, 0},
@@ -60,7 +60,7 @@ const int rc_atom14_to_atom37[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
 	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 };
 
-const int rc_atom37_to_atom14[RC_NUM_RESTYPES][RC_NUM_ATOM37] = {
+const int residue_atom37_to_atom14[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM37] = {
 	{0, 1, 2, 4, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{0, 1, 2, 4, 3, 5, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 9, 10, 0, 8, 0, 0, 0, 0},
 	{0, 1, 2, 4, 3, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 7, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -84,7 +84,7 @@ const int rc_atom37_to_atom14[RC_NUM_RESTYPES][RC_NUM_ATOM37] = {
 	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 };
 
-const float rc_atom14_mask[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
+const float residue_atom14_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = {
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f},
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
@@ -108,7 +108,7 @@ const float rc_atom14_mask[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
 	{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}
 };
 
-const float rc_atom37_mask[RC_NUM_RESTYPES][RC_NUM_ATOM37] = {
+const float residue_atom37_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM37] = {
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f},
 	{1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
@@ -132,7 +132,7 @@ const float rc_atom37_mask[RC_NUM_RESTYPES][RC_NUM_ATOM37] = {
 	{0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}
 };
 
-const float rc_rigid_group_default_frame[RC_NUM_RESTYPES][RC_NUM_GROUPS][4][4] = {
+const float residue_rigid_group_default_frame[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_GROUPS][4][4] = {
 	{
 		{
 			{1.0f, 0.0f, 0.0f, 0.0f},
@@ -1185,7 +1185,7 @@ const float rc_rigid_group_default_frame[RC_NUM_RESTYPES][RC_NUM_GROUPS][4][4] =
 	}
 };
 
-const int rc_atom14_to_rigid_group[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
+const int residue_atom14_to_rigid_group[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14] = {
 	{0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	{0, 0, 0, 3, 0, 4, 5, 6, 7, 7, 7, 0, 0, 0},
 	{0, 0, 0, 3, 0, 4, 5, 5, 0, 0, 0, 0, 0, 0},
@@ -1209,7 +1209,7 @@ const int rc_atom14_to_rigid_group[RC_NUM_RESTYPES][RC_NUM_ATOM14] = {
 	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 };
 
-const float rc_atom14_rigid_group_positions[RC_NUM_RESTYPES][RC_NUM_ATOM14][3] = {
+const float residue_atom14_rigid_group_positions[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM14][3] = {
 	{
 		{-0.524999976f, 1.36300004f, 0.0f},
 		{0.0f, 0.0f, 0.0f},
@@ -1548,7 +1548,7 @@ const float rc_atom14_rigid_group_positions[RC_NUM_RESTYPES][RC_NUM_ATOM14][3] =
 	}
 };
 
-const float rc_chi_angles_mask[RC_NUM_RESTYPES][RC_NUM_CHI] = {
+const float residue_chi_angles_mask[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_CHI] = {
 	{0.0f, 0.0f, 0.0f, 0.0f},
 	{1.0f, 1.0f, 1.0f, 1.0f},
 	{1.0f, 1.0f, 0.0f, 0.0f},
@@ -1572,7 +1572,7 @@ const float rc_chi_angles_mask[RC_NUM_RESTYPES][RC_NUM_CHI] = {
 	{0.0f, 0.0f, 0.0f, 0.0f}
 };
 
-const float rc_chi_pi_periodic[RC_NUM_RESTYPES][RC_NUM_CHI] = {
+const float residue_chi_pi_periodic[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_CHI] = {
 	{0.0f, 0.0f, 0.0f, 0.0f},
 	{0.0f, 0.0f, 0.0f, 0.0f},
 	{0.0f, 0.0f, 0.0f, 0.0f},

@@ -1,4 +1,4 @@
-/* bucket.h - length buckets: sequences are grouped by an upper bound on
+/* bucket.h (prefix bucket_) - length buckets: sequences are grouped by an upper bound on
  * their model length (residues plus chain linkers, see job.h).
  *
  * The default bounds are 512 / 768 / 1024 / 1344; a length above the last

@@ -1,4 +1,4 @@
-/* mem.c - the memory figures of one job (see mem.h). */
+/* memory.c - the memory figures of one job (see memory.h). */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
-/* mem.h - the memory figures of one job, as a PyTorch user knows them.
+/* memory.h (prefix mem_) - the memory figures of one job, as a PyTorch user knows them.
  *
  *   predicted    the planner's arena before the job runs, plus the
  *                backend's per-worker workspace (bytes); on the CPU the
- *                arena holds the fold's host buffers too (fx_host)
+ *                arena holds the fold's host buffers too (fwd_host)
  *   allocated    peak bytes of live tensors, from the executing pass's own
  *                placement state (torch.cuda.max_memory_allocated)
  *   reserved     the arena the executing pass reserved, plus the backend
@@ -21,7 +21,7 @@
  * first folds and is measured once as calibrate's worker overhead.
  * File-backed pages are left out because the kernel may drop and refault
  * them at will; the weights' pages leave the resident set once copied
- * (st_release), so the file-backed part is the binary and its libraries,
+ * (safetensors_release), so the file-backed part is the binary and its libraries,
  * taken to be the same at the peak as after the fold.  RSS is per process:
  * with several CPU workers device_used and growth cover all of them.
  */

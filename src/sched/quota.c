@@ -367,8 +367,8 @@ int quota_write_fp(const quota_table_t *t, FILE *fp)
 
 int quota_write(const quota_table_t *t, const char *path)
 {
-	af_t a;
+	atomic_file_t a;
 
-	if (!af_open(&a, path)) return -1;
-	return af_close(&a, quota_write_fp(t, a.f) == 0);
+	if (!atomic_file_open(&a, path)) return -1;
+	return atomic_file_close(&a, quota_write_fp(t, a.f) == 0);
 }

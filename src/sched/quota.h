@@ -1,4 +1,4 @@
-/* quota.h - bucket quota tables: the per-length memory figures a device
+/* quota.h (prefix quota_) - bucket quota tables: the per-length memory figures a device
  * needs, as a TSV file (format in buckets/README).
  *
  *   #esmbatch-quota<TAB>v1<TAB>device=...<TAB>precision=...<TAB>weights=...

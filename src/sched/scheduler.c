@@ -167,7 +167,7 @@ static int sched_place(sched_t *s, int i, int c0)
 	return sched_split(s, i);   /* the halves keep the numbering through start */
 }
 
-int sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+int sched_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
                     sched_dev_t **devs, int *ndev)
 {
 	char **spec;
@@ -189,7 +189,7 @@ int sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, 
 		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
 		d->loaded = 1;
 		d->workers = o->dump_tensors ? 1 : o->workers;
-		d->budget = dev_budget(d->be, d->spec, cpu_total, wt_f32_bytes(w), load);
+		d->budget = dev_budget(d->be, d->spec, cpu_total, weights_f32_bytes(w), load);
 		if (qt && quota_get(qt, "worker_overhead"))
 			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
 		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,

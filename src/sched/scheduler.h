@@ -79,7 +79,7 @@ typedef struct {
 	sched_done_fn        done;
 	sched_settled_fn     settled;     /* or NULL */
 	void                *ctx;
-	st_writer_t         *dump;        /* --dump-tensors (one worker only) */
+	safetensors_writer_t         *dump;        /* --dump-tensors (one worker only) */
 	const char *const   *names;       /* record names for the dump */
 } sched_opt_t;
 
@@ -89,7 +89,7 @@ typedef struct {
  * come), workers, budget (dev_budget; cpu_total from dev_cpu_memory) and
  * the quota table's worker_overhead, logged.  0, or -1 after logging
  * (what was opened is in *devs: sched_devs_free it). */
-int  sched_devs_open(const opt_t *o, wt_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+int  sched_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
                      sched_dev_t **devs, int *ndev);
 void sched_devs_free(sched_dev_t *devs, int n);
 

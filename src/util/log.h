@@ -1,4 +1,4 @@
-/* log.h - the one levelled logger; everything goes to stderr.
+/* log.h (prefix log_) - the one levelled logger; everything goes to stderr.
  *
  * Library code reports through these and returns a status; it never exits.
  * Level: 0 error, 1 warning, 2 info (default), 3 debug.  -q lowers it by

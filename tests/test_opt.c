@@ -43,7 +43,7 @@ static void test_defaults(void **state)
 	assert_int_equal(o.strict, 0);
 	assert_int_equal(o.chunk_size, 0);
 	assert_int_equal(o.num_recycles, -1);
-	assert_int_equal(o.precision, OPT_PREC_AUTO);
+	assert_int_equal(o.precision, BE_PREC_AUTO);
 	assert_int_equal(o.pae, 0);
 	assert_int_equal(o.no_split, 0);
 	assert_int_equal(o.threads, 0);
@@ -86,8 +86,8 @@ static void test_all_options(void **state)
 	assert_int_equal(o.strict, 1);
 	assert_int_equal(o.chunk_size, 64);
 	assert_int_equal(o.num_recycles, 0);
-	assert_int_equal(o.precision, OPT_PREC_BF16);
-	assert_string_equal(opt_prec_name(o.precision), "bf16");
+	assert_int_equal(o.precision, BE_PREC_BF16);
+	assert_string_equal(be_prec_name(o.precision), "bf16");
 	assert_string_equal(o.devices, "cuda:0,1");
 	assert_string_equal(o.dump_tensors, "d.st");
 	assert_int_equal(o.pae, 1);

@@ -50,6 +50,18 @@ typedef struct {
 	const float *mask; int64_t mask_sb;
 } be_attn_t;
 
+/* what a device computes with (--precision): auto lets the backend choose */
+typedef enum {
+	BE_PREC_AUTO = 0, BE_PREC_FP32, BE_PREC_BF16, BE_PREC_FP16, BE_PREC_COUNT
+} be_prec_t;
+
+/* "auto", "fp32", "bf16", "fp16"; "?" for anything else */
+static inline const char *be_prec_name(be_prec_t p)
+{
+	static const char *const names[BE_PREC_COUNT] = { "auto", "fp32", "bf16", "fp16" };
+	return (unsigned)p < BE_PREC_COUNT ? names[p] : "?";
+}
+
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
 

@@ -7,7 +7,7 @@
 #include "backend/cuda.h"
 #include "backend/devices.h"
 #include "util/log.h"
-#include "sched/memory.h"
+#include "util/sysmem.h"
 
 /* a simulated card: the CPU backend's entries with a byte budget on
  * alloc/free and, like CUDA, no direct triangle product; `be` first so the
@@ -124,14 +124,14 @@ static be_t *dev_sim_open(const char *spec, int threads)
 	return &s->be;
 }
 
-int dev_precision(be_t *be, opt_prec_t prec)
+int dev_precision(be_t *be, be_prec_t prec)
 {
-	be_cuda_prec_t p = prec == OPT_PREC_FP32 ? BE_CUDA_FP32 :
-	                   prec == OPT_PREC_FP16 ? BE_CUDA_FP16 : BE_CUDA_BF16;
+	be_cuda_prec_t p = prec == BE_PREC_FP32 ? BE_CUDA_FP32 :
+	                   prec == BE_PREC_FP16 ? BE_CUDA_FP16 : BE_CUDA_BF16;
 
-	if (be_cuda_set_precision(be, p) < 0 && prec != OPT_PREC_AUTO && prec != OPT_PREC_FP32) {
+	if (be_cuda_set_precision(be, p) < 0 && prec != BE_PREC_AUTO && prec != BE_PREC_FP32) {
 		log_error("--precision %s: device %s computes in fp32 only (use fp32 or auto)",
-		          opt_prec_name(prec), be->name);
+		          be_prec_name(prec), be->name);
 		return -1;
 	}
 	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention and "
@@ -164,7 +164,7 @@ be_t *dev_open(const char *spec, int threads)
 
 int64_t dev_cpu_memory(int64_t cpu_memory)
 {
-	int64_t avail = mem_available();
+	int64_t avail = sysmem_available();
 
 	if (cpu_memory > 0) return cpu_memory;
 	return avail > 0 ? avail / 10 * 9 : INT64_MAX / 4;

@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
-#include "cli/options.h"
 
 /* The backend for one spec (threads: CPU threads, 0 = auto), logged; NULL
  * after one logged line. */
@@ -27,7 +26,7 @@ be_t *dev_open(const char *spec, int threads);
  * statistics, attention, the structure module's geometry) is fp32.  Other
  * backends compute in fp32 only: auto and fp32 are accepted, anything else
  * is one logged line and -1.  0 otherwise. */
-int   dev_precision(be_t *be, opt_prec_t prec);
+int   dev_precision(be_t *be, be_prec_t prec);
 
 /* Split a --devices list into *specs (malloc'ed array of malloc'ed
  * strings; NULL list: one NULL spec).  The count, or -1 after logging. */

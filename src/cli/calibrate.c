@@ -12,6 +12,7 @@
 #include "config.h"
 #include "backend/devices.h"
 #include "util/log.h"
+#include "util/sysmem.h"
 #include "sched/memory.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
@@ -106,7 +107,7 @@ static int64_t calib_used(be_t *be, int64_t *total)
 		}
 		*total = kb < 0 ? -1 : (int64_t)kb * 1024;
 	}
-	return mem_rss();
+	return sysmem_rss();
 }
 
 /* fold one length with its figures; 0 or -1 (logged) */
@@ -227,7 +228,7 @@ int calib_main(const opt_t *o, FILE *out)
 
 	if ((n = calib_lengths(o->lengths ? o->lengths : CALIB_LENGTHS, len, CALIB_MAX)) < 0)
 		return EXIT_USAGE;
-	mem_policy();
+	sysmem_policy();
 	if (!(be = dev_open(o->devices, o->threads))) goto done;
 	if (dev_precision(be, o->precision) < 0) goto done;
 	context = calib_used(be, &total);

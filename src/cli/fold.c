@@ -32,7 +32,9 @@
 #include "backend/devices.h"
 #include "io/fasta.h"
 #include "cli/fold.h"
+#include "cli/setup.h"
 #include "util/log.h"
+#include "util/sysmem.h"
 #include "sched/memory.h"
 #include "model/model.h"
 #include "protein/pdb.h"
@@ -140,7 +142,7 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	const char *tab = strchr(x->row, '\t');
 	char blabel[16] = "-";
 
-	if (j->bucket >= 0) bucket_label(NULL, j->bucket, blabel, sizeof blabel);
+	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, j->model_len), blabel, sizeof blabel);
 	/* index, name, file, length, bucket, then status onwards */
 	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
 	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
@@ -164,7 +166,7 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	fold_seq_hash(x, h);
 	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}", "name", x->job.outname, "sequence", h,
 	              "weights", weights_fingerprint(r->wt), "recycles", r->o->num_recycles,
-	              "chunk_size", r->o->chunk_size, "precision", opt_prec_name(r->o->precision),
+	              "chunk_size", r->o->chunk_size, "precision", be_prec_name(r->o->precision),
 	              "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
@@ -214,7 +216,7 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 	row = fold_jstr(e, "row");
 	if (!(tab = strchr(row, '\t')) || strcmp(h, fold_jstr(e, "sequence")) ||
 	    strcmp(weights_fingerprint(r->wt), fold_jstr(e, "weights")) ||
-	    strcmp(opt_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
+	    strcmp(be_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
 	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
 	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size)
 		return NULL;
@@ -471,7 +473,7 @@ static void fold_settled(void *ctx, const sched_t *s, int rec)
 
 static void fold_close(fold_run_t *r)
 {
-	sched_devs_free(r->dev, r->ndev);
+	setup_devs_close(r->dev, r->ndev);
 	for (int i = 0; i < r->nrec; i++) {
 		job_free(&r->rec[i].job);
 		free(r->rec[i].row);
@@ -571,7 +573,7 @@ int fold_main(const opt_t *o)
 	int64_t cpu_total;
 
 	pthread_mutex_init(&r.lock, NULL);
-	mem_policy();
+	sysmem_policy();
 	/* from here a signal stops the run cleanly, also while loading */
 	fold_stop = 0;
 	sigaction(SIGINT, &sa, &old_int);
@@ -594,7 +596,7 @@ int fold_main(const opt_t *o)
 	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
 	if (!(r.wt = weights_open(o->weights))) goto done;
 	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
-	if (sched_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
+	if (setup_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
 	for (int i = 0; r.qt && i < r.ndev; i++)
 		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, weights_fingerprint(r.wt),
 		                  r.dev[i].be->precision);

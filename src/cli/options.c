@@ -22,7 +22,7 @@ void opt_init(opt_t *o)
 	o->strict = 0;
 	o->chunk_size = 0;
 	o->num_recycles = -1;
-	o->precision = OPT_PREC_AUTO;
+	o->precision = BE_PREC_AUTO;
 	o->devices = NULL;
 	o->dump_tensors = NULL;
 	o->pae = 0;
@@ -51,13 +51,6 @@ static const char *cmd_names[] = { "fold", "plan", "calibrate", "version" };
 const char *opt_cmd_name(opt_cmd_t c)
 {
 	return (unsigned)c < sizeof cmd_names / sizeof *cmd_names ? cmd_names[c] : "?";
-}
-
-static const char *prec_names[] = { "auto", "fp32", "bf16", "fp16" };
-
-const char *opt_prec_name(opt_prec_t p)
-{
-	return (unsigned)p < sizeof prec_names / sizeof *prec_names ? prec_names[p] : "?";
 }
 
 void opt_usage(FILE *fp)
@@ -219,16 +212,16 @@ int opt_parse(opt_t *o, int argc, char **argv)
 				return -1;
 			break;
 		case O_PREC: {
-			size_t i;
-			for (i = 0; i < sizeof prec_names / sizeof *prec_names; i++)
-				if (strcmp(optarg, prec_names[i]) == 0)
+			int i;
+			for (i = 0; i < BE_PREC_COUNT; i++)
+				if (strcmp(optarg, be_prec_name((be_prec_t)i)) == 0)
 					break;
-			if (i == sizeof prec_names / sizeof *prec_names) {
+			if (i == BE_PREC_COUNT) {
 				log_error("--precision: expected auto, fp32, bf16 or fp16, got '%s'",
 				          optarg);
 				return -1;
 			}
-			o->precision = (opt_prec_t)i;
+			o->precision = (be_prec_t)i;
 			break;
 		}
 		case O_DEVICES: if (set_str(&o->devices, "--devices", optarg)) return -1; break;
@@ -287,10 +280,10 @@ int opt_validate(const opt_t *o)
 	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
 	/* only CUDA devices compute in bf16 or fp16 (dev_precision) */
-	if ((o->precision == OPT_PREC_BF16 || o->precision == OPT_PREC_FP16) && o->devices &&
+	if ((o->precision == BE_PREC_BF16 || o->precision == BE_PREC_FP16) && o->devices &&
 	    !strstr(o->devices, "cuda")) {
 		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
-		          opt_prec_name(o->precision), o->devices);
+		          be_prec_name(o->precision), o->devices);
 		return -1;
 	}
 	if (o->cmd == OPT_CMD_CALIBRATE) {

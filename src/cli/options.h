@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "backend/backend.h"
+
 /* Process exit codes (documented in README.md and `esmbatch --help`). */
 enum {
 	EXIT_OK      = 0,  /* done; every record folded (or planned) */
@@ -29,10 +31,6 @@ typedef enum {
 	OPT_CMD_VERSION
 } opt_cmd_t;
 
-typedef enum {
-	OPT_PREC_AUTO = 0, OPT_PREC_FP32, OPT_PREC_BF16, OPT_PREC_FP16
-} opt_prec_t;
-
 typedef struct {
 	opt_cmd_t  cmd;
 	int        help;          /* -h/--help given: print usage, exit 0 */
@@ -43,7 +41,7 @@ typedef struct {
 	int        strict;        /* --strict: a bad record is fatal */
 	int        chunk_size;    /* --chunk-size: 0 = auto */
 	int        num_recycles;  /* --num-recycles: -1 = model default */
-	opt_prec_t precision;     /* --precision */
+	be_prec_t precision;     /* --precision */
 	char      *devices;       /* --devices: NULL = all found, else e.g.
 	                             "cpu", "cuda", "cuda:0,2" */
 	char      *dump_tensors;  /* --dump-tensors FILE: intermediates out */
@@ -76,6 +74,5 @@ int  opt_validate(const opt_t *o);
 
 void        opt_usage(FILE *fp);
 const char *opt_cmd_name(opt_cmd_t c);
-const char *opt_prec_name(opt_prec_t p);
 
 #endif

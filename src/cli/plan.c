@@ -24,6 +24,7 @@
 #include "backend/devices.h"
 #include "io/fasta.h"
 #include "io/job.h"
+#include "cli/setup.h"
 #include "util/log.h"
 #include "cli/plan.h"
 #include "sched/quota.h"
@@ -47,7 +48,7 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	sched_t *s = NULL;
 	int ndev = 0, rc = -1;
 
-	if (!w || sched_devs_open(o, w, qt, 0, cpu_total, &dev, &ndev) < 0) goto done;
+	if (!w || setup_devs_open(o, w, qt, 0, cpu_total, &dev, &ndev) < 0) goto done;
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = qt ? qt->safety : CALIB_SAFETY, .qt = qt };
@@ -58,7 +59,7 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	rc = sched_plan(s, out, 1);
 done:
 	sched_free(s);
-	sched_devs_free(dev, ndev);
+	setup_devs_close(dev, ndev);
 	weights_close(w);
 	return rc;
 }
@@ -118,7 +119,7 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 			seq[nseq++] = j.seq;
 			j.seq = NULL;
 		}
-		tally_t *b = &t[j.bucket];
+		tally_t *b = &t[bucket_of(NULL, j.model_len)];
 		b->records++;
 		b->residues += j.len;
 		if (j.len > b->longest)

@@ -18,7 +18,6 @@
 #include <htslib/khash_str2int.h>
 #include <htslib/kstring.h>
 
-#include "sched/bucket.h"
 #include "io/fasta.h"
 #include "util/log.h"
 
@@ -495,7 +494,6 @@ static int job_finish(fasta_t *r, job_t *j)
 	j->len = r->chk.nres;
 	j->nchains = r->chk.nchains;
 	j->model_len = j->len + (int64_t)JOB_LINKER_LEN * (j->nchains - 1);
-	j->bucket = bucket_of(NULL, j->model_len);
 	j->status = JOB_OK;
 	return 1;
 }

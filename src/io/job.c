@@ -13,7 +13,6 @@
 void job_init(job_t *j)
 {
 	memset(j, 0, sizeof *j);
-	j->bucket = -1;
 	j->status = JOB_OK;
 }
 
@@ -43,7 +42,6 @@ int job_fail(job_t *j, const char *fmt, ...)
 	j->len = 0;
 	j->nchains = 0;
 	j->model_len = 0;
-	j->bucket = -1;
 	j->status = JOB_FAILED;
 	free(j->reason);
 	j->reason = n < 0 ? NULL : r;

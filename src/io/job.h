@@ -32,7 +32,6 @@ typedef struct {
 	int64_t len;         /* residues, ':' not counted; 0 if failed */
 	int     nchains;     /* number of ':'-separated chains; 0 if failed */
 	int64_t model_len;   /* len + JOB_LINKER_LEN * (nchains - 1) */
-	int     bucket;      /* bucket_of(NULL, model_len); -1 if failed */
 	job_status_t status;
 	char   *reason;      /* why it failed; NULL when JOB_OK */
 } job_t;

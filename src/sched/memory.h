@@ -41,22 +41,6 @@ typedef struct {
 	int64_t growth;        /* -1 unknown */
 } mem_fig_t;
 
-/* Resident set now / its peak since mem_peak_reset() (or process start) /
- * its anonymous part now: bytes from /proc/self/status, -1 where
- * unavailable. */
-int64_t mem_rss(void);
-int64_t mem_rss_peak(void);
-int64_t mem_rss_anon(void);
-/* Restart the peak resident set count (/proc/self/clear_refs); 0 or -1. */
-int     mem_peak_reset(void);
-/* Process policy for measuring: large blocks (arenas) come straight from
- * the OS and go back when freed, so a fresh arena starts untouched and the
- * resident set counts exactly the pages a fold touched (glibc's sliding
- * mmap threshold would otherwise serve arenas from a warm heap). */
-void    mem_policy(void);
-/* MemAvailable of /proc/meminfo in bytes; -1 where unavailable. */
-int64_t mem_available(void);
-
 /* model_fold with the figures measured around it (on the CPU this
  * restarts the process's peak RSS count). */
 int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,

@@ -24,7 +24,6 @@
 #include "backend/backend.h"
 #include "sched/memory.h"
 #include "model/model.h"
-#include "cli/options.h"
 #include "sched/quota.h"
 #include "io/safetensors.h"
 #include "model/tokenizer.h"
@@ -82,16 +81,6 @@ typedef struct {
 	safetensors_writer_t         *dump;        /* --dump-tensors (one worker only) */
 	const char *const   *names;       /* record names for the dump */
 } sched_opt_t;
-
-/* Open every device of o->devices into *devs (*ndev of them): backend,
- * --precision, the model loaded on it (load: 1) or its shapes only (0:
- * for planning; the budget then leaves room for the weights still to
- * come), workers, budget (dev_budget; cpu_total from dev_cpu_memory) and
- * the quota table's worker_overhead, logged.  0, or -1 after logging
- * (what was opened is in *devs: sched_devs_free it). */
-int  sched_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
-                     sched_dev_t **devs, int *ndev);
-void sched_devs_free(sched_dev_t *devs, int n);
 
 sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
 void     sched_free(sched_t *s);

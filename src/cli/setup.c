@@ -1,0 +1,51 @@
+/* setup.c - the devices of a run, each with the model on it (see setup.h). */
+#include <stdlib.h>
+
+#include "backend/devices.h"
+#include "cli/setup.h"
+#include "util/log.h"
+
+int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
+                    sched_dev_t **devs, int *ndev)
+{
+	char **spec;
+	int n = dev_split(o->devices, &spec);
+
+	*ndev = 0;
+	if (n < 0 || !(*devs = calloc(n, sizeof **devs))) {
+		dev_split_free(spec, n);
+		return -1;
+	}
+	*ndev = n;
+	for (int i = 0; i < n; i++) {
+		sched_dev_t *d = &(*devs)[i];
+		d->spec = spec[i];
+		spec[i] = NULL;
+		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
+		if (dev_precision(d->be, o->precision) < 0) goto fail;
+		if (model_load(&d->model, w, load ? d->be : NULL) < 0) goto fail;
+		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
+		d->loaded = 1;
+		d->workers = o->dump_tensors ? 1 : o->workers;
+		d->budget = dev_budget(d->be, d->spec, cpu_total, weights_f32_bytes(w), load);
+		if (qt && quota_get(qt, "worker_overhead"))
+			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
+		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
+		         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
+	}
+	free(spec);
+	return 0;
+fail:
+	dev_split_free(spec, n);
+	return -1;
+}
+
+void setup_devs_close(sched_dev_t *devs, int n)
+{
+	for (int i = 0; i < n; i++) {
+		if (devs[i].loaded) model_free(&devs[i].model);
+		be_free(devs[i].be);
+		free(devs[i].spec);
+	}
+	free(devs);
+}

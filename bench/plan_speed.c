@@ -40,18 +40,18 @@ int main(int argc, char **argv)
 	printf("chunk\tlengths\tseconds\tarena_at_%d\tpeak_allocated_at_%d\n", N, N);
 	for (int k = 0; k < nchunk; k++) {
 		model_run_t run = { .chunk = argc > 3 ? atoi(argv[3 + k]) : 0 };
-		size_t arena = 0, peak = 0;
+		model_plan_t p = { 0 };
 		double t0 = now();
 		for (int L = 1; L <= N; L++) {
 			tok_t t;
 			char c = seq[L];
 			seq[L] = 0;
-			if (tok_encode(&t, seq, m.cfg) < 0 || model_plan(&m, &t, &run, &arena, &peak) < 0)
+			if (tok_encode(&t, seq, m.cfg) < 0 || model_plan(&m, &t, &run, &p) < 0)
 				return 1;
 			seq[L] = c;
 			tok_free(&t);
 		}
-		printf("%d\t%d\t%.3f\t%zu\t%zu\n", run.chunk, N, now() - t0, arena, peak);
+		printf("%d\t%d\t%.3f\t%zu\t%zu\n", run.chunk, N, now() - t0, p.arena, p.peak_live);
 	}
 	free(seq);
 	model_free(&m);

@@ -54,7 +54,7 @@ static int fold(const model_t *m, const tok_t *t, int chunk, safetensors_writer_
 {
 	model_run_t r = { .chunk = chunk, .dump = dump, .name = name };
 	char err[256] = "";
-	int rc = model_fold(m, t, &r, out, err, sizeof err);
+	int rc = model_fold(m, t, &r, NULL, out, err, sizeof err);
 	if (rc < 0) fprintf(stderr, "%s on %s (chunk %d): %s\n", name, m->be->name, chunk, err);
 	return rc;
 }

@@ -17,6 +17,7 @@
 #include <htslib/faidx.h>
 
 #include "io/fasta.h"
+#include "model/tokenizer.h"
 #include "io/job.h"
 #include "util/log.h"
 
@@ -95,7 +96,7 @@ static void assert_failed(const job_t *j, const char *reason)
 	if (j->status != JOB_FAILED)
 		fail_msg("expected failed '%s', got ok", reason);
 	assert_null(j->seq);
-	assert_int_equal(j->model_len, 0);
+	assert_int_equal(j->len, 0);
 	assert_non_null(j->reason);
 	assert_string_equal(j->reason, reason);
 }
@@ -108,13 +109,12 @@ static void check_good(jobs_t *js)
 	assert_string_equal(js->j[0].header, "seq1 first  record");
 	assert_int_equal(js->j[0].len, 22);
 	assert_int_equal(js->j[0].nchains, 1);
-	assert_int_equal(js->j[0].model_len, 22);
 	assert_ok(&js->j[1], "seq2", "MKTAYIAKQR");          /* lower case, '*' */
 	assert_ok(&js->j[2], "seq3", "ACDEFGHIKLMNPQRSTVWYXBZUOJ");
 	assert_ok(&js->j[3], "dimer", "MKTAYIAKQR:GSHMSELKNV"); /* trailing blanks */
 	assert_int_equal(js->j[3].len, 20);
 	assert_int_equal(js->j[3].nchains, 2);
-	assert_int_equal(js->j[3].model_len, 20 + JOB_LINKER_LEN);
+	assert_int_equal(tok_model_len(js->j[3].len, js->j[3].nchains), 20 + TOK_LINKER_LEN);
 	assert_ok(&js->j[4], "one", "M");
 	for (int i = 0; i < 5; i++) {
 		assert_int_equal(js->j[i].index, i);
@@ -251,7 +251,7 @@ static void test_too_long_and_long_lines(void **state)
 	assert_failed(&js.j[0], "record 1 'big': sequence longer than 1048576 residues");
 	assert_int_equal(js.j[1].status, JOB_OK);
 	assert_int_equal(js.j[1].len, FASTA_MAX_LEN);
-	assert_int_equal(js.j[1].model_len, FASTA_MAX_LEN);
+	assert_int_equal(js.j[1].nchains, 1);
 	assert_int_equal(js.j[2].status, JOB_OK);
 	assert_int_equal(strlen(js.j[2].header), FASTA_MAX_HEADER);
 	assert_int_equal(strlen(js.j[2].outname), JOB_NAME_MAX);

@@ -43,14 +43,15 @@ static void plan_both(const model_t *m, int L, int chunk)
 {
 	char *s = seq_of(L);
 	tok_t t;
-	size_t a0, p0, a1, p1;
+	model_plan_t p0, p1;
 
 	assert_int_equal(tok_encode(&t, s, m->cfg), 0);
 	model_run_t fast = { .chunk = chunk }, slow = { .chunk = chunk, .no_memo = 1 };
-	assert_int_equal(model_plan(m, &t, &fast, &a0, &p0), 0);
-	assert_int_equal(model_plan(m, &t, &slow, &a1, &p1), 0);
-	if (a0 != a1 || p0 != p1)
-		fail_msg("L %d chunk %d: memo %zu/%zu, full %zu/%zu", L, chunk, a0, p0, a1, p1);
+	assert_int_equal(model_plan(m, &t, &fast, &p0), 0);
+	assert_int_equal(model_plan(m, &t, &slow, &p1), 0);
+	if (p0.arena != p1.arena || p0.peak_live != p1.peak_live || p0.host != p1.host)
+		fail_msg("L %d chunk %d: memo %zu/%zu, full %zu/%zu", L, chunk, p0.arena, p0.peak_live,
+		         p1.arena, p1.peak_live);
 	tok_free(&t);
 	free(s);
 }
@@ -100,11 +101,12 @@ static void test_exec_matches_plan(void **state)
 			tok_t t;
 			model_out_t out;
 			mem_fig_t fig;
-			size_t arena, peak;
+			model_plan_t p;
 			model_run_t run = { .chunk = chunk, .passes = 2 };
 			assert_int_equal(tok_encode(&t, s, m.cfg), 0);
-			assert_int_equal(model_plan(&m, &t, &run, &arena, &peak), 0);
-			assert_int_equal(mem_fold(&m, &t, &run, &out, &fig, err, sizeof err), 0);
+			assert_int_equal(model_plan(&m, &t, &run, &p), 0);
+			size_t arena = p.arena, peak = p.peak_live;
+			assert_int_equal(mem_fold(&m, &t, &run, &p, &out, &fig, err, sizeof err), 0);
 			assert_int_equal(out.arena, arena);
 			assert_int_equal(out.peak_live, peak);
 			assert_int_equal(out.exec_arena, arena);
@@ -193,7 +195,7 @@ static void test_random_weights(void **state)
 	model_out_t out;
 	model_run_t run = { .passes = 2 };
 	assert_int_equal(tok_encode(&t, s, m.cfg), 0);
-	assert_int_equal(model_fold(&m, &t, &run, &out, err, sizeof err), 0);
+	assert_int_equal(model_fold(&m, &t, &run, NULL, &out, err, sizeof err), 0);
 	for (int i = 0; i < 23 * 37 * 3; i++) assert_true(isfinite(out.atom37[i]));
 	assert_true(out.mean_plddt > 0.0f && out.mean_plddt < 1.0f);
 	model_out_free(&out);

@@ -49,12 +49,12 @@ static void test_manifest_accepted(void **state)
 	seq[256] = 0;
 	assert_int_equal(tok_encode(&t, seq, c), 0);
 	model_run_t run = { .chunk = 64, .name = "plan" };
-	size_t arena = 0, peak = 0;
-	assert_int_equal(model_plan(&m, &t, &run, &arena, &peak), 0);
+	model_plan_t p;
+	assert_int_equal(model_plan(&m, &t, &run, &p), 0);
 	/* at least z [L, L, c_z] and its structure-module copy, at most 8 GiB */
-	assert_true(arena >= 2 * (size_t)256 * 256 * 128 * 4);
-	assert_true(arena < ((size_t)8 << 30));
-	assert_true(peak <= arena);
+	assert_true(p.arena >= 2 * (size_t)256 * 256 * 128 * 4);
+	assert_true(p.arena < ((size_t)8 << 30));
+	assert_true(p.peak_live <= p.arena);
 	tok_free(&t);
 	model_free(&m);
 	weights_close(w);

@@ -8,6 +8,7 @@
 #include "backend/devices.h"
 #include "util/log.h"
 #include "util/sysmem.h"
+#include "util/status.h"
 
 /* a simulated card: the CPU backend's entries with a byte budget on
  * alloc/free and, like CUDA, no direct triangle product; `be` first so the
@@ -33,12 +34,12 @@ static int dev_sim_alloc(be_t *be, size_t n, void **p)
 	ok = s->used + n <= s->budget;
 	if (ok) s->used += n;
 	pthread_mutex_unlock(&s->lock);
-	if (!ok) return -2;
+	if (!ok) return STATUS_OOM;
 	if (s->cpu->alloc(s->cpu, n + DEV_SIM_HDR, &q) < 0) {
 		pthread_mutex_lock(&s->lock);
 		s->used -= n;
 		pthread_mutex_unlock(&s->lock);
-		return -2;
+		return STATUS_OOM;
 	}
 	*(size_t *)q = n;
 	*p = (char *)q + DEV_SIM_HDR;

@@ -142,7 +142,7 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	const char *tab = strchr(x->row, '\t');
 	char blabel[16] = "-";
 
-	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, j->model_len), blabel, sizeof blabel);
+	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
 	/* index, name, file, length, bucket, then status onwards */
 	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
 	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
@@ -290,7 +290,7 @@ static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
 
 /* sched_done_fn: write the outputs of one folded item (a whole record, or
  * a fragment numbered as in the record) */
-static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                      const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
                      size_t cap)
 {

@@ -29,6 +29,7 @@
 #include "cli/plan.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
+#include "model/tokenizer.h"
 #include "model/weights.h"
 
 typedef struct {
@@ -119,7 +120,7 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 			seq[nseq++] = j.seq;
 			j.seq = NULL;
 		}
-		tally_t *b = &t[bucket_of(NULL, j.model_len)];
+		tally_t *b = &t[bucket_of(NULL, tok_model_len(j.len, j.nchains))];
 		b->records++;
 		b->residues += j.len;
 		if (j.len > b->longest)

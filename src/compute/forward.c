@@ -8,6 +8,7 @@
 
 #include "compute/forward.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* while planning, tensors point into a fake, never dereferenced range so
  * that views and strides can still be computed */
@@ -49,10 +50,10 @@ int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
 	place_init(&fx->mp, arena_size);
 	place_init(&fx->hmp, 0);
 	if (fwd_fault_due())
-		return fwd_fail(fx, -2, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
+		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
 		               arena_size, be->name);
 	if (arena_size && be->alloc(be, arena_size, &p) < 0)
-		return fwd_fail(fx, -2, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
+		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
 	fx->arena = p;
 	fx->arena_size = arena_size;
 	return 0;
@@ -65,7 +66,7 @@ int fwd_exec_host(fwd_t *fx, size_t host_size)
 	place_free(&fx->hmp);
 	place_init(&fx->hmp, host_size);
 	if (host_size && posix_memalign(&p, 64, host_size) != 0)
-		return fwd_fail(fx, -2, "cannot reserve a %zu-byte host arena", host_size);
+		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte host arena", host_size);
 	fx->host = p;
 	fx->host_size = host_size;
 	return 0;
@@ -95,7 +96,7 @@ void *fwd_host(fwd_t *fx, size_t nbytes)
 
 	if (fx->err) return NULL;
 	if (place_alloc(mp, nbytes, &off) < 0 || (!fx->planning && off + nbytes > cap)) {
-		fwd_fail(fx, -2, "%s of %zu bytes exhausted by a %zu-byte host buffer (planner mismatch)",
+		fwd_fail(fx, STATUS_PLAN, "%s of %zu bytes exhausted by a %zu-byte host buffer (planner mismatch)",
 		        shared ? "arena" : "host arena", cap, nbytes);
 		return NULL;
 	}
@@ -158,7 +159,7 @@ tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne)
 		return t;
 	}
 	for (int i = 0; i < nd; i++) {
-		if (ne[i] < 0) { fwd_fail(fx, -1, "negative dimension"); return t; }
+		if (ne[i] < 0) { fwd_fail(fx, STATUS_FAIL, "negative dimension"); return t; }
 		n *= (size_t)ne[i];
 	}
 	t.nd = nd;
@@ -166,7 +167,7 @@ tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne)
 	if (n == 0) return t;
 	/* executing, the arena is the bound (mp's limit 0 would mean unbounded) */
 	if (place_alloc(&fx->mp, n, &t.off) < 0 || (!fx->planning && t.off + n > fx->arena_size)) {
-		fwd_fail(fx, -2, "arena of %zu bytes exhausted by a %zu-byte tensor (planner mismatch)",
+		fwd_fail(fx, STATUS_PLAN, "arena of %zu bytes exhausted by a %zu-byte tensor (planner mismatch)",
 		        fx->arena_size, n);
 		return (tensor_t){ 0 };
 	}

@@ -41,21 +41,22 @@ typedef struct {
 	place_t    hmp;          /* host buffers where backend memory is not host memory */
 	char   *host;         /* executing: their host arena (fwd_exec_host) */
 	size_t  host_size;
-	int     err;          /* 0, or the first failure's status */
+	int     err;          /* 0, or the first failure's status (util/status.h:
+	                         STATUS_OOM, STATUS_PLAN, else STATUS_FAIL) */
 	char    errmsg[256];
 } fwd_t;
 
 /* Start a planning pass: no memory, ops check shapes only. */
 void fwd_plan_begin(fwd_t *fx, be_t *be);
 /* Start an executing pass in an arena of arena_size bytes reserved from the
- * backend (the mp.high of a planning pass).  Returns 0, or -2 when the
+ * backend (the mp.high of a planning pass).  Returns 0, or STATUS_OOM when the
  * backend refuses the reservation (an out-of-memory event, not a crash).
  * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
  * the process (a test hook). */
 int  fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size);
 /* Reserve the host arena of an executing pass: host_size bytes of host
  * memory (the hmp.high of a planning pass; 0 where the backend's memory is
- * host memory).  0, or -2 when the host refuses it. */
+ * host memory).  0, or STATUS_OOM when the host refuses it. */
 int  fwd_exec_host(fwd_t *fx, size_t host_size);
 /* Release the arenas (but not one handed over by fwd_host_keep) and the
  * placement state. */

@@ -493,7 +493,6 @@ static int job_finish(fasta_t *r, job_t *j)
 	j->seq = ks_release(&r->chk.seq);
 	j->len = r->chk.nres;
 	j->nchains = r->chk.nchains;
-	j->model_len = j->len + (int64_t)JOB_LINKER_LEN * (j->nchains - 1);
 	j->status = JOB_OK;
 	return 1;
 }

@@ -41,7 +41,6 @@ int job_fail(job_t *j, const char *fmt, ...)
 	j->seq = NULL;
 	j->len = 0;
 	j->nchains = 0;
-	j->model_len = 0;
 	j->status = JOB_FAILED;
 	free(j->reason);
 	j->reason = n < 0 ? NULL : r;

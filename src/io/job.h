@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #define JOB_NAME_MAX   100  /* longest output name, in bytes */
-#define JOB_LINKER_LEN 25   /* ESMFold joins chains with 25 glycines */
 
 typedef enum { JOB_OK = 0, JOB_FAILED = 1 } job_status_t;
 
@@ -31,7 +30,6 @@ typedef struct {
 	char   *seq;         /* upper-cased, ':' between chains; NULL if failed */
 	int64_t len;         /* residues, ':' not counted; 0 if failed */
 	int     nchains;     /* number of ':'-separated chains; 0 if failed */
-	int64_t model_len;   /* len + JOB_LINKER_LEN * (nchains - 1) */
 	job_status_t status;
 	char   *reason;      /* why it failed; NULL when JOB_OK */
 } job_t;

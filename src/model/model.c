@@ -15,6 +15,7 @@
 #include "util/log.h"
 #include "model/model.h"
 #include "protein/residue.h"
+#include "util/status.h"
 
 #define MODEL_RECYCLE_BINS 15
 #define MODEL_RECYCLE_MIN  3.375f
@@ -276,10 +277,7 @@ static int model_passes(const model_t *m, const model_run_t *r)
 	return r->passes > 0 ? r->passes : m->cfg->max_recycles;
 }
 
-/* the planning pass: arena, its peak live bytes, and the host arena (0
- * where host buffers lie in the arena) */
-static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r,
-                          size_t *arena, size_t *peak_live, size_t *host)
+int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_plan_t *p)
 {
 	model_host_t h = { 0 };
 	fwd_t fx;
@@ -288,39 +286,36 @@ static int model_plan_all(const model_t *m, const tok_t *t, const model_run_t *r
 	fwd_plan_begin(&fx, m->be);
 	fx.no_memo = r->no_memo;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
-	*arena = fx.mp.high;
-	*peak_live = fx.mp.peak_live;
-	*host = fx.hmp.high;
+	p->arena = fx.mp.high;
+	p->peak_live = fx.mp.peak_live;
+	p->host = fx.hmp.high;
 	rc = fx.err;
 	if (rc) log_error("planning failed: %s", fx.errmsg);
 	fwd_end(&fx);
 	return rc ? -1 : 0;
 }
 
-int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, size_t *arena,
-               size_t *peak_live)
-{
-	size_t host;
-	return model_plan_all(m, t, r, arena, peak_live, &host);
-}
-
-int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
-               char *err, size_t errcap)
+int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
+               model_out_t *out, char *err, size_t errcap)
 {
 	model_host_t h = { 0 };
 	int L = t->L, passes = model_passes(m, r), rc;
-	size_t arena, peak, host;
+	model_plan_t own;
 	fwd_t fx;
 
 	memset(out, 0, sizeof *out);
-	if (model_plan_all(m, t, r, &arena, &peak, &host) < 0) {
-		snprintf(err, errcap, "planning failed");
-		return -1;
+	if (!p || !p->arena) {
+		if (model_plan(m, t, r, &own) < 0) {
+			snprintf(err, errcap, "planning failed");
+			return STATUS_FAIL;
+		}
+		p = &own;
 	}
-	if (fwd_exec_begin(&fx, m->be, arena) < 0 || fwd_exec_host(&fx, host) < 0) {
+	if (fwd_exec_begin(&fx, m->be, p->arena) < 0 || fwd_exec_host(&fx, p->host) < 0) {
 		snprintf(err, errcap, "%s", fx.errmsg);
+		rc = fx.err;
 		fwd_end(&fx);
-		return -2;
+		return rc;
 	}
 	model_forward(&fx, m, t, r, passes, &h);
 	out->exec_arena = fx.mp.high;
@@ -333,7 +328,7 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	}
 	if (fx.err) {
 		snprintf(err, errcap, "%s", fx.errmsg);
-		rc = fx.err == -2 ? -2 : -1;
+		rc = fx.err == STATUS_OOM || fx.err == STATUS_PLAN ? fx.err : STATUS_FAIL;
 		fwd_end(&fx);
 		return rc;
 	}
@@ -354,9 +349,9 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out
 	out->ptm = (float)h.ptm;
 	out->max_pae = h.max_pae;
 	out->passes = passes;
-	out->arena = arena;
-	out->peak_live = peak;
-	out->host = host;
+	out->arena = p->arena;
+	out->peak_live = p->peak_live;
+	out->host = p->host;
 	return 0;
 }
 

@@ -2,10 +2,11 @@
  *
  * model_load() asks every part (language model, trunk, structure module,
  * heads) for its tensors; the model_t then holds them in backend memory,
- * owned by the weights_t it was loaded from (keep it open).  model_fold() runs
- * the forward pass twice: once planning (shapes and placement only, giving
- * the arena size and the peak allocated bytes), once for real inside an
- * arena reserved at exactly that size.  Every host buffer of a fold
+ * owned by the weights_t it was loaded from (keep it open).  The forward
+ * pass runs twice: model_plan() plans it (shapes and placement only, giving
+ * the arena size and the peak allocated bytes; the scheduler does this once
+ * per record and chunk while placing it), model_fold() runs it for real
+ * inside an arena reserved at exactly that size.  Every host buffer of a fold
  * (results, recycle bins, structure-module geometry, index lists, dump
  * staging) is planned with the tensors (fwd_host): a fold allocates nothing
  * else.
@@ -45,6 +46,16 @@ typedef struct {
 	int          no_memo;  /* planning runs every block (fwd_memo_t; tests) */
 } model_run_t;
 
+/* What the planning pass of one fold found: the arena a fold reserves, and
+ * its host buffers.  Made by model_plan (the scheduler, once per record and
+ * chunk), taken by model_fold. */
+typedef struct {
+	size_t arena;          /* activation arena = reserved bytes; 0: no plan */
+	size_t peak_live;      /* peak allocated bytes */
+	size_t host;           /* host arena bytes (0 where backend memory is host
+	                          memory: then in `arena`) */
+} model_plan_t;
+
 /* Host results of one fold.  They lie in the fold's own planned host
  * memory (fwd_host_keep: the arena on the CPU, else the host arena), which
  * the model_out_t holds until model_out_free. */
@@ -75,12 +86,15 @@ typedef struct {
 int  model_load(model_t *m, weights_t *w, be_t *be);
 void model_free(model_t *m);
 
-/* Planned activation arena and peak allocated bytes of one fold. */
-int  model_plan(const model_t *m, const tok_t *t, const model_run_t *r,
-                size_t *arena, size_t *peak_live);
-/* Fold one encoded sequence.  0, or negative with a one-line reason in err
- * (an arena that cannot be reserved is an out-of-memory event: -2). */
-int  model_fold(const model_t *m, const tok_t *t, const model_run_t *r,
+/* Plan one fold of t as r runs it on m's backend (a planning pass).  0, or
+ * -1 after logging. */
+int  model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_plan_t *p);
+/* Fold one encoded sequence as planned by p (model_plan with the same m's
+ * backend kind, t and r); p NULL or without a plan: planned here first.
+ * 0, or negative with a one-line reason in err
+ * (util/status.h: STATUS_OOM when an arena cannot be reserved, an event
+ * to retry smaller; STATUS_PLAN when the pass outgrew its plan, a bug). */
+int  model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
                 model_out_t *out, char *err, size_t errcap);
 void model_out_free(model_out_t *o);
 

@@ -29,7 +29,7 @@ int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 			log_error("model vocabulary has no token for '%c'", residue_restypes[a]);
 			return -1;
 		}
-	L = nres + (nchains - 1) * TOK_LINKER_LEN;
+	L = (int)tok_model_len(nres, nchains);
 	if (nres == 0) return -1;
 	t->L = L;
 	t->nchains = nchains;

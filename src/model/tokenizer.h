@@ -28,6 +28,13 @@ typedef struct {
 	int     *chain;        /* [L] chain index */
 } tok_t;
 
+/* The model's length of a sequence: its residues and a linker of
+ * TOK_LINKER_LEN per chain break (what buckets, quotas and plans go by). */
+static inline int64_t tok_model_len(int64_t residues, int nchains)
+{
+	return residues + (int64_t)TOK_LINKER_LEN * (nchains - 1);
+}
+
 /* Encode seq (upper case, chains split by ':').  0, or negative on an empty
  * chain, a vocabulary without the needed letters, or no memory. */
 int  tok_encode(tok_t *t, const char *seq, const cfg_t *c);

@@ -1,5 +1,5 @@
 /* bucket.h (prefix bucket_) - length buckets: sequences are grouped by an upper bound on
- * their model length (residues plus chain linkers, see job.h).
+ * their model length (residues plus chain linkers: tok_model_len).
  *
  * The default bounds are 512 / 768 / 1024 / 1344; a length above the last
  * bound falls in the "over" bucket (index n), whose jobs are candidates for

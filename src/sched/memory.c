@@ -4,8 +4,8 @@
 #include "sched/memory.h"
 #include "util/sysmem.h"
 
-int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
-             mem_fig_t *fig, char *err, size_t errcap)
+int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
+             model_out_t *out, mem_fig_t *fig, char *err, size_t errcap)
 {
 	int cpu = !m->be->mem_info, rc;
 	int64_t before = -1;
@@ -13,7 +13,7 @@ int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t
 	memset(fig, 0, sizeof *fig);
 	fig->device_used = fig->growth = -1;
 	if (cpu && sysmem_peak_reset() == 0) before = sysmem_rss_anon();
-	rc = model_fold(m, t, r, out, err, errcap);
+	rc = model_fold(m, t, r, p, out, err, errcap);
 	if (rc < 0) return rc;
 	fig->predicted = out->arena + m->be->workspace;
 	fig->allocated = out->exec_peak_live;

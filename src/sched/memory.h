@@ -43,7 +43,7 @@ typedef struct {
 
 /* model_fold with the figures measured around it (on the CPU this
  * restarts the process's peak RSS count). */
-int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, model_out_t *out,
-             mem_fig_t *fig, char *err, size_t errcap);
+int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
+             model_out_t *out, mem_fig_t *fig, char *err, size_t errcap);
 
 #endif

@@ -16,6 +16,7 @@
 #include "io/job.h"
 #include "util/log.h"
 #include "sched/scheduler.h"
+#include "util/status.h"
 
 #define SCHED_MIN_CHUNK 8
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
@@ -47,36 +48,54 @@ static int sched_next_chunk(int c, int L)
 	return n >= SCHED_MIN_CHUNK ? n : -1;
 }
 
-/* quota of seq at chunk on device d; -1 when it cannot be planned */
-static int64_t sched_quota(const sched_t *s, const sched_dev_t *d, const char *seq, int chunk)
+/* how item it runs at chunk: the same for its plan and its fold */
+static model_run_t sched_run_of(const sched_t *s, const sched_item_t *it, int chunk)
 {
-	model_run_t run = { .chunk = chunk, .passes = s->o.passes };
-	size_t arena, peak;
-	tok_t t;
-	int64_t q = -1;
-
-	if (tok_encode(&t, seq, d->model.cfg) < 0) return -1;
-	if (s->o.qt && chunk == s->o.chunk) {
-		const quota_row_t *r = quota_find(s->o.qt, t.L);
-		if (r) q = r->quota;
-	}
-	if (q < 0 && model_plan(&d->model, &t, &run, &arena, &peak) == 0)
-		q = (int64_t)ceil((double)(arena + d->be->workspace) * s->o.safety) + d->overhead;
-	tok_free(&t);
-	return q;
+	return (model_run_t){ .chunk = chunk, .passes = s->o.passes, .dump = s->o.dump,
+	                      .name = s->o.names ? s->o.names[it->rec] : NULL };
 }
 
-static int64_t sched_best_fit(const sched_t *s, const char *seq, int chunk, int64_t *quota)
+/* quota of item it at chunk on device di, its plan there in it->plan[di];
+ * -1 when it cannot be planned */
+static int64_t sched_quota(const sched_t *s, int di, sched_item_t *it, int chunk)
+{
+	const sched_dev_t *d = &s->dev[di];
+	model_run_t run = sched_run_of(s, it, chunk);
+	model_plan_t *p = &it->plan[di];
+
+	memset(p, 0, sizeof *p);
+	if (it->tok.L == 0) return -1;
+	if (s->o.qt && chunk == s->o.chunk) {
+		const quota_row_t *r = quota_find(s->o.qt, it->tok.L);
+		if (r) return r->quota;
+	}
+	if (model_plan(&d->model, &it->tok, &run, p) < 0) {
+		memset(p, 0, sizeof *p);
+		return -1;
+	}
+	return (int64_t)ceil((double)(p->arena + d->be->workspace) * s->o.safety) + d->overhead;
+}
+
+static int64_t sched_best_fit(const sched_t *s, sched_item_t *it, int chunk, int64_t *quota)
 {
 	int64_t best = -1;
 	*quota = -1;
 	for (int i = 0; i < s->ndev; i++) {
-		int64_t q = sched_quota(s, &s->dev[i], seq, chunk);
+		int64_t q = sched_quota(s, i, it, chunk);
 		if (q < 0) continue;
 		if (*quota < 0 || q < *quota) *quota = q;
 		if (q <= s->dev[i].budget) best = i;
 	}
 	return best;
+}
+
+/* release what an item holds for its folds (its encoding, its plans) once
+ * it has ended: done, failed or split */
+static void sched_item_end(sched_item_t *it)
+{
+	tok_free(&it->tok);
+	free(it->plan);
+	it->plan = NULL;
 }
 
 /* append an item for the text frag[0..len) starting at character start of
@@ -94,7 +113,11 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 	}
 	it = &s->it[s->n];
 	memset(it, 0, sizeof *it);
-	if (!(it->seq = strndup(frag, len))) return NULL;
+	if (!(it->seq = strndup(frag, len)) || !(it->plan = calloc(s->ndev, sizeof *it->plan))) {
+		free(it->seq);
+		return NULL;
+	}
+	if (tok_encode(&it->tok, it->seq, s->dev[0].model.cfg) < 0) memset(&it->tok, 0, sizeof it->tok);
 	it->rec = rec;
 	it->start = start;
 	it->len = len;
@@ -113,6 +136,7 @@ static int sched_split(sched_t *s, int i)
 	int rec = it->rec, start = it->start, L = it->len, h = L / 2, rc = -1;
 
 	it->seq = NULL;
+	sched_item_end(it);
 	it->state = SCHED_SPLIT;
 	log_info("record %d: residues %d-%d halved", rec, start + 1, start + L);
 	if (sched_push(s, rec, seq, start, h) && sched_place(s, s->n - 1, s->o.chunk) == 0 &&
@@ -150,7 +174,7 @@ static int sched_place(sched_t *s, int i, int c0)
 
 	if (c0 == 0) c0 = sched_cache_chunk(s, L);
 	for (int c = c0; c >= 0; c = sched_next_chunk(c, L)) {
-		if (sched_best_fit(s, it->seq, c, &q) >= 0) {
+		if (sched_best_fit(s, it, c, &q) >= 0) {
 			it->chunk = c;
 			it->quota = q;
 			it->state = SCHED_WAIT;
@@ -188,7 +212,10 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 void sched_free(sched_t *s)
 {
 	if (!s) return;
-	for (int i = 0; i < s->n; i++) free(s->it[i].seq);
+	for (int i = 0; i < s->n; i++) {
+		sched_item_end(&s->it[i]);
+		free(s->it[i].seq);
+	}
 	free(s->it);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
@@ -273,27 +300,22 @@ static void sched_worker(sched_t *s, int di, int wi)
 		it->t0 = sched_now() - s->t_start;
 		d->granted += it->quota;
 		s->running++;
-		char *seq = it->seq;
-		int chunk = it->chunk;
+		/* the item's encoding and plan stay put while it runs; the item
+		 * array may move (another worker splitting): a copy for `done` */
+		const sched_item_t snap = *it;
+		const tok_t t = it->tok;
+		const model_plan_t plan = it->plan[di];
+		const model_run_t run = sched_run_of(s, it, it->chunk);
 		pthread_mutex_unlock(&s->lock);
 
-		model_run_t run = { .chunk = chunk, .passes = s->o.passes, .dump = s->o.dump,
-		                    .name = s->o.names ? s->o.names[it->rec] : NULL };
 		model_out_t out = { 0 };
 		mem_fig_t fig;
 		char err[256] = "";
 		double t0 = sched_now();
-		tok_t t;
-		int rc = tok_encode(&t, seq, m.cfg);
-		if (rc < 0) {
-			snprintf(err, sizeof err, "cannot encode the sequence");
-		} else {
-			rc = mem_fold(&m, &t, &run, &out, &fig, err, sizeof err);
-			if (rc == 0 && s->o.done(s->o.ctx, it, d, &t, &out, &fig, sched_now() - t0, err,
-			                         sizeof err) < 0)
-				rc = -1;
-			tok_free(&t);
-		}
+		int rc = mem_fold(&m, &t, &run, &plan, &out, &fig, err, sizeof err);
+		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
+		                         sizeof err) < 0)
+			rc = -1;
 		model_out_free(&out);
 
 		pthread_mutex_lock(&s->lock);
@@ -302,9 +324,10 @@ static void sched_worker(sched_t *s, int di, int wi)
 		d->granted -= it->quota;
 		if (rc == 0) {
 			it->state = SCHED_DONE;
+			sched_item_end(it);
 			if (s->o.settled && sched_settled(s, it->rec)) s->o.settled(s->o.ctx, s, it->rec);
 			sched_log_fold(s, &s->it[i], d, &fig, "ok");
-		} else if (rc == -2) {
+		} else if (rc == STATUS_OOM) {
 			/* out of memory: an event; smaller chunk, then halves */
 			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
 			         it->start + 1, it->start + it->len, d->be->name, err);
@@ -315,12 +338,17 @@ static void sched_worker(sched_t *s, int di, int wi)
 				if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
 			} else if (s->o.no_split || it->len < 2) {
 				it->state = SCHED_FAILED;
+				sched_item_end(it);
 				snprintf(it->reason, sizeof it->reason, "%s", err);
 			} else if (sched_split(s, i) < 0) {
 				log_error("record %d: cannot queue its halves", s->it[i].rec);
 			}
 		} else {
+			if (rc == STATUS_PLAN)
+				log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
+				          it->rec, it->start + 1, it->start + it->len, d->be->name, err);
 			it->state = SCHED_FAILED;
+			sched_item_end(it);
 			snprintf(it->reason, sizeof it->reason, "%s", err);
 			sched_log_fold(s, it, d, NULL, "failed");
 		}
@@ -333,15 +361,6 @@ static void sched_worker(sched_t *s, int di, int wi)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	be_free(wbe);
-}
-
-/* model length of an item: residues plus a linker per chain break */
-static int64_t sched_model_len(const sched_item_t *it)
-{
-	int64_t n = it->len;
-	for (int k = 0; k < it->len; k++)
-		if (it->seq[k] == ':') n += JOB_LINKER_LEN - 1;
-	return n;
 }
 
 typedef struct {
@@ -389,7 +408,7 @@ int sched_plan(sched_t *s, FILE *out, int order)
 			int64_t now[BUCKET_MAX + 1] = { 0 };
 			if (s->dev[i].granted > peak[i]) peak[i] = s->dev[i].granted;
 			for (w = 0; w < nw; w++)
-				if (busy[w] >= 0 && wdev[w] == i) now[bucket_of(NULL, sched_model_len(&s->it[busy[w]]))]++;
+				if (busy[w] >= 0 && wdev[w] == i) now[bucket_of(NULL, s->it[busy[w]].tok.L)]++;
 			for (int b = 0; b < nb; b++) {
 				sched_tally_t *x = &tl[i * nb + b];
 				if (now[b] > x->at_once) x->at_once = now[b];
@@ -408,7 +427,7 @@ int sched_plan(sched_t *s, FILE *out, int order)
 	}
 	for (int k = 0; k < ord; k++) {
 		sched_item_t *it = &s->it[started[k]];
-		sched_tally_t *x = &tl[it->dev * nb + bucket_of(NULL, sched_model_len(it))];
+		sched_tally_t *x = &tl[it->dev * nb + bucket_of(NULL, it->tok.L)];
 		x->items++;
 		if (it->len > x->longest) x->longest = it->len;
 		if (it->quota > x->quota) x->quota = it->quota;

@@ -34,8 +34,13 @@ typedef struct {
 	int           rec;        /* the record it belongs to (caller's index) */
 	int           start, len; /* characters of the record's sequence */
 	char         *seq;        /* this item's sequence (owned) */
+	tok_t         tok;        /* its encoding, made once with the item (L 0:
+	                             it cannot be encoded) */
 	int           chunk;
 	int64_t       quota;      /* bytes granted while it runs */
+	model_plan_t *plan;       /* [ndev]: each device's plan at chunk, made
+	                             while placing (arena 0: none, the quota came
+	                             from the quota table; the fold plans) */
 	sched_state_t state;
 	int           dev, worker;
 	double        t0, t1;     /* seconds since the run began */
@@ -57,7 +62,7 @@ typedef struct sched sched_t;
 
 /* Called by a worker (no lock held) when an item's fold succeeded; writes
  * its outputs.  0, or negative: the item fails with `reason`. */
-typedef int (*sched_done_fn)(void *ctx, sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+typedef int (*sched_done_fn)(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                              const model_out_t *out, const mem_fig_t *fig, double secs,
                              char *reason, size_t cap);
 

@@ -482,11 +482,19 @@ int sched_run(sched_t *s)
 	if (total <= 1) {
 		sched_worker(s, 0, 0);
 	} else {
+		/* The workers are OpenMP threads, and each runs its ops' parallel
+		 * loops on a team of its own: the threads (--threads) shared out
+		 * evenly, at least one each (two levels of parallelism). */
+#ifdef _OPENMP
+		int share = omp_get_max_threads() / total;
+		omp_set_max_active_levels(2);
+#endif
 		#pragma omp parallel num_threads(total)
 		{
 			int w = 0, di = 0;
 #ifdef _OPENMP
 			w = omp_get_thread_num();
+			omp_set_num_threads(share > 1 ? share : 1);
 #endif
 			int k = w;
 			while (di < s->ndev && k >= s->dev[di].workers) k -= s->dev[di++].workers;

@@ -52,7 +52,8 @@ static int same_out(const char *what, const model_out_t *a, const model_out_t *b
 static int fold(const model_t *m, const tok_t *t, int chunk, safetensors_writer_t *dump, const char *name,
                 model_out_t *out)
 {
-	model_run_t r = { .chunk = chunk, .dump = dump, .name = name };
+	model_dump_t d = { .w = dump, .name = name };
+	model_run_t r = { .chunk = chunk, .emit = dump ? model_dump_emit : NULL, .emit_ctx = &d };
 	char err[256] = "";
 	int rc = model_fold(m, t, &r, NULL, out, err, sizeof err);
 	if (rc < 0) fprintf(stderr, "%s on %s (chunk %d): %s\n", name, m->be->name, chunk, err);

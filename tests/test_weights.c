@@ -48,7 +48,7 @@ static void test_manifest_accepted(void **state)
 	memset(seq, 'A', 256);
 	seq[256] = 0;
 	assert_int_equal(tok_encode(&t, seq, c), 0);
-	model_run_t run = { .chunk = 64, .name = "plan" };
+	model_run_t run = { .chunk = 64 };
 	model_plan_t p;
 	assert_int_equal(model_plan(&m, &t, &run, &p), 0);
 	/* at least z [L, L, c_z] and its structure-module copy, at most 8 GiB */

@@ -285,3 +285,34 @@ void fwd_set(fwd_t *fx, tensor_t t, const float *host)
 	if (fx->be->upload(fx->be, t.d, host, tensor_numel(t) * sizeof(float)) < 0)
 		fwd_fail(fx, -1, "%s: copy to device failed", fx->be->name);
 }
+
+/* --- the emit hook ---------------------------------------------------------- */
+
+void fwd_emit(fwd_t *fx, const char *name, tensor_t t)
+{
+	size_t n = sizeof(float) * tensor_numel(t);
+	float *h;
+
+	if (!fx->emit || fx->err || !(h = fwd_host(fx, n))) return;
+	fwd_get(fx, t, h);
+	fwd_emit_host(fx, name, h, t.nd, t.ne);
+	fwd_host_drop(fx, h, n);
+}
+
+void fwd_emit_host(fwd_t *fx, const char *name, const float *x, int nd, const int64_t *shape)
+{
+	if (fx->emit && !fx->planning && !fx->err && x)
+		fx->emit(fx->emit_ctx, name, SAFETENSORS_F32, nd, shape, x);
+}
+
+void fwd_emit_i32(fwd_t *fx, const char *name, const int32_t *x, int n)
+{
+	int64_t *v;
+
+	if (!fx->emit || fx->err || !(v = fwd_host(fx, sizeof *v * n))) return;
+	if (!fx->planning) {
+		for (int i = 0; i < n; i++) v[i] = x[i];
+		fx->emit(fx->emit_ctx, name, SAFETENSORS_I64, 1, (int64_t[]){ n }, v);
+	}
+	fwd_host_drop(fx, v, sizeof *v * n);
+}

@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "compute/placement.h"
+#include "io/safetensors.h"
 
 #define TENSOR_MAX_DIMS 4
 
@@ -31,6 +32,12 @@ typedef struct {
 	size_t  nbytes;           /* bytes owned; 0 for a view or an empty tensor */
 } tensor_t;
 
+/* The emit hook (--dump-tensors): receives each intermediate the model
+ * names, as host data (SAFETENSORS_F32 or SAFETENSORS_I64), while a pass
+ * executes; the data is only valid during the call. */
+typedef void (*fwd_emit_fn)(void *ctx, const char *name, safetensors_dtype_t dtype, int nd,
+                            const int64_t *shape, const void *data);
+
 typedef struct {
 	be_t   *be;
 	int     planning;     /* 1: shapes and placement only */
@@ -41,6 +48,9 @@ typedef struct {
 	place_t    hmp;          /* host buffers where backend memory is not host memory */
 	char   *host;         /* executing: their host arena (fwd_exec_host) */
 	size_t  host_size;
+	fwd_emit_fn emit;     /* or NULL; set after fwd_plan_begin/fwd_exec_begin, the
+	                         same in both passes (its staging is planned) */
+	void   *emit_ctx;
 	int     err;          /* 0, or the first failure's status (util/status.h:
 	                         STATUS_OOM, STATUS_PLAN, else STATUS_FAIL) */
 	char    errmsg[256];
@@ -125,6 +135,14 @@ int64_t tensor_numel(tensor_t t);
 /* Record a failure (first one wins); returns the status given. */
 int  fwd_fail(fwd_t *fx, int status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/* Hand an intermediate to fx->emit (nothing without one): a tensor, staged
+ * in a host buffer of the pass (planned in both passes); host floats of the
+ * given shape; host int32s [n], staged as int64.  The host forms only call
+ * the hook while executing. */
+void fwd_emit(fwd_t *fx, const char *name, tensor_t t);
+void fwd_emit_host(fwd_t *fx, const char *name, const float *x, int nd, const int64_t *shape);
+void fwd_emit_i32(fwd_t *fx, const char *name, const int32_t *x, int n);
 
 /* Copy a whole tensor between backend memory and a host buffer of
  * tensor_numel(t) floats.  No-ops while planning. */

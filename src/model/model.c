@@ -89,42 +89,14 @@ static void model_recycle_bins(int L, const float *atom14, double (*cb)[3], int3
 
 /* --- dumping intermediates ------------------------------------------------ */
 
-static void model_dump_f32(const model_run_t *r, const char *tensor, const float *x,
-                           int nd, const int64_t *shape)
+void model_dump_emit(void *ctx, const char *tensor, safetensors_dtype_t dtype, int nd,
+                     const int64_t *shape, const void *data)
 {
+	const model_dump_t *d = ctx;
 	char key[512];
-	if (!r->dump || !x) return;
-	snprintf(key, sizeof key, "%s/%s", r->name, tensor);
-	safetensors_writer_add(r->dump, key, SAFETENSORS_F32, nd, shape, x);
-}
 
-/* an int32 host array into the dump as int64, staged in the pass's host
- * memory (placed in both passes; dumped when executing) */
-static void model_dump_i64(fwd_t *fx, const model_run_t *r, const char *tensor,
-                           const int32_t *x, int n)
-{
-	char key[512];
-	int64_t *v;
-
-	if (!r->dump || fx->err || !(v = fwd_host(fx, sizeof *v * n))) return;
-	if (!fx->planning) {
-		for (int i = 0; i < n; i++) v[i] = x[i];
-		snprintf(key, sizeof key, "%s/%s", r->name, tensor);
-		safetensors_writer_add(r->dump, key, SAFETENSORS_I64, 1, (int64_t[]){ n }, v);
-	}
-	fwd_host_drop(fx, v, sizeof *v * n);
-}
-
-/* a tensor of the forward pass into the dump, staged likewise */
-static void model_dump_tn(fwd_t *fx, const model_run_t *r, const char *tensor, tensor_t t)
-{
-	size_t n = sizeof(float) * tensor_numel(t);
-	float *h;
-
-	if (!r->dump || fx->err || !(h = fwd_host(fx, n))) return;
-	fwd_get(fx, t, h);
-	if (!fx->planning) model_dump_f32(r, tensor, h, t.nd, t.ne);
-	fwd_host_drop(fx, h, n);
+	snprintf(key, sizeof key, "%s/%s", d->name, tensor);
+	safetensors_writer_add(d->w, key, dtype, nd, shape, data);
 }
 
 /* --- the forward pass ------------------------------------------------------ */
@@ -158,43 +130,42 @@ static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *ba
 }
 
 /* the intermediates of the final pass that only a dump wants */
-static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
-                             tensor_t s, tensor_t z, const model_host_t *h)
+static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, tensor_t s, tensor_t z, const model_host_t *h)
 {
 	const cfg_t *c = m->cfg;
 	int L = t->L, B = c->sm_blocks, A = c->sm_angles;
 	int64_t nb = c->sm_blocks;
 
-	if (!r->dump || fx->err) return;
+	if (!fx->emit || fx->err) return;
 	/* the logits tensors are placed in planning too: the arena must match */
 	tensor_t lm = fwd_new2(fx, L, HEADS_LM_TOKENS);
 	heads_lm(fx, &m->heads, s, lm);
-	model_dump_tn(fx, r, "lm_logits", lm);
+	fwd_emit(fx, "lm_logits", lm);
 	fwd_drop(fx, &lm);
 	tensor_t dg = fwd_new3(fx, L, L, HEADS_PAE_BINS);
 	heads_distogram(fx, &m->heads, z, dg);
-	model_dump_tn(fx, r, "distogram_logits", dg);
+	fwd_emit(fx, "distogram_logits", dg);
 	fwd_drop(fx, &dg);
 	int32_t *aa = fwd_host(fx, sizeof *aa * L);
 	for (int i = 0; i < L && aa && !fx->planning; i++) aa[i] = t->aatype[i];
-	model_dump_i64(fx, r, "aatype", aa, L);
+	fwd_emit_i32(fx, "aatype", aa, L);
 	fwd_host_drop(fx, aa, sizeof *aa * L);
-	model_dump_i64(fx, r, "residue_index", t->residx, L);
-	model_dump_i64(fx, r, "esm_tokens", t->tokens, L + 2);
+	fwd_emit_i32(fx, "residue_index", t->residx, L);
+	fwd_emit_i32(fx, "esm_tokens", t->tokens, L + 2);
 	if (fx->planning || fx->err) return;
-	model_dump_f32(r, "frames", h->sm.frames, 3, (int64_t[]){ nb, L, 7 });
-	model_dump_f32(r, "positions", h->sm.positions, 4, (int64_t[]){ nb, L, 14, 3 });
-	model_dump_f32(r, "angles", h->sm.angles, 4, (int64_t[]){ B, L, A, 2 });
-	model_dump_f32(r, "unnormalized_angles", h->sm.unnorm_angles, 4, (int64_t[]){ B, L, A, 2 });
-	model_dump_f32(r, "states", h->sm.states, 3, (int64_t[]){ B, L, c->sm_c_s });
-	model_dump_f32(r, "sidechain_frames", h->sm.sidechain, 4, (int64_t[]){ L, 8, 4, 4 });
-	model_dump_f32(r, "atom14_mask", h->sm.atom14_mask, 2, (int64_t[]){ L, 14 });
-	model_dump_f32(r, "plddt", h->plddt, 2, (int64_t[]){ L, 37 });
-	model_dump_f32(r, "plddt_residue", h->plddt_res, 1, (int64_t[]){ L });
-	model_dump_f32(r, "predicted_aligned_error", h->pae, 2, (int64_t[]){ L, L });
-	model_dump_f32(r, "max_predicted_aligned_error", &h->max_pae, 0, NULL);
+	fwd_emit_host(fx, "frames", h->sm.frames, 3, (int64_t[]){ nb, L, 7 });
+	fwd_emit_host(fx, "positions", h->sm.positions, 4, (int64_t[]){ nb, L, 14, 3 });
+	fwd_emit_host(fx, "angles", h->sm.angles, 4, (int64_t[]){ B, L, A, 2 });
+	fwd_emit_host(fx, "unnormalized_angles", h->sm.unnorm_angles, 4, (int64_t[]){ B, L, A, 2 });
+	fwd_emit_host(fx, "states", h->sm.states, 3, (int64_t[]){ B, L, c->sm_c_s });
+	fwd_emit_host(fx, "sidechain_frames", h->sm.sidechain, 4, (int64_t[]){ L, 8, 4, 4 });
+	fwd_emit_host(fx, "atom14_mask", h->sm.atom14_mask, 2, (int64_t[]){ L, 14 });
+	fwd_emit_host(fx, "plddt", h->plddt, 2, (int64_t[]){ L, 37 });
+	fwd_emit_host(fx, "plddt_residue", h->plddt_res, 1, (int64_t[]){ L });
+	fwd_emit_host(fx, "predicted_aligned_error", h->pae, 2, (int64_t[]){ L, L });
+	fwd_emit_host(fx, "max_predicted_aligned_error", &h->max_pae, 0, NULL);
 	float ptm = (float)h->ptm;
-	model_dump_f32(r, "ptm", &ptm, 0, NULL);
+	fwd_emit_host(fx, "ptm", &ptm, 0, NULL);
 }
 
 static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
@@ -211,19 +182,19 @@ static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const mod
 	if (!(hb = fwd_host(fx, model_host_layout(h, c, L, NULL)))) return;
 	model_host_layout(h, c, L, hb);
 	if (!fx->planning) memset(h->bins, 0, sizeof *h->bins * (size_t)L * L);
-	if (r->dump) {
+	if (fx->emit) {
 		hidden = fwd_host(fx, nh);
 		comb = fwd_host(fx, nc);
 	}
 	tensor_t s_s_0 = fwd_new2(fx, L, c->c_s);
 	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
 	if (hidden && comb && !fx->planning && !fx->err) {
-		model_dump_f32(r, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
-		model_dump_f32(r, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
+		fwd_emit_host(fx, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
+		fwd_emit_host(fx, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
 	}
 	fwd_host_drop(fx, comb, nc);
 	fwd_host_drop(fx, hidden, nh);
-	model_dump_tn(fx, r, "s_s_0", s_s_0);
+	fwd_emit(fx, "s_s_0", s_s_0);
 
 	/* z doubles as the previous pass's pair state: recycled in place */
 	tensor_t s = fwd_new2(fx, L, c->c_s), prev_s = fwd_new2(fx, L, c->c_s);
@@ -235,9 +206,9 @@ static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const mod
 		trunk_recycle_in(fx, &m->trunk, s, z, s_s_0, prev_s, z, h->bins, r->chunk);
 		trunk_iter(fx, &m->trunk, c, s, z, t->residx, r->chunk);
 		snprintf(name, sizeof name, "trunk_s_r%d", k);
-		model_dump_tn(fx, r, name, s);
+		fwd_emit(fx, name, s);
 		snprintf(name, sizeof name, "trunk_z_r%d", k);
-		model_dump_tn(fx, r, name, z);
+		fwd_emit(fx, name, z);
 
 		tensor_t sm_s = fwd_new2(fx, L, c->sm_c_s), sm_z = fwd_new3(fx, L, L, c->sm_c_z);
 		op_linear(fx, sm_s, s, &m->trunk.trunk2sm_s, 0.0f);
@@ -251,23 +222,23 @@ static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const mod
 		if (!fx->planning && !fx->err) {
 			size_t last = (size_t)(c->sm_blocks - 1) * L * 14 * 3;
 			model_recycle_bins(L, h->sm.positions + last, cb, h->bins);
-			if (r->dump) {
+			if (fx->emit) {
 				snprintf(name, sizeof name, "sm_frames_r%d", k);
-				model_dump_f32(r, name, h->sm.frames, 3, (int64_t[]){ c->sm_blocks, L, 7 });
+				fwd_emit_host(fx, name, h->sm.frames, 3, (int64_t[]){ c->sm_blocks, L, 7 });
 				snprintf(name, sizeof name, "sm_positions_r%d", k);
-				model_dump_f32(r, name, h->sm.positions + last, 3, (int64_t[]){ L, 14, 3 });
+				fwd_emit_host(fx, name, h->sm.positions + last, 3, (int64_t[]){ L, 14, 3 });
 			}
 		}
 		fwd_host_drop(fx, cb, sizeof *cb * L);
 		snprintf(name, sizeof name, "recycle_bins_r%d", k);
-		model_dump_i64(fx, r, name, h->bins, L * L);
+		fwd_emit_i32(fx, name, h->bins, L * L);
 	}
 	fwd_drop(fx, &prev_s);
 	fwd_drop(fx, &s_s_0);
 	heads_pae(fx, &m->heads, z, r->chunk, h->pae, &h->ptm, &h->max_pae);
-	model_dump_final(fx, m, t, r, s, z, h);
-	model_dump_tn(fx, r, "s_s", s);
-	model_dump_tn(fx, r, "s_z", z);
+	model_dump_final(fx, m, t, s, z, h);
+	fwd_emit(fx, "s_s", s);
+	fwd_emit(fx, "s_z", z);
 	fwd_drop(fx, &z);
 	fwd_drop(fx, &s);
 }
@@ -285,6 +256,8 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_pla
 
 	fwd_plan_begin(&fx, m->be);
 	fx.no_memo = r->no_memo;
+	fx.emit = r->emit;
+	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
 	p->arena = fx.mp.high;
 	p->peak_live = fx.mp.peak_live;
@@ -317,6 +290,8 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 		fwd_end(&fx);
 		return rc;
 	}
+	fx.emit = r->emit;
+	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, passes, &h);
 	out->exec_arena = fx.mp.high;
 	out->exec_peak_live = fx.mp.peak_live;
@@ -334,18 +309,18 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	}
 	/* the results lie in the pass's host memory: the model_out_t keeps it */
 	out->mem = fwd_host_keep(&fx, &out->mem_be);
-	fwd_end(&fx);
 	/* fair-esm: linker atoms leave every output; mean pLDDT over real atoms */
 	geom_apply_residue_mask(L, t->linker_mask, h.sm.atom37_mask, h.sm.atom37);
-	model_dump_f32(r, "atom37_positions", h.sm.atom37, 3, (int64_t[]){ L, 37, 3 });
-	model_dump_f32(r, "atom37_mask", h.sm.atom37_mask, 2, (int64_t[]){ L, 37 });
+	fwd_emit_host(&fx, "atom37_positions", h.sm.atom37, 3, (int64_t[]){ L, 37, 3 });
+	fwd_emit_host(&fx, "atom37_mask", h.sm.atom37_mask, 2, (int64_t[]){ L, 37 });
 	out->L = L;
 	out->atom37 = h.sm.atom37;
 	out->atom37_mask = h.sm.atom37_mask;
 	out->plddt = h.plddt;
 	out->pae = h.pae;
 	out->mean_plddt = (float)heads_mean_plddt(L, out->plddt, out->atom37_mask);
-	model_dump_f32(r, "mean_plddt", &out->mean_plddt, 0, NULL);
+	fwd_emit_host(&fx, "mean_plddt", &out->mean_plddt, 0, NULL);
+	fwd_end(&fx);
 	out->ptm = (float)h.ptm;
 	out->max_pae = h.max_pae;
 	out->passes = passes;

@@ -41,10 +41,19 @@ typedef struct {
 typedef struct {
 	int          chunk;    /* rows per chunk of every pair op; 0 = unchunked */
 	int          passes;   /* trunk passes (recycles + 1); 0 = the config's max_recycles */
-	safetensors_writer_t *dump;     /* receives intermediates as NAME/TENSOR, or NULL */
-	const char  *name;     /* NAME for the dump */
+	fwd_emit_fn  emit;     /* receives the named intermediates, or NULL */
+	void        *emit_ctx;
 	int          no_memo;  /* planning runs every block (fwd_memo_t; tests) */
 } model_run_t;
+
+/* The emit hook of --dump-tensors: each intermediate as NAME/TENSOR into
+ * the writer w (set emit = model_dump_emit, emit_ctx = a model_dump_t). */
+typedef struct {
+	safetensors_writer_t *w;
+	const char           *name;
+} model_dump_t;
+void model_dump_emit(void *ctx, const char *tensor, safetensors_dtype_t dtype, int nd,
+                     const int64_t *shape, const void *data);
 
 /* What the planning pass of one fold found: the arena a fold reserves, and
  * its host buffers.  Made by model_plan (the scheduler, once per record and

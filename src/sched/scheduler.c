@@ -48,11 +48,14 @@ static int sched_next_chunk(int c, int L)
 	return n >= SCHED_MIN_CHUNK ? n : -1;
 }
 
-/* how item it runs at chunk: the same for its plan and its fold */
-static model_run_t sched_run_of(const sched_t *s, const sched_item_t *it, int chunk)
+/* how item it runs at chunk: the same for its plan and its fold (a dump's
+ * staging is planned too); dump: the emit hook's context, filled */
+static model_run_t sched_run_of(const sched_t *s, const sched_item_t *it, int chunk,
+                                model_dump_t *dump)
 {
-	return (model_run_t){ .chunk = chunk, .passes = s->o.passes, .dump = s->o.dump,
-	                      .name = s->o.names ? s->o.names[it->rec] : NULL };
+	*dump = (model_dump_t){ .w = s->o.dump, .name = s->o.names ? s->o.names[it->rec] : NULL };
+	return (model_run_t){ .chunk = chunk, .passes = s->o.passes,
+	                      .emit = s->o.dump ? model_dump_emit : NULL, .emit_ctx = dump };
 }
 
 /* quota of item it at chunk on device di, its plan there in it->plan[di];
@@ -60,7 +63,8 @@ static model_run_t sched_run_of(const sched_t *s, const sched_item_t *it, int ch
 static int64_t sched_quota(const sched_t *s, int di, sched_item_t *it, int chunk)
 {
 	const sched_dev_t *d = &s->dev[di];
-	model_run_t run = sched_run_of(s, it, chunk);
+	model_dump_t dump;
+	model_run_t run = sched_run_of(s, it, chunk, &dump);
 	model_plan_t *p = &it->plan[di];
 
 	memset(p, 0, sizeof *p);
@@ -305,7 +309,8 @@ static void sched_worker(sched_t *s, int di, int wi)
 		const sched_item_t snap = *it;
 		const tok_t t = it->tok;
 		const model_plan_t plan = it->plan[di];
-		const model_run_t run = sched_run_of(s, it, it->chunk);
+		model_dump_t dump;
+		const model_run_t run = sched_run_of(s, it, it->chunk, &dump);
 		pthread_mutex_unlock(&s->lock);
 
 		model_out_t out = { 0 };

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -54,6 +55,7 @@ typedef struct {
 	mem_fig_t fig;         /* the largest fragment's figures */
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
+	int       finished;    /* fold_finish ran */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -74,11 +76,20 @@ typedef struct {
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
 	int          io_error;
-	pthread_mutex_t lock;    /* rec[] results, counts, done.jsonl and
-	                            io_error, from workers */
+	pthread_mutex_t lock;    /* io_error, and the results of a record's
+	                            fragments (fold_done) from the workers;
+	                            finishing a record is the output step's */
 } fold_run_t;
 
 static volatile sig_atomic_t fold_stop;
+
+/* an output could not be written */
+static void fold_io_error(fold_run_t *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->io_error = 1;
+	pthread_mutex_unlock(&r->lock);
+}
 
 static void fold_on_signal(int sig)
 {
@@ -156,7 +167,8 @@ static void fold_seq_hash(const fold_rec_t *x, char out[17])
 	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, x->job.seq, strlen(x->job.seq)));
 }
 
-/* done.jsonl: append the line of a record whose files are in place.  r->lock held. */
+/* done.jsonl: append the line of a record whose files are in place.  On
+ * the output step (one thread at a time). */
 static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 {
 	char h[17];
@@ -170,8 +182,8 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	              "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
-		if (!r->io_error) log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
-		r->io_error = 1;
+		log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
+		fold_io_error(r);
 	}
 	free(line);
 	json_decref(e);
@@ -346,42 +358,32 @@ static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const to
 	return rc;
 }
 
-static int fold_cmp_start(const void *a, const void *b)
-{
-	const sched_item_t *x = *(const sched_item_t *const *)a, *y = *(const sched_item_t *const *)b;
-	return (x->start > y->start) - (x->start < y->start);
-}
-
-/* The outcome of record k from its items: ok, split (fragments renamed
- * NAME.partIofN.pdb in order) or failed (fragments already written
- * removed); its row, and for ok and split its done.jsonl line.  Called
- * once per record: by a worker (the scheduler's lock held) as soon as the
- * record is settled, or after the run for the records that never were. */
-static void fold_finish(fold_run_t *r, const sched_t *s, int k)
+/* The outcome of record k from its final items v[0..n) (by ascending
+ * start): ok, split (fragments renamed NAME.partIofN.pdb in order) or
+ * failed (fragments already written removed); its row, and for ok and
+ * split its done.jsonl line.  Called once per record, by one thread at a
+ * time: on the scheduler's output step as soon as the record is settled,
+ * or after the run for the records that never were. */
+static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 {
 	fold_rec_t *x = &r->rec[k];
-	const sched_item_t *v[512];
-	int n = 0, failed = -1, bad = 0, rc;
+	int failed = -1, bad = 0, rc;
 	char files[2048] = "", ranges[1024] = "";
 	const char *status = "ok";
 
-	for (int i = 0; i < sched_count(s) && n < 512; i++) {
-		const sched_item_t *it = sched_item(s, i);
-		if (it->rec != k || it->state == SCHED_SPLIT) continue;
-		if (it->state != SCHED_DONE && failed < 0) failed = n;
-		v[n++] = it;
-	}
-	qsort(v, n, sizeof *v, fold_cmp_start);
+	x->finished = 1;
+	for (int i = 0; i < n && failed < 0; i++)
+		if (v[i].state != SCHED_DONE) failed = i;
 	if (failed >= 0 || n == 0) {
 		const char *why = "not folded";
 		for (int i = 0; i < n; i++) {
-			if (v[i]->state != SCHED_DONE) {
-				why = v[i]->reason;
+			if (v[i].state != SCHED_DONE) {
+				why = v[i].reason;
 				continue;
 			}
 			/* a fragment of a record that failed: not an output */
 			for (int e = 0; e < 1 + r->o->pae; e++) {
-				char *from = fold_frag_name(x, v[i]);
+				char *from = fold_frag_name(x, &v[i]);
 				char *fp = from ? fold_path(r->o->outdir, from, e ? ".pae.json" : ".pdb") : NULL;
 				if (fp) unlink(fp);
 				free(fp);
@@ -389,11 +391,9 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 			}
 		}
 		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
-		pthread_mutex_lock(&r->lock);
 		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
-		if (rc < 0) r->io_error = 1;
-		pthread_mutex_unlock(&r->lock);
+		if (rc < 0) fold_io_error(r);
 		return;
 	}
 	if (n == 1) {
@@ -401,7 +401,7 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 	} else {
 		status = "split";
 		for (int i = 0; i < n; i++) {
-			char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
+			char *from = fold_frag_name(x, &v[i]), *part = NULL, *fp = NULL, *tp = NULL;
 			size_t fl = strlen(files), rl = strlen(ranges);
 			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0)
 				part = NULL;
@@ -420,25 +420,23 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 			snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "",
 			         part ? part : "?");
 			snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
-			         v[i]->start + 1, v[i]->start + v[i]->len);
+			         v[i].start + 1, v[i].start + v[i].len);
 			free(from);
 			free(part);
 		}
 	}
-	pthread_mutex_lock(&r->lock);
 	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
-		r->io_error = 1;
+		fold_io_error(r);
 	else
 		fold_journal(r, x);
 	if (n > 1) r->nsplit++;
 	else r->nok++;
-	pthread_mutex_unlock(&r->lock);
 }
 
 /* Progress after a record ended: on a terminal the live status line,
- * else an info line at most every FOLD_SAY seconds.  Scheduler lock held. */
+ * else an info line at most every FOLD_SAY seconds.  On the output step. */
 #define FOLD_SAY 10.0
-static void fold_progress(fold_run_t *r, const fold_rec_t *x)
+static void fold_progress(fold_run_t *r, sched_t *s, const fold_rec_t *x)
 {
 	char line[256];
 	double now = sched_now(), dt = now - r->t_start, rate;
@@ -455,20 +453,37 @@ static void fold_progress(fold_run_t *r, const fold_rec_t *x)
 		n += snprintf(line + n, sizeof line - n, "-");
 	for (int i = 0; i < r->ndev && n < (int)sizeof line; i++)
 		n += snprintf(line + n, sizeof line - n, ", %s %.1f/%.1f MiB", r->dev[i].be->name,
-		              r->dev[i].granted / 1048576.0, r->dev[i].budget / 1048576.0);
+		              sched_granted(s, i) / 1048576.0, r->dev[i].budget / 1048576.0);
 	if (log_status_line(line) < 0 && (now - r->t_said >= FOLD_SAY || r->ended == r->todo)) {
 		log_info("progress: %s", line);
 		r->t_said = now;
 	}
 }
 
-/* sched_settled_fn */
-static void fold_settled(void *ctx, const sched_t *s, int rec)
+/* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
+ * milliseconds longer (a slow file system), so tests can see that it holds
+ * up no worker; 0 when not set */
+static long fold_slowio_ms(void)
+{
+	const char *e = getenv("ESMBATCH_FAULT");
+	long ms = 0;
+
+	if (!e || sscanf(e, "slowio:%ld", &ms) != 1 || ms < 0) return 0;
+	return ms;
+}
+
+/* sched_settled_fn: the output step of a record */
+static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
 {
 	fold_run_t *r = ctx;
+	long ms = fold_slowio_ms();
 
-	fold_finish(r, s, rec);
-	fold_progress(r, &r->rec[rec]);
+	if (ms > 0) {
+		struct timespec ts = { ms / 1000, ms % 1000 * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) continue;
+	}
+	fold_finish(r, rec, v, n);
+	fold_progress(r, s, &r->rec[rec]);
 }
 
 static void fold_close(fold_run_t *r)
@@ -637,8 +652,14 @@ int fold_main(const opt_t *o)
 	stopped = sched_run(s) < 0;
 	log_status_line(NULL);
 
-	for (int i = 0; i < r.nrec; i++)
-		if (!r.rec[i].row) fold_finish(&r, s, i);
+	for (int i = 0; i < r.nrec; i++) {
+		sched_item_t *v;
+		int n;
+		if (r.rec[i].finished || r.rec[i].row) continue;
+		if ((n = sched_outcome(s, i, &v)) < 0) goto done;
+		fold_finish(&r, i, v, n);
+		free(v);
+	}
 	if (r.io_error) goto done;
 	if (fold_summary(&r) < 0) goto done;
 	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) goto done;

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# test_output.sh - the output path of a record (demo model, CPU):
+# - a slow file system (ESMBATCH_FAULT=slowio:MS) does not hold up the
+#   workers: finishing a record happens on one writer, outside the lock
+#   every worker shares, so every fold starts before the first record's
+#   output step is over;
+set -u
+srcdir=${srcdir:-.}
+bin=${ESMBATCH:-./esmbatch}
+w=$srcdir/data/demo/esmfold_demo.safetensors
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-output.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# mkfa FILE NAME:LENGTH ...: random sequences (fixed seed)
+mkfa() {
+	python3 - "$@" <<'PY'
+import random, sys
+random.seed(11)
+with open(sys.argv[1], "w") as f:
+    for a in sys.argv[2:]:
+        name, L = a.rsplit(":", 1)
+        f.write(">%s\n%s\n" % (name, "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(int(L)))))
+PY
+}
+run() { "$bin" -q --weights "$w" --num-recycles 0 "$@"; }
+
+# --- the output step: one writer, no shared lock held --------------------
+mkfa "$tmp/four.fa" s0:20 s1:20 s2:20 s3:20
+ESMBATCH_FAULT=slowio:1000 run -i "$tmp/four.fa" -o "$tmp/slow" --devices cpu --workers 2 ||
+	fail "slowio: exited $?"
+python3 - "$tmp/slow/run.jsonl" <<'PY' || fail "slowio: the workers waited for the output step"
+import json, sys
+t0 = [e["t0"] for e in map(json.loads, open(sys.argv[1])) if e["event"] == "fold"]
+assert len(t0) == 4, t0
+assert max(t0) < 0.5, "a fold started at %.2f s" % max(t0)
+PY
+[ "$(tail -n +2 "$tmp/slow/summary.tsv" | cut -f2,3,6 | tr '\t\n' ',,')" = \
+  "s0,s0.pdb,ok,s1,s1.pdb,ok,s2,s2.pdb,ok,s3,s3.pdb,ok," ] || fail "slowio: summary rows"
+[ "$(wc -l <"$tmp/slow/done.jsonl")" -eq 4 ] || fail "slowio: done.jsonl lines"
+
+echo "test_output: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -4,6 +4,8 @@
 #   workers: finishing a record happens on one writer, outside the lock
 #   every worker shares, so every fold starts before the first record's
 #   output step is over;
+# - a record split into 32 parts with a 100-character name lists every
+#   fragment in its file column, and a rerun skips it;
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -38,6 +40,24 @@ PY
 [ "$(tail -n +2 "$tmp/slow/summary.tsv" | cut -f2,3,6 | tr '\t\n' ',,')" = \
   "s0,s0.pdb,ok,s1,s1.pdb,ok,s2,s2.pdb,ok,s3,s3.pdb,ok," ] || fail "slowio: summary rows"
 [ "$(wc -l <"$tmp/slow/done.jsonl")" -eq 4 ] || fail "slowio: done.jsonl lines"
+
+# --- 32 fragments of a 100-character name --------------------------------
+long=$(printf 'L%.0s' $(seq 100))
+mkfa "$tmp/long.fa" "$long:320"
+run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K || fail "32 parts: exited $?"
+files=$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")
+[ "$(awk -F'\t' 'NR == 2 { print $6 }' "$tmp/long/summary.tsv")" = split ] || fail "32 parts: not split"
+[ "$(echo "$files" | tr ',' '\n' | wc -l)" -eq 32 ] ||
+	fail "32 parts: the file column lists $(echo "$files" | tr ',' '\n' | wc -l)"
+for i in $(seq 32); do
+	echo ",$files," | grep -q ",$long.part${i}of32.pdb," || fail "32 parts: part $i not listed"
+	[ -s "$tmp/long/$long.part${i}of32.pdb" ] || fail "32 parts: part $i not written"
+done
+run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K || fail "32 parts rerun: exited $?"
+grep -q '"event":"skip","record":0' "$tmp/long/run.jsonl" || fail "32 parts rerun: not skipped"
+grep -q '"event":"fold"' "$tmp/long/run.jsonl" && fail "32 parts rerun: folded again"
+[ "$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")" = "$files" ] ||
+	fail "32 parts rerun: another file column"
 
 echo "test_output: $fails failure(s)"
 [ "$fails" -eq 0 ]

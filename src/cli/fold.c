@@ -146,17 +146,18 @@ static int fold_row(fold_rec_t *x, const char *file, const char *status, const c
 	return rc < 0 ? -1 : 0;
 }
 
-/* a record's line of summary.tsv (x->row set) */
+/* a record's line of summary.tsv (x->row; a failed row when it could not be made) */
 static void fold_summary_line(FILE *f, const fold_rec_t *x)
 {
 	const job_t *j = &x->job;
-	const char *tab = strchr(x->row, '\t');
+	const char *row = x->row ? x->row : "-\tfailed\tout of memory\t-\t-\t-\t-\t-\t-\t-";
+	const char *tab = strchr(row, '\t');
 	char blabel[16] = "-";
 
 	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, j->model_len), blabel, sizeof blabel);
 	/* index, name, file, length, bucket, then status onwards */
 	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
-	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
+	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
 	        (long long)j->len, blabel, tab + 1);
 }
 
@@ -368,7 +369,9 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 {
 	fold_rec_t *x = &r->rec[k];
 	int failed = -1, bad = 0, rc;
-	char files[2048] = "", ranges[1024] = "";
+	char *files = NULL, *ranges = NULL;
+	size_t fn = 0, rn = 0;
+	FILE *ff = NULL, *rf = NULL;
 	const char *status = "ok";
 
 	x->finished = 1;
@@ -396,19 +399,25 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		if (rc < 0) fold_io_error(r);
 		return;
 	}
-	if (n == 1) {
-		snprintf(files, sizeof files, "%s.pdb", x->job.outname);
+	/* the file column and the fragment ranges, as long as they come */
+	if (!(ff = open_memstream(&files, &fn)) || !(rf = open_memstream(&ranges, &rn))) {
+		bad = 1;
+	} else if (n == 1) {
+		fprintf(ff, "%s.pdb", x->job.outname);
 	} else {
 		status = "split";
 		for (int i = 0; i < n; i++) {
-			char *from = fold_frag_name(x, &v[i]), *part = NULL, *fp = NULL, *tp = NULL;
-			size_t fl = strlen(files), rl = strlen(ranges);
-			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0)
+			char *from = fold_frag_name(x, &v[i]), *part = NULL;
+			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
+				log_error("record %lld (%s): out of memory", (long long)x->job.recno,
+				          x->job.name);
 				part = NULL;
+				bad = 1;
+			}
 			for (int e = 0; e < 1 + r->o->pae && part; e++) {
 				const char *ext = e ? ".pae.json" : ".pdb";
-				fp = fold_path(r->o->outdir, from, ext);
-				tp = fold_path(r->o->outdir, part, ext);
+				char *fp = fold_path(r->o->outdir, from, ext);
+				char *tp = fold_path(r->o->outdir, part, ext);
 				if (!fp || !tp || rename(fp, tp) < 0) {
 					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
 					          strerror(errno));
@@ -417,18 +426,21 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 				free(fp);
 				free(tp);
 			}
-			snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "",
-			         part ? part : "?");
-			snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
-			         v[i].start + 1, v[i].start + v[i].len);
+			fprintf(ff, "%s%s.pdb", i ? "," : "", part ? part : "?");
+			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
+			        v[i].start + v[i].len);
 			free(from);
 			free(part);
 		}
 	}
+	if (ff && fclose(ff) != 0) bad = 1;
+	if (rf && fclose(rf) != 0) bad = 1;
 	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
 		fold_io_error(r);
 	else
 		fold_journal(r, x);
+	free(files);
+	free(ranges);
 	if (n > 1) r->nsplit++;
 	else r->nok++;
 }

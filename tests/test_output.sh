@@ -6,6 +6,8 @@
 #   output step is over;
 # - a record split into 32 parts with a 100-character name lists every
 #   fragment in its file column, and a rerun skips it;
+# - records named like another record's fragments (NAME.partIofN, or the
+#   temporary NAME.fragA-B) get other names: no two rows share a file;
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -58,6 +60,23 @@ grep -q '"event":"skip","record":0' "$tmp/long/run.jsonl" || fail "32 parts reru
 grep -q '"event":"fold"' "$tmp/long/run.jsonl" && fail "32 parts rerun: folded again"
 [ "$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")" = "$files" ] ||
 	fail "32 parts rerun: another file column"
+
+# --- fragment names are reserved -----------------------------------------
+mkfa "$tmp/decoy.fa" r:40 r.part1of2:20 R.PART2OF2:20 r.frag21-40:20 r.frag1-20:20
+run -i "$tmp/decoy.fa" -o "$tmp/decoy" --devices sim:2300K 2>"$tmp/decoy.err" ||
+	fail "decoys: exited $?"
+[ "$(awk -F'\t' '$2 == "r" { print $3 }' "$tmp/decoy/summary.tsv")" = r.part1of2.pdb,r.part2of2.pdb ] ||
+	fail "decoys: r not split in two"
+files=$(tail -n +2 "$tmp/decoy/summary.tsv" | cut -f3 | tr ',' '\n')
+[ "$(echo "$files" | sort -fu | wc -l)" -eq 6 ] || fail "decoys: rows share a file: $(echo $files)"
+for f in $files; do [ -s "$tmp/decoy/$f" ] || fail "decoys: $f missing"; done
+for n in r.part1of2 R.PART2OF2 r.frag21-40 r.frag1-20; do
+	f=$(awk -F'\t' -v n=$n '$2 == n { print $3 }' "$tmp/decoy/summary.tsv")
+	grep -q FRAGMENT "$tmp/decoy/$f" && fail "decoys: $n's $f holds a fragment"
+	grep -q "'$n' is reserved" "$tmp/decoy.err" || fail "decoys: no warning for $n"
+done
+[ "$(tail -n +2 "$tmp/decoy/summary.tsv" | cut -f6 | sort | uniq -c | tr -s ' \n' ' ')" = " 4 ok 1 split " ] ||
+	fail "decoys: statuses"
 
 echo "test_output: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -8,6 +8,10 @@
 #   fragment in its file column, and a rerun skips it;
 # - records named like another record's fragments (NAME.partIofN, or the
 #   temporary NAME.fragA-B) get other names: no two rows share a file;
+# - an output that cannot be written (a directory in the way of a PDB, as
+#   a full disk would refuse it): the rest is written, summary.tsv has
+#   every row, the log names the file, exit 1; once it can be written, the
+#   rerun folds only that record;
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -77,6 +81,32 @@ for n in r.part1of2 R.PART2OF2 r.frag21-40 r.frag1-20; do
 done
 [ "$(tail -n +2 "$tmp/decoy/summary.tsv" | cut -f6 | sort | uniq -c | tr -s ' \n' ' ')" = " 4 ok 1 split " ] ||
 	fail "decoys: statuses"
+
+# --- an output that cannot be written -------------------------------------
+mkdir -p "$tmp/full/s1.pdb"
+run -i "$tmp/four.fa" -o "$tmp/full" --devices cpu 2>"$tmp/full.err"
+rc=$?
+[ $rc -eq 1 ] || fail "unwritable: expected exit 1, got $rc"
+[ "$(tail -n +2 "$tmp/full/summary.tsv" 2>/dev/null | cut -f2,6 | tr '\t\n' ',,')" = \
+  "s0,ok,s1,failed,s2,ok,s3,ok," ] || fail "unwritable: summary rows"
+grep -q 's1\.pdb' "$tmp/full.err" || fail "unwritable: the log does not name s1.pdb"
+awk -F'\t' '$2 == "s1" { print $7 }' "$tmp/full/summary.tsv" 2>/dev/null | grep -q 's1\.pdb' ||
+	fail "unwritable: the reason does not name s1.pdb"
+[ "$(wc -l <"$tmp/full/done.jsonl")" -eq 3 ] || fail "unwritable: done.jsonl lines"
+for n in s0 s2 s3; do
+	cmp -s "$tmp/slow/$n.pdb" "$tmp/full/$n.pdb" || fail "unwritable: $n.pdb differs"
+done
+rmdir "$tmp/full/s1.pdb"
+run -i "$tmp/four.fa" -o "$tmp/full" --devices cpu || fail "unwritable rerun: exited $?"
+[ "$(grep -c '"event":"skip"' "$tmp/full/run.jsonl")" -eq 3 ] || fail "unwritable rerun: skips"
+[ "$(grep -c '"status":"ok"' "$tmp/full/run.jsonl")" -eq 1 ] || fail "unwritable rerun: folds"
+cmp -s "$tmp/slow/s1.pdb" "$tmp/full/s1.pdb" || fail "unwritable rerun: s1.pdb differs"
+[ "$(tail -n +2 "$tmp/full/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "unwritable rerun: not all ok"
+# the summary itself
+mkdir -p "$tmp/nosum/summary.tsv"
+run -i "$tmp/four.fa" -o "$tmp/nosum" --devices cpu 2>"$tmp/nosum.err"
+[ $? -eq 1 ] || fail "no summary: expected exit 1"
+grep -q 'summary\.tsv' "$tmp/nosum.err" || fail "no summary: not said"
 
 echo "test_output: $fails failure(s)"
 [ "$fails" -eq 0 ]

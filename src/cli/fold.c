@@ -75,19 +75,19 @@ typedef struct {
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
-	int          io_error;
-	pthread_mutex_t lock;    /* io_error, and the results of a record's
+	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
+	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_done) from the workers;
 	                            finishing a record is the output step's */
 } fold_run_t;
 
 static volatile sig_atomic_t fold_stop;
 
-/* an output could not be written */
+/* an output could not be written (logged by the caller) */
 static void fold_io_error(fold_run_t *r)
 {
 	pthread_mutex_lock(&r->lock);
-	r->io_error = 1;
+	r->io_errors++;
 	pthread_mutex_unlock(&r->lock);
 }
 
@@ -327,12 +327,13 @@ static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const to
 	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
 	if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
 	    pdb_write_atomic(path, &pin) < 0) {
-		snprintf(reason, cap, "cannot write the PDB file");
+		snprintf(reason, cap, "cannot write %s.pdb (output error)", base ? base : x->job.outname);
 		rc = -1;
 	} else if (o->pae) {
 		char *pp = fold_path(o->outdir, base, ".pae.json");
 		if (!pp || fold_write_pae(pp, out) < 0) {
-			snprintf(reason, cap, "cannot write the PAE file");
+			snprintf(reason, cap, "cannot write %s.pae.json (output error)", base);
+			unlink(path);   /* no half of a record's outputs */
 			rc = -1;
 		}
 		free(pp);
@@ -350,7 +351,7 @@ static int fold_done(void *ctx, sched_item_t *it, const sched_dev_t *d, const to
 		x->secs += secs;
 		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
 	} else {
-		r->io_error = 1;
+		r->io_errors++;
 	}
 	pthread_mutex_unlock(&r->lock);
 	free(residx);
@@ -435,14 +436,24 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 	}
 	if (ff && fclose(ff) != 0) bad = 1;
 	if (rf && fclose(rf) != 0) bad = 1;
-	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
+	if (bad) {
+		/* its files are not all in place: failed, folded again by a rerun */
+		log_warn("record %lld (%s): its fragments could not all be renamed", (long long)x->job.recno,
+		         x->job.name);
 		fold_io_error(r);
-	else
+		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
+			fold_io_error(r);
+		r->nfailed++;
+	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
+		fold_io_error(r);
+		r->nfailed++;
+	} else {
 		fold_journal(r, x);
+		if (n > 1) r->nsplit++;
+		else r->nok++;
+	}
 	free(files);
 	free(ranges);
-	if (n > 1) r->nsplit++;
-	else r->nok++;
 }
 
 /* Progress after a record ended: on a terminal the live status line,
@@ -672,12 +683,16 @@ int fold_main(const opt_t *o)
 		fold_finish(&r, i, v, n);
 		free(v);
 	}
-	if (r.io_error) goto done;
-	if (fold_summary(&r) < 0) goto done;
-	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) goto done;
+	/* what can be written is written, whatever could not be before */
+	if (fold_summary(&r) < 0) r.io_errors++;
+	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
 	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
-	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	code = stopped || r.io_errors ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	if (r.io_errors)
+		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
+		          "not all there is failed); rerun the same command once they can be",
+		          o->outdir, r.io_errors);
 	if (stopped) log_error("interrupted: the records not folded are marked failed; "
 	                       "rerun the same command to fold only those");
 done:

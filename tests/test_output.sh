@@ -12,6 +12,9 @@
 #   a full disk would refuse it): the rest is written, summary.tsv has
 #   every row, the log names the file, exit 1; once it can be written, the
 #   rerun folds only that record;
+# - a second run into a directory a run is writing into exits 4 at once
+#   with one line naming the lock; the first run is undisturbed, and a
+#   killed run's temporaries are removed by the next.
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -107,6 +110,27 @@ mkdir -p "$tmp/nosum/summary.tsv"
 run -i "$tmp/four.fa" -o "$tmp/nosum" --devices cpu 2>"$tmp/nosum.err"
 [ $? -eq 1 ] || fail "no summary: expected exit 1"
 grep -q 'summary\.tsv' "$tmp/nosum.err" || fail "no summary: not said"
+
+# --- one run at a time into a directory -----------------------------------
+ESMBATCH_FAULT=slowio:700 run -i "$tmp/four.fa" -o "$tmp/two" --devices cpu 2>"$tmp/two1.err" &
+pid=$!
+i=0
+while [ ! -s "$tmp/two/run.jsonl" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+run -i "$tmp/four.fa" -o "$tmp/two" --devices cpu 2>"$tmp/two2.err"
+rc=$?
+[ $rc -eq 4 ] || fail "second run: expected exit 4, got $rc"
+[ "$(wc -l <"$tmp/two2.err")" -eq 1 ] && grep -q 'another esmbatch run' "$tmp/two2.err" ||
+	fail "second run: not one line: $(cat "$tmp/two2.err")"
+wait $pid || fail "first run: exited $?"
+[ "$(wc -l <"$tmp/two/done.jsonl")" -eq 4 ] || fail "two runs: done.jsonl lines"
+[ "$(grep -c '"status":"ok"' "$tmp/two/run.jsonl")" -eq 4 ] || fail "two runs: run.jsonl"
+[ "$(tail -n +2 "$tmp/two/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "two runs: not all ok"
+# a killed run's temporaries: removed by the next run, which holds the lock
+touch "$tmp/two/s9.pdb.tmp.999999" "$tmp/two/s9.pae.json.tmp" "$tmp/two/summary.tsv.tmp.1" \
+	"$tmp/two/keep.tmp.2"
+run -i "$tmp/four.fa" -o "$tmp/two" --devices cpu || fail "after a killed run: exited $?"
+ls "$tmp/two" | grep -q '\.\(pdb\|json\|tsv\)\.tmp' && fail "temporaries left: $(ls "$tmp/two" | grep tmp)"
+[ -e "$tmp/two/keep.tmp.2" ] || fail "a file not ours was removed"
 
 echo "test_output: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -14,12 +14,15 @@
  * directory skips a record whose latest line matches and whose files are
  * all there, keeping that row; --force (or --dump-tensors) refolds all.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,6 +71,7 @@ typedef struct {
 	int          nrec;
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
+	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
@@ -239,6 +243,74 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 		f += n + (f[n] == ',');
 	}
 	return row;
+}
+
+#define FOLD_LOCK ".esmbatch.lock"
+#define FOLD_BUSY (-2)
+
+/* One run at a time writes into an output directory: take an exclusive
+ * flock on DIR/.esmbatch.lock (a name no record's output can have), held
+ * while r->lockfd is open and released by the kernel however the process
+ * ends.  0; FOLD_BUSY when another run holds it; -1 on another error (a
+ * file system without locks only warns).  Each logged in one line. */
+static int fold_lock_dir(fold_run_t *r)
+{
+	char *path = fold_path(r->o->outdir, FOLD_LOCK, "");
+	int rc = -1;
+
+	if (!path) goto fail;
+	if ((r->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
+		log_error("%s: cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (flock(r->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK) {
+			log_error("%s: another esmbatch run is writing into this directory (it holds %s); "
+			          "wait for it to end or use another -o", r->o->outdir, FOLD_LOCK);
+			rc = FOLD_BUSY;
+			goto fail;
+		}
+		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
+		         strerror(errno), r->o->outdir);
+	}
+	rc = 0;
+fail:
+	free(path);
+	return rc;
+}
+
+/* Remove what killed runs left in the output directory: temporaries of
+ * the atomic writer (NAME.pdb.tmp.PID, NAME.pae.json.tmp.PID,
+ * summary.tsv.tmp.PID, or the older NAME.pdb.tmp form).  Only with the
+ * directory's lock held: then no other run is writing them.  Nothing else
+ * is touched. */
+static void fold_clean_tmp(const fold_run_t *r)
+{
+	static const char *const kind[] = { ".pdb.tmp", ".pae.json.tmp", "summary.tsv.tmp" };
+	DIR *d = opendir(r->o->outdir);
+	struct dirent *e;
+
+	if (!d) return;
+	while ((e = readdir(d))) {
+		const char *t = strstr(e->d_name, ".tmp");
+		size_t n;
+		int ours = 0;
+		/* .tmp at the end, or followed by .DIGITS */
+		while (t && t[4] && !(t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)))
+			t = strstr(t + 1, ".tmp");
+		if (!t) continue;
+		n = t + 4 - e->d_name;
+		for (size_t k = 0; k < sizeof kind / sizeof *kind && !ours; k++) {
+			size_t kl = strlen(kind[k]);
+			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
+			       (k < 2 ? n > kl : n == kl);
+		}
+		if (!ours) continue;
+		char *p = fold_path(r->o->outdir, e->d_name, "");
+		if (p && unlink(p) == 0) log_debug("%s: removed (left by a killed run)", p);
+		free(p);
+	}
+	closedir(d);
 }
 
 /* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
@@ -523,6 +595,7 @@ static void fold_close(fold_run_t *r)
 	json_decref(r->prev);
 	quota_free(r->qt);
 	safetensors_writer_free(r->dump);
+	if (r->lockfd >= 0) close(r->lockfd);   /* the directory is free for the next run */
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -602,12 +675,12 @@ static int fold_summary(fold_run_t *r)
 
 int fold_main(const opt_t *o)
 {
-	fold_run_t r = { .o = o };
+	fold_run_t r = { .o = o, .lockfd = -1 };
 	fasta_t *in = NULL;
 	sched_t *s = NULL;
 	const char **names = NULL;
 	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
-	int code = EXIT_FATAL, stopped = 0;
+	int code = EXIT_FATAL, stopped = 0, rc;
 	int64_t cpu_total;
 
 	pthread_mutex_init(&r.lock, NULL);
@@ -621,6 +694,11 @@ int fold_main(const opt_t *o)
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	if (fold_read(&r, in) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if ((rc = fold_lock_dir(&r)) < 0) {
+		if (rc == FOLD_BUSY) code = EXIT_BUSY;
+		goto done;
+	}
+	fold_clean_tmp(&r);
 	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_path(o->outdir, "run", ".jsonl");

@@ -106,6 +106,34 @@ static void test_unique_long(void **state)
 	job_names_free(n);
 }
 
+/* fragment names (NAME.partIofN, NAME.fragA-B) are no record's name */
+static void test_reserved(void **state)
+{
+	static const char *const yes[] = { "a.part1of2", "a.PART12OF32", "x.y.part3of4",
+	                                   "a.frag1-20", "A.FRAG21-40", ".part1of2" };
+	static const char *const no[] = { "a.part1of", "a.partof2", "a.part1of2x", "a.part1f2",
+	                                  "apart1of2", "a.frag1-", "a.frag-2", "a.frag1_2",
+	                                  "a.part1of2_2", "a.frag1-20.b", "part1of2" };
+	job_names_t *n = job_names_init();
+	char *s;
+
+	for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+		assert_true(job_name_reserved(yes[i]));
+	for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+		assert_false(job_name_reserved(no[i]));
+	assert_non_null(n);
+	assert_int_equal(job_names_assign(n, "r", 1, &s), 0);
+	assert_string_equal(s, "r"); free(s);
+	assert_int_equal(job_names_assign(n, "r.part1of2", 2, &s), 1);
+	assert_string_equal(s, "r.part1of2_2"); free(s);
+	assert_int_equal(job_names_assign(n, "r.frag1-20", 3, &s), 1);
+	assert_string_equal(s, "r.frag1-20_2"); free(s);
+	assert_int_equal(job_names_assign(n, "R.Part1Of2", 4, &s), 1);
+	assert_string_equal(s, "R.Part1Of2_3"); free(s);   /* _2 is taken, case-blind */
+	job_names_free(n);
+	(void)state;
+}
+
 static void test_deterministic(void **state)
 {
 	const char *in[] = { "x", "x", "X", "x_2", "..", "" };
@@ -137,6 +165,7 @@ int main(void)
 		cmocka_unit_test(test_length_bound),
 		cmocka_unit_test(test_unique),
 		cmocka_unit_test(test_unique_long),
+		cmocka_unit_test(test_reserved),
 		cmocka_unit_test(test_deterministic),
 	};
 	log_set_level(LOG_ERROR);

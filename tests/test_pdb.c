@@ -296,7 +296,7 @@ static void test_meta_and_atomic(void **state)
 	assert_non_null(mkdtemp(dir));
 	char path[256], tmp[320];
 	snprintf(path, sizeof path, "%s/out.pdb", dir);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
 	assert_int_equal(pdb_write_atomic(path, &in), 0);
 	char *back = slurp(path);
 	assert_non_null(back);
@@ -310,7 +310,7 @@ static void test_meta_and_atomic(void **state)
 	snprintf(path2, sizeof path2, "%s/bad.pdb", dir);
 	assert_true(pdb_write_atomic(path2, &in) < 0);
 	assert_int_equal(access(path2, F_OK), -1);
-	snprintf(tmp, sizeof tmp, "%s.tmp", path2);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path2, (long)getpid());
 	assert_int_equal(access(tmp, F_OK), -1);
 	/* unwritable place */
 	snprintf(path2, sizeof path2, "%s/no/such/dir.pdb", dir);

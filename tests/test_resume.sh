@@ -2,7 +2,7 @@
 # test_resume.sh - nothing lost, nothing done twice: a fold of a
 # multi-record FASTA (demo model, two workers) is stopped with SIGTERM
 # mid-run, rerun and killed with SIGKILL, rerun again.  The stopped run
-# leaves complete files only (no *.tmp, no unrenamed fragments) and a
+# leaves complete files only (no *.tmp.PID, no unrenamed fragments) and a
 # complete summary.tsv; the final outputs equal an uninterrupted run's
 # (every PDB byte for byte, the summary rows bar the timing and RSS
 # columns); from run.jsonl, every record was folded by exactly one run
@@ -51,7 +51,7 @@ rc=$?
 cp "$tmp/res/run.jsonl" "$tmp/run1.jsonl"
 [ $rc -eq 1 ] || fail "SIGTERM: expected exit 1, got $rc"
 grep -q interrupted "$tmp/err" || fail "SIGTERM: no interrupted message"
-ls "$tmp/res" | grep -Eq '\.tmp$|\.frag' && fail "SIGTERM left partial files: $(ls "$tmp/res")"
+ls "$tmp/res" | grep -Eq '\.tmp(\.[0-9]+)?$|\.frag' && fail "SIGTERM left partial files: $(ls "$tmp/res")"
 [ "$(tail -n +2 "$tmp/res/summary.tsv" | wc -l)" -eq $n ] || fail "SIGTERM: summary rows"
 done1=$(awk -F'\t' '$6 == "ok"' "$tmp/res/summary.tsv" | wc -l)
 [ "$done1" -ge 2 ] && [ "$done1" -lt $n ] || fail "SIGTERM: $done1 of $n done (expected some, not all)"
@@ -61,12 +61,12 @@ done1=$(awk -F'\t' '$6 == "ok"' "$tmp/res/summary.tsv" | wc -l)
 # SIGKILL during the rerun: complete files and *.tmp only
 run_killed KILL 2 "$tmp/res"
 cp "$tmp/res/run.jsonl" "$tmp/run2.jsonl"
-ls "$tmp/res" | grep -v '\.tmp$' | grep -q '\.frag' && fail "SIGKILL left fragments"
+ls "$tmp/res" | grep -Ev '\.tmp(\.[0-9]+)?$' | grep -q '\.frag' && fail "SIGKILL left fragments"
 
 # the last rerun completes
 run -o "$tmp/res" 2>"$tmp/err3" || fail "final rerun exited $?"
 cp "$tmp/res/run.jsonl" "$tmp/run3.jsonl"
-ls "$tmp/res" | grep -q '\.tmp$' && fail "*.tmp left after the final rerun"
+ls "$tmp/res" | grep -Eq '\.tmp(\.[0-9]+)?$' && fail "temporaries left after the final rerun"
 
 python3 - "$n" "$tmp"/run1.jsonl "$tmp"/run2.jsonl "$tmp"/run3.jsonl <<'PY' || fail "a record folded twice or never"
 import json, sys

@@ -14,13 +14,17 @@
  * directory skips a record whose latest line matches and whose files are
  * all there, keeping that row; --force (or --dump-tensors) refolds all.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -54,6 +58,7 @@ typedef struct {
 	mem_fig_t fig;         /* the largest fragment's figures */
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
+	int       finished;    /* fold_finish ran */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -66,6 +71,7 @@ typedef struct {
 	int          nrec;
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
+	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
@@ -73,12 +79,21 @@ typedef struct {
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
-	int          io_error;
-	pthread_mutex_t lock;    /* rec[] results, counts, done.jsonl and
-	                            io_error, from workers */
+	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
+	pthread_mutex_t lock;    /* io_errors, and the results of a record's
+	                            fragments (fold_done) from the workers;
+	                            finishing a record is the output step's */
 } fold_run_t;
 
 static volatile sig_atomic_t fold_stop;
+
+/* an output could not be written (logged by the caller) */
+static void fold_io_error(fold_run_t *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->io_errors++;
+	pthread_mutex_unlock(&r->lock);
+}
 
 static void fold_on_signal(int sig)
 {
@@ -135,17 +150,18 @@ static int fold_row(fold_rec_t *x, const char *file, const char *status, const c
 	return rc < 0 ? -1 : 0;
 }
 
-/* a record's line of summary.tsv (x->row set) */
+/* a record's line of summary.tsv (x->row; a failed row when it could not be made) */
 static void fold_summary_line(FILE *f, const fold_rec_t *x)
 {
 	const job_t *j = &x->job;
-	const char *tab = strchr(x->row, '\t');
+	const char *row = x->row ? x->row : "-\tfailed\tout of memory\t-\t-\t-\t-\t-\t-\t-";
+	const char *tab = strchr(row, '\t');
 	char blabel[16] = "-";
 
 	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
 	/* index, name, file, length, bucket, then status onwards */
 	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
-	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
+	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
 	        (long long)j->len, blabel, tab + 1);
 }
 
@@ -156,7 +172,8 @@ static void fold_seq_hash(const fold_rec_t *x, char out[17])
 	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, x->job.seq, strlen(x->job.seq)));
 }
 
-/* done.jsonl: append the line of a record whose files are in place.  r->lock held. */
+/* done.jsonl: append the line of a record whose files are in place.  On
+ * the output step (one thread at a time). */
 static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 {
 	char h[17];
@@ -170,8 +187,8 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	              "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
-		if (!r->io_error) log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
-		r->io_error = 1;
+		log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
+		fold_io_error(r);
 	}
 	free(line);
 	json_decref(e);
@@ -226,6 +243,74 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 		f += n + (f[n] == ',');
 	}
 	return row;
+}
+
+#define FOLD_LOCK ".esmbatch.lock"
+#define FOLD_BUSY (-2)
+
+/* One run at a time writes into an output directory: take an exclusive
+ * flock on DIR/.esmbatch.lock (a name no record's output can have), held
+ * while r->lockfd is open and released by the kernel however the process
+ * ends.  0; FOLD_BUSY when another run holds it; -1 on another error (a
+ * file system without locks only warns).  Each logged in one line. */
+static int fold_lock_dir(fold_run_t *r)
+{
+	char *path = fold_path(r->o->outdir, FOLD_LOCK, "");
+	int rc = -1;
+
+	if (!path) goto fail;
+	if ((r->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
+		log_error("%s: cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (flock(r->lockfd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK) {
+			log_error("%s: another esmbatch run is writing into this directory (it holds %s); "
+			          "wait for it to end or use another -o", r->o->outdir, FOLD_LOCK);
+			rc = FOLD_BUSY;
+			goto fail;
+		}
+		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
+		         strerror(errno), r->o->outdir);
+	}
+	rc = 0;
+fail:
+	free(path);
+	return rc;
+}
+
+/* Remove what killed runs left in the output directory: temporaries of
+ * the atomic writer (NAME.pdb.tmp.PID, NAME.pae.json.tmp.PID,
+ * summary.tsv.tmp.PID, or the older NAME.pdb.tmp form).  Only with the
+ * directory's lock held: then no other run is writing them.  Nothing else
+ * is touched. */
+static void fold_clean_tmp(const fold_run_t *r)
+{
+	static const char *const kind[] = { ".pdb.tmp", ".pae.json.tmp", "summary.tsv.tmp" };
+	DIR *d = opendir(r->o->outdir);
+	struct dirent *e;
+
+	if (!d) return;
+	while ((e = readdir(d))) {
+		const char *t = strstr(e->d_name, ".tmp");
+		size_t n;
+		int ours = 0;
+		/* .tmp at the end, or followed by .DIGITS */
+		while (t && t[4] && !(t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)))
+			t = strstr(t + 1, ".tmp");
+		if (!t) continue;
+		n = t + 4 - e->d_name;
+		for (size_t k = 0; k < sizeof kind / sizeof *kind && !ours; k++) {
+			size_t kl = strlen(kind[k]);
+			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
+			       (k < 2 ? n > kl : n == kl);
+		}
+		if (!ours) continue;
+		char *p = fold_path(r->o->outdir, e->d_name, "");
+		if (p && unlink(p) == 0) log_debug("%s: removed (left by a killed run)", p);
+		free(p);
+	}
+	closedir(d);
 }
 
 /* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
@@ -314,12 +399,13 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
 	if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
 	    pdb_write_atomic(path, &pin) < 0) {
-		snprintf(reason, cap, "cannot write the PDB file");
+		snprintf(reason, cap, "cannot write %s.pdb (output error)", base ? base : x->job.outname);
 		rc = -1;
 	} else if (o->pae) {
 		char *pp = fold_path(o->outdir, base, ".pae.json");
 		if (!pp || fold_write_pae(pp, out) < 0) {
-			snprintf(reason, cap, "cannot write the PAE file");
+			snprintf(reason, cap, "cannot write %s.pae.json (output error)", base);
+			unlink(path);   /* no half of a record's outputs */
 			rc = -1;
 		}
 		free(pp);
@@ -337,7 +423,7 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 		x->secs += secs;
 		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
 	} else {
-		r->io_error = 1;
+		r->io_errors++;
 	}
 	pthread_mutex_unlock(&r->lock);
 	free(residx);
@@ -346,42 +432,34 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 	return rc;
 }
 
-static int fold_cmp_start(const void *a, const void *b)
-{
-	const sched_item_t *x = *(const sched_item_t *const *)a, *y = *(const sched_item_t *const *)b;
-	return (x->start > y->start) - (x->start < y->start);
-}
-
-/* The outcome of record k from its items: ok, split (fragments renamed
- * NAME.partIofN.pdb in order) or failed (fragments already written
- * removed); its row, and for ok and split its done.jsonl line.  Called
- * once per record: by a worker (the scheduler's lock held) as soon as the
- * record is settled, or after the run for the records that never were. */
-static void fold_finish(fold_run_t *r, const sched_t *s, int k)
+/* The outcome of record k from its final items v[0..n) (by ascending
+ * start): ok, split (fragments renamed NAME.partIofN.pdb in order) or
+ * failed (fragments already written removed); its row, and for ok and
+ * split its done.jsonl line.  Called once per record, by one thread at a
+ * time: on the scheduler's output step as soon as the record is settled,
+ * or after the run for the records that never were. */
+static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 {
 	fold_rec_t *x = &r->rec[k];
-	const sched_item_t *v[512];
-	int n = 0, failed = -1, bad = 0, rc;
-	char files[2048] = "", ranges[1024] = "";
+	int failed = -1, bad = 0, rc;
+	char *files = NULL, *ranges = NULL;
+	size_t fn = 0, rn = 0;
+	FILE *ff = NULL, *rf = NULL;
 	const char *status = "ok";
 
-	for (int i = 0; i < sched_count(s) && n < 512; i++) {
-		const sched_item_t *it = sched_item(s, i);
-		if (it->rec != k || it->state == SCHED_SPLIT) continue;
-		if (it->state != SCHED_DONE && failed < 0) failed = n;
-		v[n++] = it;
-	}
-	qsort(v, n, sizeof *v, fold_cmp_start);
+	x->finished = 1;
+	for (int i = 0; i < n && failed < 0; i++)
+		if (v[i].state != SCHED_DONE) failed = i;
 	if (failed >= 0 || n == 0) {
 		const char *why = "not folded";
 		for (int i = 0; i < n; i++) {
-			if (v[i]->state != SCHED_DONE) {
-				why = v[i]->reason;
+			if (v[i].state != SCHED_DONE) {
+				why = v[i].reason;
 				continue;
 			}
 			/* a fragment of a record that failed: not an output */
 			for (int e = 0; e < 1 + r->o->pae; e++) {
-				char *from = fold_frag_name(x, v[i]);
+				char *from = fold_frag_name(x, &v[i]);
 				char *fp = from ? fold_path(r->o->outdir, from, e ? ".pae.json" : ".pdb") : NULL;
 				if (fp) unlink(fp);
 				free(fp);
@@ -389,26 +467,30 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 			}
 		}
 		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
-		pthread_mutex_lock(&r->lock);
 		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
-		if (rc < 0) r->io_error = 1;
-		pthread_mutex_unlock(&r->lock);
+		if (rc < 0) fold_io_error(r);
 		return;
 	}
-	if (n == 1) {
-		snprintf(files, sizeof files, "%s.pdb", x->job.outname);
+	/* the file column and the fragment ranges, as long as they come */
+	if (!(ff = open_memstream(&files, &fn)) || !(rf = open_memstream(&ranges, &rn))) {
+		bad = 1;
+	} else if (n == 1) {
+		fprintf(ff, "%s.pdb", x->job.outname);
 	} else {
 		status = "split";
 		for (int i = 0; i < n; i++) {
-			char *from = fold_frag_name(x, v[i]), *part = NULL, *fp = NULL, *tp = NULL;
-			size_t fl = strlen(files), rl = strlen(ranges);
-			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0)
+			char *from = fold_frag_name(x, &v[i]), *part = NULL;
+			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
+				log_error("record %lld (%s): out of memory", (long long)x->job.recno,
+				          x->job.name);
 				part = NULL;
+				bad = 1;
+			}
 			for (int e = 0; e < 1 + r->o->pae && part; e++) {
 				const char *ext = e ? ".pae.json" : ".pdb";
-				fp = fold_path(r->o->outdir, from, ext);
-				tp = fold_path(r->o->outdir, part, ext);
+				char *fp = fold_path(r->o->outdir, from, ext);
+				char *tp = fold_path(r->o->outdir, part, ext);
 				if (!fp || !tp || rename(fp, tp) < 0) {
 					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
 					          strerror(errno));
@@ -417,28 +499,39 @@ static void fold_finish(fold_run_t *r, const sched_t *s, int k)
 				free(fp);
 				free(tp);
 			}
-			snprintf(files + fl, sizeof files - fl, "%s%s.pdb", i ? "," : "",
-			         part ? part : "?");
-			snprintf(ranges + rl, sizeof ranges - rl, "%s%d-%d", i ? "," : "fragments ",
-			         v[i]->start + 1, v[i]->start + v[i]->len);
+			fprintf(ff, "%s%s.pdb", i ? "," : "", part ? part : "?");
+			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
+			        v[i].start + v[i].len);
 			free(from);
 			free(part);
 		}
 	}
-	pthread_mutex_lock(&r->lock);
-	if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0 || bad)
-		r->io_error = 1;
-	else
+	if (ff && fclose(ff) != 0) bad = 1;
+	if (rf && fclose(rf) != 0) bad = 1;
+	if (bad) {
+		/* its files are not all in place: failed, folded again by a rerun */
+		log_warn("record %lld (%s): its fragments could not all be renamed", (long long)x->job.recno,
+		         x->job.name);
+		fold_io_error(r);
+		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
+			fold_io_error(r);
+		r->nfailed++;
+	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
+		fold_io_error(r);
+		r->nfailed++;
+	} else {
 		fold_journal(r, x);
-	if (n > 1) r->nsplit++;
-	else r->nok++;
-	pthread_mutex_unlock(&r->lock);
+		if (n > 1) r->nsplit++;
+		else r->nok++;
+	}
+	free(files);
+	free(ranges);
 }
 
 /* Progress after a record ended: on a terminal the live status line,
- * else an info line at most every FOLD_SAY seconds.  Scheduler lock held. */
+ * else an info line at most every FOLD_SAY seconds.  On the output step. */
 #define FOLD_SAY 10.0
-static void fold_progress(fold_run_t *r, const fold_rec_t *x)
+static void fold_progress(fold_run_t *r, sched_t *s, const fold_rec_t *x)
 {
 	char line[256];
 	double now = sched_now(), dt = now - r->t_start, rate;
@@ -455,20 +548,37 @@ static void fold_progress(fold_run_t *r, const fold_rec_t *x)
 		n += snprintf(line + n, sizeof line - n, "-");
 	for (int i = 0; i < r->ndev && n < (int)sizeof line; i++)
 		n += snprintf(line + n, sizeof line - n, ", %s %.1f/%.1f MiB", r->dev[i].be->name,
-		              r->dev[i].granted / 1048576.0, r->dev[i].budget / 1048576.0);
+		              sched_granted(s, i) / 1048576.0, r->dev[i].budget / 1048576.0);
 	if (log_status_line(line) < 0 && (now - r->t_said >= FOLD_SAY || r->ended == r->todo)) {
 		log_info("progress: %s", line);
 		r->t_said = now;
 	}
 }
 
-/* sched_settled_fn */
-static void fold_settled(void *ctx, const sched_t *s, int rec)
+/* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
+ * milliseconds longer (a slow file system), so tests can see that it holds
+ * up no worker; 0 when not set */
+static long fold_slowio_ms(void)
+{
+	const char *e = getenv("ESMBATCH_FAULT");
+	long ms = 0;
+
+	if (!e || sscanf(e, "slowio:%ld", &ms) != 1 || ms < 0) return 0;
+	return ms;
+}
+
+/* sched_settled_fn: the output step of a record */
+static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
 {
 	fold_run_t *r = ctx;
+	long ms = fold_slowio_ms();
 
-	fold_finish(r, s, rec);
-	fold_progress(r, &r->rec[rec]);
+	if (ms > 0) {
+		struct timespec ts = { ms / 1000, ms % 1000 * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) continue;
+	}
+	fold_finish(r, rec, v, n);
+	fold_progress(r, s, &r->rec[rec]);
 }
 
 static void fold_close(fold_run_t *r)
@@ -485,6 +595,7 @@ static void fold_close(fold_run_t *r)
 	json_decref(r->prev);
 	quota_free(r->qt);
 	safetensors_writer_free(r->dump);
+	if (r->lockfd >= 0) close(r->lockfd);   /* the directory is free for the next run */
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -564,12 +675,12 @@ static int fold_summary(fold_run_t *r)
 
 int fold_main(const opt_t *o)
 {
-	fold_run_t r = { .o = o };
+	fold_run_t r = { .o = o, .lockfd = -1 };
 	fasta_t *in = NULL;
 	sched_t *s = NULL;
 	const char **names = NULL;
 	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
-	int code = EXIT_FATAL, stopped = 0;
+	int code = EXIT_FATAL, stopped = 0, rc;
 	int64_t cpu_total;
 
 	pthread_mutex_init(&r.lock, NULL);
@@ -583,6 +694,11 @@ int fold_main(const opt_t *o)
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	if (fold_read(&r, in) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if ((rc = fold_lock_dir(&r)) < 0) {
+		if (rc == FOLD_BUSY) code = EXIT_BUSY;
+		goto done;
+	}
+	fold_clean_tmp(&r);
 	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_path(o->outdir, "run", ".jsonl");
@@ -637,14 +753,24 @@ int fold_main(const opt_t *o)
 	stopped = sched_run(s) < 0;
 	log_status_line(NULL);
 
-	for (int i = 0; i < r.nrec; i++)
-		if (!r.rec[i].row) fold_finish(&r, s, i);
-	if (r.io_error) goto done;
-	if (fold_summary(&r) < 0) goto done;
-	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) goto done;
+	for (int i = 0; i < r.nrec; i++) {
+		sched_item_t *v;
+		int n;
+		if (r.rec[i].finished || r.rec[i].row) continue;
+		if ((n = sched_outcome(s, i, &v)) < 0) goto done;
+		fold_finish(&r, i, v, n);
+		free(v);
+	}
+	/* what can be written is written, whatever could not be before */
+	if (fold_summary(&r) < 0) r.io_errors++;
+	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
 	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
-	code = stopped ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	code = stopped || r.io_errors ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
+	if (r.io_errors)
+		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
+		          "not all there is failed); rerun the same command once they can be",
+		          o->outdir, r.io_errors);
 	if (stopped) log_error("interrupted: the records not folded are marked failed; "
 	                       "rerun the same command to fold only those");
 done:

@@ -105,7 +105,7 @@ void opt_usage(FILE *fp)
 "Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
 "or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
 "by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
-"but some records failed.\n",
+"but some records failed; 4 another run is writing into the output directory.\n",
 	fp);
 }
 

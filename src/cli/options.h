@@ -21,7 +21,8 @@ enum {
 	                      weights or quota table, I/O, a bad record under
 	                      --strict */
 	EXIT_USAGE   = 2,  /* usage error, or a subcommand not implemented */
-	EXIT_PARTIAL = 3   /* the run finished but some records failed */
+	EXIT_PARTIAL = 3,  /* the run finished but some records failed */
+	EXIT_BUSY    = 4   /* another run holds the output directory's lock */
 };
 
 typedef enum {

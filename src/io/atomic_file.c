@@ -11,7 +11,7 @@ FILE *atomic_file_open(atomic_file_t *a, const char *path)
 {
 	a->f = NULL;
 	a->path = strdup(path);
-	if (!a->path || asprintf(&a->tmp, "%s.tmp", path) < 0) {
+	if (!a->path || asprintf(&a->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
 		a->tmp = NULL;
 		log_error("%s: out of memory", path);
 	} else if (!(a->f = fopen(a->tmp, "w"))) {

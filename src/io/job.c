@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <htslib/khash_str2int.h>
 
@@ -131,17 +132,46 @@ static int take(job_names_t *n, const char *cand)
 	return 0;
 }
 
+/* s[0..n) is one or more decimal digits */
+static int digits(const char *s, size_t n)
+{
+	if (n == 0) return 0;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] < '0' || s[i] > '9') return 0;
+	return 1;
+}
+
+int job_name_reserved(const char *name)
+{
+	const char *dot = strrchr(name, '.'), *p, *q;
+
+	if (!dot) return 0;
+	p = dot + 1;
+	if (!strncasecmp(p, "part", 4)) {   /* .partIofN */
+		p += 4;
+		for (q = p; *q >= '0' && *q <= '9'; q++) continue;
+		return digits(p, q - p) && !strncasecmp(q, "of", 2) && digits(q + 2, strlen(q + 2));
+	}
+	if (!strncasecmp(p, "frag", 4)) {   /* .fragA-B */
+		p += 4;
+		if (!(q = strchr(p, '-'))) return 0;
+		return digits(p, q - p) && digits(q + 1, strlen(q + 1));
+	}
+	return 0;
+}
+
 int job_names_assign(job_names_t *n, const char *name, int64_t recno,
                      char **out)
 {
 	char base[JOB_NAME_MAX + 1], cand[JOB_NAME_MAX + 1];
-	int changed = 0;
+	int changed = 0, reserved;
 
 	*out = NULL;
 	if (job_safe_name(name, base, sizeof base) == 0)
 		snprintf(base, sizeof base, "record_%lld", (long long)recno);
 	snprintf(cand, sizeof cand, "%s", base);
-	for (long k = 2; taken(n, cand); k++) {
+	reserved = job_name_reserved(cand);
+	for (long k = 2; reserved || taken(n, cand); k++) {
 		char suf[32];
 		int sl = snprintf(suf, sizeof suf, "_%ld", k);
 		size_t bl = strlen(base);
@@ -149,13 +179,17 @@ int job_names_assign(job_names_t *n, const char *name, int64_t recno,
 			bl = JOB_NAME_MAX - (size_t)sl;
 		snprintf(cand, sizeof cand, "%.*s%s", (int)bl, base, suf);
 		changed = 1;
+		reserved = 0;   /* a name ending in _K is none of a fragment's */
 	}
 	if (take(n, cand) < 0)
 		return -1;
 	*out = strdup(cand);
 	if (!*out)
 		return -1;
-	if (changed)
+	if (changed && job_name_reserved(base))
+		log_warn("record %lld: output name '%s' is reserved for the fragments of a "
+		         "split record; using '%s'", (long long)recno, base, cand);
+	else if (changed)
 		log_warn("record %lld: output name '%s' is taken; using '%s'",
 		         (long long)recno, base, cand);
 	return changed;

@@ -52,10 +52,17 @@ typedef struct job_names job_names_t;
 
 job_names_t *job_names_init(void);
 void         job_names_free(job_names_t *n);
+/* 1 when name has the form of a split record's fragment (compared
+ * case-blind): NAME.partIofN (the fragments' files) or NAME.fragA-B (their
+ * temporary names while the record's other fragments fold), I, N, A, B
+ * decimal digits.  No record gets such an output name. */
+int job_name_reserved(const char *name);
+
 /* Assign a unique output name for a record: the safe name, or
  * "record_RECNO" when that is empty; when taken (compared case-blind, so
- * outputs also stay apart on case-insensitive file systems) "_2", "_3", ...
- * is appended, cutting the base so the bound holds.  *out is malloc'ed and
+ * outputs also stay apart on case-insensitive file systems) or reserved
+ * (job_name_reserved) "_2", "_3", ... is appended, cutting the base so
+ * the bound holds.  *out is malloc'ed and
  * owned by the caller.  Returns 0, 1 if the name was changed to be unique
  * (logged as a warning), -1 on ENOMEM. */
 int job_names_assign(job_names_t *n, const char *name, int64_t recno,

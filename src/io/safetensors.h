@@ -69,7 +69,7 @@ safetensors_writer_t *safetensors_writer_init(void);
 int  safetensors_writer_add(safetensors_writer_t *w, const char *name, safetensors_dtype_t dtype,
                    int nd, const int64_t *shape, const void *data);
 int  safetensors_writer_add_meta(safetensors_writer_t *w, const char *key, const char *value);
-/* writes PATH.tmp then renames it to PATH; returns 0 or negative */
+/* writes PATH.tmp.PID then renames it to PATH; returns 0 or negative */
 int  safetensors_writer_save(safetensors_writer_t *w, const char *path);
 void safetensors_writer_free(safetensors_writer_t *w);
 

@@ -48,8 +48,8 @@ typedef struct {
  * the reason is logged. */
 int pdb_write(FILE *f, const pdb_input_t *in);
 
-/* Write PATH.tmp, flush it to disk and rename it to PATH, so PATH is either
- * absent or complete.  Returns 0 or negative (PATH.tmp removed). */
+/* Write PATH.tmp.PID, flush it to disk and rename it to PATH, so PATH is either
+ * absent or complete.  Returns 0 or negative (PATH.tmp.PID removed). */
 int pdb_write_atomic(const char *path, const pdb_input_t *in);
 
 #endif

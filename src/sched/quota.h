@@ -50,7 +50,7 @@ void           quota_free(quota_table_t *t);
 /* Read a table; NULL after one line naming the file and line. */
 quota_table_t *quota_read(const char *path);
 quota_table_t *quota_read_fp(FILE *fp, const char *name);
-/* Write PATH.tmp, then rename to PATH; 0 or -1 after logging. */
+/* Write PATH.tmp.PID, then rename to PATH; 0 or -1 after logging. */
 int quota_write(const quota_table_t *t, const char *path);
 int quota_write_fp(const quota_table_t *t, FILE *fp);
 

@@ -21,6 +21,17 @@
 #define SCHED_MIN_CHUNK 8
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
 
+/* an event for the output step: a line of run.jsonl, or a settled record */
+typedef struct sched_ev {
+	struct sched_ev *next;
+	sched_item_t     it;        /* the fold as it ended (seq NULL) */
+	mem_fig_t        fig;
+	int              has_fig;
+	const char      *status;    /* NULL: record it.rec settled, with v[0..n) */
+	sched_item_t    *v;
+	int              n;
+} sched_ev_t;
+
 struct sched {
 	sched_dev_t    *dev;
 	int             ndev;
@@ -29,8 +40,10 @@ struct sched {
 	int             n, cap;
 	int             running;
 	double          t_start;
-	pthread_mutex_t lock;
+	pthread_mutex_t lock;      /* items, grants, the event queue */
 	pthread_cond_t  cond;
+	sched_ev_t     *head, **tail;   /* events not yet written, oldest first */
+	pthread_mutex_t out;       /* held by the one thread on the output step */
 };
 
 double sched_now(void)
@@ -203,8 +216,10 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 	s->dev = devs;
 	s->ndev = ndev;
 	s->o = *o;
+	s->tail = &s->head;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->out, NULL);
 	for (int i = 0; i < ndev && o->jsonl; i++) {
 		fprintf(o->jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
 		        "\"overhead\":%lld,\"workers\":%d}\n", devs[i].be->name,
@@ -216,6 +231,12 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 void sched_free(sched_t *s)
 {
 	if (!s) return;
+	while (s->head) {
+		sched_ev_t *e = s->head;
+		s->head = e->next;
+		free(e->v);
+		free(e);
+	}
 	for (int i = 0; i < s->n; i++) {
 		sched_item_end(&s->it[i]);
 		free(s->it[i].seq);
@@ -223,6 +244,7 @@ void sched_free(sched_t *s)
 	free(s->it);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->out);
 	free(s);
 }
 
@@ -251,20 +273,132 @@ static int sched_pick(sched_t *s, sched_dev_t *d, int *any)
 	return best;
 }
 
-static void sched_log_fold(sched_t *s, const sched_item_t *it, const sched_dev_t *d,
-                           const mem_fig_t *fig, const char *status)
+static int sched_cmp_start(const void *a, const void *b)
 {
+	const sched_item_t *x = a, *y = b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+int sched_outcome(const sched_t *s, int rec, sched_item_t **v)
+{
+	int n = 0;
+
+	*v = NULL;
+	for (int i = 0; i < s->n; i++)
+		if (s->it[i].rec == rec && s->it[i].state != SCHED_SPLIT) n++;
+	if (n == 0) return 0;
+	if (!(*v = malloc(n * sizeof **v))) return -1;
+	n = 0;
+	for (int i = 0; i < s->n; i++) {
+		if (s->it[i].rec != rec || s->it[i].state == SCHED_SPLIT) continue;
+		(*v)[n] = s->it[i];
+		(*v)[n].seq = NULL;   /* the copy owns nothing */
+		(*v)[n].plan = NULL;
+		memset(&(*v)[n++].tok, 0, sizeof s->it[i].tok);
+	}
+	qsort(*v, n, sizeof **v, sched_cmp_start);
+	return n;
+}
+
+int64_t sched_granted(sched_t *s, int dev)
+{
+	int64_t g;
+
+	pthread_mutex_lock(&s->lock);
+	g = s->dev[dev].granted;
+	pthread_mutex_unlock(&s->lock);
+	return g;
+}
+
+/* queue an event for the output step.  Lock held. */
+static void sched_queue(sched_t *s, sched_ev_t *e)
+{
+	e->next = NULL;
+	*s->tail = e;
+	s->tail = &e->next;
+}
+
+/* queue the run.jsonl line of a fold that ended.  Lock held. */
+static void sched_log_fold(sched_t *s, const sched_item_t *it, const mem_fig_t *fig,
+                           const char *status)
+{
+	sched_ev_t *e;
+
 	if (!s->o.jsonl) return;
+	if (!(e = calloc(1, sizeof *e))) {
+		log_error("record %d: out of memory; its fold is missing from run.jsonl", it->rec);
+		return;
+	}
+	e->it = *it;
+	e->it.seq = NULL;
+	e->status = status;
+	if (fig) {
+		e->fig = *fig;
+		e->has_fig = 1;
+	}
+	sched_queue(s, e);
+}
+
+/* queue the settled callback of record rec.  Lock held. */
+static void sched_log_settled(sched_t *s, int rec)
+{
+	sched_ev_t *e;
+
+	if (!s->o.settled) return;
+	if (!(e = calloc(1, sizeof *e)) || (e->n = sched_outcome(s, rec, &e->v)) < 0) {
+		/* the caller finishes it after the run (its row is not set) */
+		log_error("record %d: out of memory; finished after the run", rec);
+		free(e);
+		return;
+	}
+	e->it.rec = rec;
+	sched_queue(s, e);
+}
+
+/* write one event.  No lock held: the output step. */
+static void sched_write(sched_t *s, const sched_ev_t *e)
+{
+	const sched_item_t *it = &e->it;
+
+	if (!e->status) {
+		s->o.settled(s->o.ctx, s, it->rec, e->v, e->n);
+		return;
+	}
 	fprintf(s->o.jsonl, "{\"event\":\"fold\",\"record\":%d,\"start\":%d,\"length\":%d,"
 	        "\"device\":\"%s\",\"worker\":%d,\"chunk\":%d,\"quota\":%lld,\"t0\":%.4f,"
-	        "\"t1\":%.4f,\"status\":\"%s\"", it->rec, it->start, it->len, d->be->name,
-	        it->worker, it->chunk, (long long)it->quota, it->t0, it->t1, status);
-	if (fig)
+	        "\"t1\":%.4f,\"status\":\"%s\"", it->rec, it->start, it->len,
+	        s->dev[it->dev].be->name, it->worker, it->chunk, (long long)it->quota, it->t0, it->t1,
+	        e->status);
+	if (e->has_fig)
 		fprintf(s->o.jsonl, ",\"predicted\":%zu,\"allocated\":%zu,\"reserved\":%zu,"
-		        "\"device_used\":%lld,\"growth\":%lld", fig->predicted, fig->allocated,
-		        fig->reserved, (long long)fig->device_used, (long long)fig->growth);
+		        "\"device_used\":%lld,\"growth\":%lld", e->fig.predicted, e->fig.allocated,
+		        e->fig.reserved, (long long)e->fig.device_used, (long long)e->fig.growth);
 	fputs("}\n", s->o.jsonl);
 	fflush(s->o.jsonl);
+}
+
+/* The output step (the last, ordered step of a pipeline): unless another
+ * thread holds it, take it and write the queued events oldest first until
+ * none is left.  Called with no lock held.  The role is given up under the
+ * scheduler's lock in the same breath as the queue is seen empty, so an
+ * event queued later finds it free: no event is left behind. */
+static void sched_drain(sched_t *s)
+{
+	if (pthread_mutex_trylock(&s->out) != 0) return;   /* its holder writes ours too */
+	for (;;) {
+		sched_ev_t *e;
+		pthread_mutex_lock(&s->lock);
+		if (!(e = s->head)) {
+			pthread_mutex_unlock(&s->out);
+			pthread_mutex_unlock(&s->lock);
+			return;
+		}
+		if (!(s->head = e->next)) s->tail = &s->head;
+		pthread_mutex_unlock(&s->lock);
+		sched_write(s, e);
+		free(e->v);
+		free(e);
+	}
 }
 
 /* record rec has no item waiting or running */
@@ -328,15 +462,16 @@ static void sched_worker(sched_t *s, int di, int wi)
 		it->t1 = sched_now() - s->t_start;
 		d->granted -= it->quota;
 		if (rc == 0) {
+			/* the record's files are final before its fold is logged as ok */
 			it->state = SCHED_DONE;
 			sched_item_end(it);
-			if (s->o.settled && sched_settled(s, it->rec)) s->o.settled(s->o.ctx, s, it->rec);
-			sched_log_fold(s, &s->it[i], d, &fig, "ok");
+			if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
+			sched_log_fold(s, &s->it[i], &fig, "ok");
 		} else if (rc == STATUS_OOM) {
 			/* out of memory: an event; smaller chunk, then halves */
 			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
 			         it->start + 1, it->start + it->len, d->be->name, err);
-			sched_log_fold(s, it, d, NULL, "oom");
+			sched_log_fold(s, it, NULL, "oom");
 			int c = sched_next_chunk(it->chunk, it->len);
 			if (c >= 0) {
 				it->state = SCHED_WAIT;
@@ -355,13 +490,16 @@ static void sched_worker(sched_t *s, int di, int wi)
 			it->state = SCHED_FAILED;
 			sched_item_end(it);
 			snprintf(it->reason, sizeof it->reason, "%s", err);
-			sched_log_fold(s, it, d, NULL, "failed");
+			sched_log_fold(s, it, NULL, "failed");
 		}
 		it = &s->it[i];
-		if (it->state == SCHED_FAILED && s->o.settled && sched_settled(s, it->rec))
-			s->o.settled(s->o.ctx, s, it->rec);
+		if (it->state == SCHED_FAILED && sched_settled(s, it->rec))
+			sched_log_settled(s, it->rec);
 		s->running--;
 		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		sched_drain(s);
+		pthread_mutex_lock(&s->lock);
 	}
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
@@ -506,6 +644,7 @@ int sched_run(sched_t *s)
 			if (di < s->ndev) sched_worker(s, di, w);
 		}
 	}
+	sched_drain(s);   /* what the last workers queued */
 	for (int i = 0; i < s->n; i++)
 		if (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN) {
 			s->it[i].state = SCHED_FAILED;

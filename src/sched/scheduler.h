@@ -66,11 +66,15 @@ typedef int (*sched_done_fn)(void *ctx, const sched_item_t *it, const sched_dev_
                              const model_out_t *out, const mem_fig_t *fig, double secs,
                              char *reason, size_t cap);
 
-/* Called by a worker with the scheduler's lock held once no item of record
- * rec waits or runs any more: the record's outcome is final (its items via
- * sched_item; do not call into the scheduler).  Before the worker logs
- * the fold that ended it. */
-typedef void (*sched_settled_fn)(void *ctx, const sched_t *s, int rec);
+/* Called on the scheduler's output step once no item of record rec waits
+ * or runs any more: the record's outcome is final.  v[0..n) are copies of
+ * its final items (its fragments by ascending start, halved items left
+ * out, seq NULL).  The output step is taken by one worker at a time (the
+ * first to find it free after queueing an event; see sched_run), never
+ * with the scheduler's lock held, and sees the events in the order they
+ * happened: a record's callback comes before the run.jsonl line of the
+ * fold that settled it.  The callback may call sched_granted. */
+typedef void (*sched_settled_fn)(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n);
 
 typedef struct {
 	int                  chunk;       /* first chunk size tried */
@@ -103,12 +107,23 @@ int      sched_add(sched_t *s, int rec, const char *seq);
  *       (every item in the order it starts; start: percent of the run)
  * With order == 0 the third table is left out.  0, or -1 on a write error. */
 int      sched_plan(sched_t *s, FILE *out, int order);
-/* Run every item to an end.  0, or -1 when stopped early. */
+/* Run every item to an end.  Every line of run.jsonl and every settled
+ * callback is queued by the worker that caused it and written on the
+ * output step (one writer at a time, in order, outside the lock the
+ * workers share); everything queued is written before sched_run returns.
+ * 0, or -1 when stopped early. */
 int      sched_run(sched_t *s);
 /* Seconds on the monotonic clock. */
 double   sched_now(void);
 /* Items, in the order made (a record's fragments: ascending start). */
 int                 sched_count(const sched_t *s);
 const sched_item_t *sched_item(const sched_t *s, int i);
+/* *v = copies of record rec's final items (halved ones left out; seq,
+ * tok and plan empty), by ascending start, malloc'ed (the caller frees it; NULL when
+ * none); their count, or -1 when out of memory.  Not while sched_run runs
+ * (its workers use it under the lock). */
+int                 sched_outcome(const sched_t *s, int rec, sched_item_t **v);
+/* Bytes device dev has granted to running items now (takes the lock). */
+int64_t             sched_granted(sched_t *s, int dev);
 
 #endif

@@ -58,8 +58,8 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	rc = sched_plan(s, out, 1);
 done:
 	sched_free(s);
+	weights_close(w);   /* before the backends its buffers live on */
 	sched_devs_free(dev, ndev);
-	weights_close(w);
 	return rc;
 }
 

@@ -10,7 +10,8 @@
  * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor is
  * one logged error naming it.  Data is converted to float32 and copied into
  * backend memory, and its pages of the file leave the resident set
- * (safetensors_release); the weights_t owns those buffers until weights_close().  With be ==
+ * (safetensors_release); the weights_t owns those buffers until weights_close(), which frees them
+ * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
 #ifndef ESMBATCH_WT_H

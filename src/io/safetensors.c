@@ -101,6 +101,12 @@ static int safetensors_parse_entry(const char *path, const char *name, json_t *v
 		t->shape[i] = d;
 		t->numel *= d;
 	}
+	/* elements x element size must not wrap (2^61 F64 elements are 0 bytes mod 2^64) */
+	if ((uint64_t)t->numel > (uint64_t)INT64_MAX / safetensors_dtype_size(t->dtype)) {
+		log_error("%s: tensor '%s': %s x %lld elements overflows a byte count", path, name,
+		          safetensors_dtype_name(t->dtype), (long long)t->numel);
+		return -1;
+	}
 	json_int_t b = json_is_integer(json_array_get(jo, 0)) ? json_integer_value(json_array_get(jo, 0)) : -1;
 	json_int_t en = json_is_integer(json_array_get(jo, 1)) ? json_integer_value(json_array_get(jo, 1)) : -1;
 	if (b < 0 || en < b || (size_t)en > data_size) {

@@ -40,7 +40,11 @@ int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
 const cfg_t *weights_cfg(const weights_t *w);
-/* 16 hex digits identifying the weights (hash of header and size) */
+/* 16 hex digits identifying the weights: a hash (util/hash.h) of every
+ * byte of the file, then of the effective config.  The file's part is
+ * cached by device, inode, size, mtime and ctime in $ESMBATCH_FP_CACHE, else
+ * $XDG_CACHE_HOME/esmbatch/fingerprints, else ~/.cache/esmbatch/fingerprints.
+ * A manifest's or recorder's: the hash of its config text. */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
 /* Float32 bytes of the tensors the loaders asked for so far (each counted

@@ -138,11 +138,14 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 {
 	const job_t *j = &x->job;
 	const char *tab = strchr(x->row, '\t');
-	char blabel[16] = "-";
+	char blabel[16] = "-", index[24] = "-";
 
 	if (j->bucket >= 0) bucket_label(NULL, j->bucket, blabel, sizeof blabel);
-	/* index, name, file, length, bucket, then status onwards */
-	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
+	/* index (the position in the input, not among the selected records;
+	 * "-": a --names name not found), name, file, length, bucket, then
+	 * status onwards */
+	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
+	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s\n", index,
 	        j->name && *j->name ? j->name : "-", (int)(tab - x->row), x->row,
 	        (long long)j->len, blabel, tab + 1);
 }
@@ -582,6 +585,7 @@ int fold_main(const opt_t *o)
 	 * the weights (14 GB for esmfold_v1) are loaded */
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	if (fold_read(&r, in) < 0) goto done;
+	if (r.nrec == 0) log_warn("%s: no records", o->input);
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if (fold_journal_open(&r) < 0) goto done;
 	{

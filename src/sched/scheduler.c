@@ -230,6 +230,12 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 	s->o = *o;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	/* a table's quota holds at the chunk it was asked for; auto on the
+	 * CPU first tries a cache chunk (sched_cache_chunk), where it is not */
+	if (o->qt && o->chunk == 0 && sched_cache_chunk(s, SCHED_CPU_CHUNK + 1) > 0)
+		log_warn("quota table: not used on the CPU with --chunk-size 0 for sequences of more "
+		         "than %d residues (auto chunks them; their quotas are planned); give "
+		         "--chunk-size to use it", SCHED_CPU_CHUNK);
 	for (int i = 0; i < ndev && o->jsonl; i++) {
 		fprintf(o->jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
 		        "\"overhead\":%lld,\"workers\":%d}\n", devs[i].be->name,

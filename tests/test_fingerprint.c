@@ -4,7 +4,7 @@
  * keeps only results of the same weights); the same file gives the same
  * one, from the cache (keyed by device, inode, size, mtime, ctime) the
  * second time; a file rewritten in place with its mtime set back is hashed
- * again. */
+ * again; plan's open (weights_open_shapes) hashes nothing. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -125,6 +125,15 @@ static void test_cache(void **state)
 	fingerprint(path, third);
 	assert_string_not_equal(first, third);
 	assert_int_equal(cache_lines(), before + 2);
+
+	/* plan's open: shapes and config, no hashing, nothing cached */
+	path = write_weights("shapes.safetensors", 10, 4);
+	weights_t *w = weights_open_shapes(path);
+	assert_non_null(w);
+	assert_string_equal(weights_fingerprint(w), "-");
+	assert_int_equal(weights_cfg(w)->max_recycles, 4);
+	weights_close(w);
+	assert_int_equal(cache_lines(), before + 2);
 }
 
 static int setup(void **state)
@@ -138,7 +147,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	const char *names[] = { "base", "deep", "cfg", "same", "cached" };
+	const char *names[] = { "base", "deep", "cfg", "same", "cached", "shapes" };
 	char p[400];
 	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
 		snprintf(p, sizeof p, "%s/%s.safetensors", dir, names[i]);

@@ -153,7 +153,7 @@ static void weights_fp_file(weights_t *w)
 	snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
 }
 
-weights_t *weights_open(const char *path)
+static weights_t *weights_open_file(const char *path, int fingerprint)
 {
 	weights_t *w = calloc(1, sizeof *w);
 
@@ -161,12 +161,16 @@ weights_t *weights_open(const char *path)
 	if (!(w->st = safetensors_open(path))) goto fail;
 	if (!(w->used = calloc(safetensors_count(w->st) + 1, 1))) goto fail;
 	if (weights_load_cfg(w) < 0) goto fail;
-	weights_fp_file(w);
+	if (fingerprint) weights_fp_file(w);
+	else strcpy(w->fp, "-");
 	return w;
 fail:
 	weights_close(w);
 	return NULL;
 }
+
+weights_t *weights_open(const char *path) { return weights_open_file(path, 1); }
+weights_t *weights_open_shapes(const char *path) { return weights_open_file(path, 0); }
 
 weights_t *weights_open_manifest(const char *path)
 {

@@ -26,6 +26,9 @@
 typedef struct wt weights_t;
 
 weights_t *weights_open(const char *path);
+/* weights_open without the fingerprint (it reads every byte of the file):
+ * for what needs the shapes and config only (plan); fingerprint "-" */
+weights_t *weights_open_shapes(const char *path);
 weights_t *weights_open_manifest(const char *path);
 /* A recorder: no tensors; every required weights_get succeeds (no data, like a
  * manifest) and appends its name and shape, so a loader run against it

@@ -132,6 +132,25 @@ expect 3 "plan --names" -- "$bin" plan -i "$fx/bad.fa" --names "$fx/names.txt"
 has "$tmp/out" "512	2	6	3	-" "plan --names records"
 has "$tmp/err" "'nosuch' not found" "plan --names missing"
 
+# --- small ones of issue 15 (the demo model) ---
+w=$srcdir/data/demo/esmfold_demo.safetensors
+expect 2 "--devices with no device" -- "$bin" plan -i "$fx/good.fa" --devices ,,,
+has "$tmp/err" "--devices: no device in ',,,'" "--devices ,,, reason"
+# the index column is the position in the input, also with --names
+printf 'seq3\nmissing\nseq1\n' >"$tmp/pick.txt"
+expect 3 "fold --names" -- "$bin" -q -i "$fx/good.fa" --names "$tmp/pick.txt" -o "$tmp/pick" \
+	--weights "$w" --num-recycles 0
+[ "$(cut -f1,2 "$tmp/pick/summary.tsv" | tail -n +2 | tr '\t\n' ': ')" = "0:seq1 2:seq3 -:missing " ] ||
+	{ echo "FAIL: --names index column: $(cut -f1,2 "$tmp/pick/summary.tsv" | tr '\t\n' ': ')"; fails=$((fails + 1)); }
+# an empty FASTA: exit 0, with a warning
+: >"$tmp/empty.fa"
+expect 0 "fold on an empty FASTA" -- "$bin" -i "$tmp/empty.fa" -o "$tmp/emptyout" --weights "$w"
+has "$tmp/err" "empty.fa: no records" "fold on an empty FASTA warns"
+# a quota table the CPU's auto chunk does not use: a warning
+expect 0 "plan, quota table on the CPU" -- "$bin" plan -i "$fx/good.fa" --weights "$w" \
+	--devices cpu --quota-table "$ref"
+has "$tmp/err" "quota table: not used on the CPU with --chunk-size 0" "quota table on the CPU warns"
+
 # --- weights from the environment satisfy fold's check ---
 expect 1 "fold, weights from env, missing input" -- \
 	env ESMBATCH_WEIGHTS="$tmp/none.st" "$bin" -i "$fx/no-such-file.fa" -o "$tmp/o"

@@ -410,6 +410,51 @@ static void test_names_faidx(void **state)
 	free_all(&js);
 }
 
+/* a stale .fai: older than its file, it is not used (the records come from
+ * streaming, right); as new as its file but describing other bytes, the
+ * reason says the index is stale */
+static void test_stale_faidx(void **state)
+{
+	(void)state;
+	char fa[128], fai[160], names[128], buf[256];
+	struct timespec t[2];
+	struct stat sb;
+	fasta_t *r;
+	jobs_t js;
+
+	tmp_path(fa, sizeof fa, "stale.fa");
+	snprintf(fai, sizeof fai, "%s.fai", fa);
+	tmp_path(names, sizeof names, "stale.txt");
+	write_file(names, "b\n", 2);
+	const char *before = ">a\nMKVLA\n>b\nGSHMS\n", *after = ">a\nMKVLAAAAAAAAA\n>b\nGSHMS\n";
+	write_file(fa, before, strlen(before));
+	assert_int_equal(fai_build(fa), 0);
+	/* the file grows a longer first record; its index is a minute older */
+	write_file(fa, after, strlen(after));
+	assert_int_equal(stat(fa, &sb), 0);
+	t[0] = t[1] = sb.st_mtim;
+	t[0].tv_sec -= 60, t[1].tv_sec -= 60;
+	assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
+	r = fasta_open(fa, names);
+	assert_non_null(r);
+	assert_int_equal(fasta_uses_index(r), 0);
+	fasta_close(r);
+	assert_int_equal(read_all(fa, names, &js), 0);
+	assert_int_equal(js.n, 1);
+	assert_ok(&js.j[0], "b", "GSHMS");
+	free_all(&js);
+
+	/* the same mtime: used, and the record's reason names the stale index */
+	t[0] = t[1] = sb.st_mtim;
+	assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
+	assert_int_equal(read_all(fa, names, &js), 0);
+	assert_int_equal(js.n, 1);
+	snprintf(buf, sizeof buf, "record 2 'b': the index %s is stale (its offsets point into "
+	         "another record)", fai);
+	assert_failed(&js.j[0], buf);
+	free_all(&js);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +470,7 @@ int main(void)
 		cmocka_unit_test(test_fatal_file_errors),
 		cmocka_unit_test(test_names_streaming),
 		cmocka_unit_test(test_names_faidx),
+		cmocka_unit_test(test_stale_faidx),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

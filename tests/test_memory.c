@@ -121,8 +121,8 @@ static void test_exec_matches_plan(void **state)
 		}
 	}
 	model_free(&m);
+	weights_close(w);   /* its buffers are freed through be */
 	be_free(be);
-	weights_close(w);
 }
 
 static char *slurp(const char *path)
@@ -202,8 +202,8 @@ static void test_random_weights(void **state)
 	tok_free(&t);
 	free(s);
 	model_free(&m);
-	be_free(be);
 	weights_close(w);
+	be_free(be);
 	unlink(p1);
 	unlink(p2);
 	unlink(p3);

@@ -346,6 +346,108 @@ static void test_bad_input(void **state)
 	fclose(f);
 }
 
+/* every line at most 80 columns, ATOM lines exactly 80 */
+static void assert_columns(char *text)
+{
+	for (char *p = text, *line; (line = next_line(&p));) {
+		size_t n = strlen(line);
+		if (n > 80 || (!strncmp(line, "ATOM  ", 6) && n != 80))
+			fail_msg("line of %zu columns: %s", n, line);
+	}
+}
+
+/* residue numbers of 10000 and more: the number mod 10000 in columns
+ * 23-26 and an insertion code in 27, coordinates still in 31-54; beyond
+ * PDB_MAX_RESNUM, and coordinates beyond the 8 columns, refused */
+static void test_wide_numbers(void **state)
+{
+	(void)state;
+	enum { N = 4 };
+	static const int resi[N] = { 9998, 9999, 10239, PDB_MAX_RESNUM - 1 };
+	static const char *want[N] = { "9999 ", "   0A", " 240A", "9999Z" };
+	int aatype[N], chain[N], ri[N];
+	float xyz[N * RESIDUE_NUM_ATOM37 * 3], mask[N * RESIDUE_NUM_ATOM37], plddt[N * RESIDUE_NUM_ATOM37];
+
+	for (int i = 0; i < N; i++) {
+		aatype[i] = residue_aatype_of('G');
+		chain[i] = i;
+		ri[i] = resi[i];
+	}
+	for (int i = 0; i < N * RESIDUE_NUM_ATOM37; i++) {
+		mask[i] = residue_atom37_mask[aatype[0]][i % RESIDUE_NUM_ATOM37];
+		plddt[i] = 0.5f;
+		for (int d = 0; d < 3; d++)
+			xyz[3 * i + d] = d == 0 ? -999.0f : 9999.0f;
+	}
+	pdb_input_t in = { .L = N, .aatype = aatype, .atom37 = xyz, .atom37_mask = mask,
+	                   .plddt = plddt, .residue_index = ri, .chain_index = chain };
+	size_t len;
+	char *text = render(&in, &len), *p = text, *line;
+	int seen[N] = { 0 };
+	while ((line = next_line(&p))) {
+		assert_true(strlen(line) <= 80);
+		if (strncmp(line, "ATOM  ", 6))
+			continue;
+		assert_int_equal(strlen(line), 80);
+		int c = line[21] - 'A';
+		assert_true(c >= 0 && c < N);
+		if (strncmp(line + 22, want[c], 5))
+			fail_msg("chain %c: resSeq+iCode \"%.5s\", want \"%s\"", line[21], line + 22, want[c]);
+		assert_true(!strncmp(line + 30, "-999.000", 8) && !strncmp(line + 38, "9999.000", 8));
+		seen[c]++;
+	}
+	for (int i = 0; i < N; i++)
+		assert_int_equal(seen[i], 4);   /* N CA C O of glycine */
+	free(text);
+
+	FILE *f = fopen("/dev/null", "w");
+	assert_non_null(f);
+	ri[3] = PDB_MAX_RESNUM;
+	assert_true(pdb_write(f, &in) < 0);
+	ri[3] = resi[3];
+	xyz[3 * 1] = 10000.0f;               /* CA x of residue 0 */
+	assert_true(pdb_write(f, &in) < 0);
+	xyz[3 * 1] = -1000.0f;
+	assert_true(pdb_write(f, &in) < 0);
+	xyz[3 * 1] = 0.0f;
+	assert_int_equal(pdb_write(f, &in), 0);
+	fclose(f);
+}
+
+/* more than 99999 atoms: serials continue from 0, columns kept */
+static void test_many_atoms(void **state)
+{
+	(void)state;
+	enum { L = 25001 };   /* 4 atoms each: 100004 atoms, then TER */
+	int *aatype = calloc(L, sizeof *aatype), *ri = calloc(L, sizeof *ri);
+	float *xyz = calloc((size_t)L * RESIDUE_NUM_ATOM37 * 3, sizeof *xyz);
+	float *mask = calloc((size_t)L * RESIDUE_NUM_ATOM37, sizeof *mask);
+	float *plddt = calloc((size_t)L * RESIDUE_NUM_ATOM37, sizeof *plddt);
+
+	assert_true(aatype && ri && xyz && mask && plddt);
+	for (int i = 0; i < L; i++) {
+		aatype[i] = residue_aatype_of('G');
+		ri[i] = i;
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++)
+			mask[(size_t)i * RESIDUE_NUM_ATOM37 + k] = residue_atom37_mask[aatype[i]][k];
+	}
+	pdb_input_t in = { .L = L, .aatype = aatype, .atom37 = xyz, .atom37_mask = mask,
+	                   .plddt = plddt, .residue_index = ri };
+	size_t len;
+	char *text = render(&in, &len);
+	/* residue 25000 (5000 with code B): serials 99997-99999, then 0 */
+	assert_non_null(strstr(text, "\nATOM  99999  C   GLY A5000B    "));
+	assert_non_null(strstr(text, "\nATOM      0  O   GLY A5000B    "));
+	assert_non_null(strstr(text, "\nTER       5      GLY A5001B\nEND\n"));
+	assert_columns(text);
+	free(text);
+	free(aatype);
+	free(ri);
+	free(xyz);
+	free(mask);
+	free(plddt);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +455,8 @@ int main(void)
 		cmocka_unit_test(test_golden_tiny_b),
 		cmocka_unit_test(test_meta_and_atomic),
 		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_wide_numbers),
+		cmocka_unit_test(test_many_atoms),
 	};
 	int rc = cmocka_run_group_tests(tests, NULL, NULL);
 	printf("atoms compared: %d; coordinates printed differently: %d; worst "

@@ -53,6 +53,33 @@ grep -q 'REMARK 250 FRAGMENT RESIDUES 1-' "$tmp/small/r3.part1of"*.pdb || fail "
 [ "$(awk -F'\t' '$2 == "r3" { print $6 }' "$tmp/small/summary.tsv")" = split ] || fail "r3 not marked split"
 ls "$tmp/small" | grep -q frag && fail "unrenamed fragment files left"
 
+# multimers whose halving point lands on the ':' (100:100) or just after
+# it (99:101): split at the chain boundary, no fragment begins or ends
+# with the linker, every fragment written
+python3 - "$tmp/dimer.fa" <<'PY'
+import random, sys
+random.seed(5)
+r = lambda n: "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(n))
+open(sys.argv[1], "w").write(">d1\n%s:%s\n>d2\n%s:%s\n" % (r(100), r(100), r(99), r(101)))
+PY
+"$bin" -q -i "$tmp/dimer.fa" -o "$tmp/dimer" --weights "$w" --num-recycles 0 \
+	--devices sim:3M,sim:2500K || fail "dimer run exited $?"
+python3 - "$tmp/dimer" <<'PY' || fail "dimer halved on its linker"
+import os, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1] + "/summary.tsv")][1:]
+colon = {"d1": 101, "d2": 100}   # 1-based character of the ':'
+for r in rows:
+    if r[5] != "split":
+        sys.exit("%s: %s %s" % (r[1], r[5], r[6]))
+    for rg in r[6].split(" ")[-1].split(","):
+        a, b = map(int, rg.split("-"))
+        if a == colon[r[1]] or b == colon[r[1]]:
+            sys.exit("%s: fragment %s begins or ends with the linker" % (r[1], rg))
+    for f in r[2].split(","):
+        if os.path.getsize(os.path.join(sys.argv[1], f)) == 0:
+            sys.exit("%s: %s empty" % (r[1], f))
+PY
+
 # --no-split: failed, exit 3
 run -o "$tmp/nosplit" --devices sim:3M,sim:2500K --no-split
 [ $? -eq 3 ] || fail "--no-split: expected exit 3"

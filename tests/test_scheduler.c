@@ -79,12 +79,12 @@ static void env_open(fx_env_t *e, int ndev, const int64_t *budget)
 
 static void env_close(fx_env_t *e)
 {
+	weights_close(e->w);   /* before the backends its buffers live on */
 	for (int i = 0; i < e->ndev; i++) {
 		model_free(&e->dev[i].model);
 		be_free(e->dev[i].be);
 		free(e->dev[i].spec);
 	}
-	weights_close(e->w);
 }
 
 static int count_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,

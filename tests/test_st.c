@@ -150,6 +150,13 @@ static void test_malformed(void **state)
 	               "{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, 0);
 	assert_refused("reversed_offsets",
 	               "{\"t\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8, 0);
+	/* elements x size wraps to 0 bytes mod 2^64: 2^61 F64, 2^62 F32 */
+	assert_refused("numel_wrap_f64",
+	               "{\"t\":{\"dtype\":\"F64\",\"shape\":[1099511627776,2097152],"
+	               "\"data_offsets\":[0,0]}}", 8, 0);
+	assert_refused("numel_wrap_f32",
+	               "{\"t\":{\"dtype\":\"F32\",\"shape\":[1099511627776,4194304],"
+	               "\"data_offsets\":[0,0]}}", 8, 0);
 	assert_refused("duplicate_name",
 	               "{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
 	               "\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0);

@@ -156,11 +156,15 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	const job_t *j = &x->job;
 	const char *row = x->row ? x->row : "-\tfailed\tout of memory\t-\t-\t-\t-\t-\t-\t-";
 	const char *tab = strchr(row, '\t');
-	char blabel[16] = "-";
+	char blabel[16] = "-", index[24] = "-";
 
-	if (j->status == JOB_OK) bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
-	/* index, name, file, length, bucket, then status onwards */
-	fprintf(f, "%lld\t%s\t%.*s\t%lld\t%s\t%s\n", (long long)j->index,
+	if (j->status == JOB_OK)
+		bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
+	/* index (the position in the input, not among the selected records;
+	 * "-": a --names name not found), name, file, length, bucket, then
+	 * status onwards */
+	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
+	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s\n", index,
 	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
 	        (long long)j->len, blabel, tab + 1);
 }
@@ -583,13 +587,15 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 
 static void fold_close(fold_run_t *r)
 {
+	/* the weights' buffers are released through their backends: close
+	 * the weights before the devices free those */
+	weights_close(r->wt);
 	setup_devs_close(r->dev, r->ndev);
 	for (int i = 0; i < r->nrec; i++) {
 		job_free(&r->rec[i].job);
 		free(r->rec[i].row);
 	}
 	free(r->rec);
-	weights_close(r->wt);
 	if (r->jsonl) fclose(r->jsonl);
 	if (r->done) fclose(r->done);
 	json_decref(r->prev);
@@ -693,6 +699,7 @@ int fold_main(const opt_t *o)
 	 * the weights (14 GB for esmfold_v1) are loaded */
 	if (!(in = fasta_open(o->input, o->names))) goto done;
 	if (fold_read(&r, in) < 0) goto done;
+	if (r.nrec == 0) log_warn("%s: no records", o->input);
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if ((rc = fold_lock_dir(&r)) < 0) {
 		if (rc == FOLD_BUSY) code = EXIT_BUSY;

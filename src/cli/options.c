@@ -224,7 +224,13 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			o->precision = (be_prec_t)i;
 			break;
 		}
-		case O_DEVICES: if (set_str(&o->devices, "--devices", optarg)) return -1; break;
+		case O_DEVICES:
+			if (set_str(&o->devices, "--devices", optarg)) return -1;
+			if (!optarg[strspn(optarg, ",")]) {
+				log_error("--devices: no device in '%s'", optarg);
+				return -1;
+			}
+			break;
 		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
 		case O_PAE: o->pae = 1; break;
 		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;

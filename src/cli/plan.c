@@ -44,7 +44,7 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	size_t len = strlen(o->weights);
 	int64_t cpu_total = dev_cpu_memory(o->cpu_memory);
 	weights_t *w = len > 5 && !strcmp(o->weights + len - 5, ".json") ? weights_open_manifest(o->weights)
-	                                                              : weights_open(o->weights);
+	                                                              : weights_open_shapes(o->weights);
 	sched_dev_t *dev = NULL;
 	sched_t *s = NULL;
 	int ndev = 0, rc = -1;
@@ -60,8 +60,8 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	rc = sched_plan(s, out, 1);
 done:
 	sched_free(s);
+	weights_close(w);   /* before the backends its buffers live on */
 	setup_devs_close(dev, ndev);
-	weights_close(w);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <htslib/bgzf.h>
@@ -376,6 +377,17 @@ static int try_faidx(fasta_t *r)
 		return -1;
 	ok = access(fai_path, R_OK) == 0;
 	if (ok) {
+		/* an index older than its file describes other bytes */
+		struct stat fs, is;
+		if (stat(r->path, &fs) == 0 && stat(fai_path, &is) == 0 &&
+		    (fs.st_mtim.tv_sec > is.st_mtim.tv_sec ||
+		     (fs.st_mtim.tv_sec == is.st_mtim.tv_sec && fs.st_mtim.tv_nsec > is.st_mtim.tv_nsec))) {
+			log_warn("%s: the index %s is stale (older than the file); reading the whole file",
+			         r->path, fai_path);
+			ok = 0;
+		}
+	}
+	if (ok) {
 		r->fai = fai_load3(r->path, fai_path, NULL, 0);
 		if (!r->fai)
 			log_warn("%s: cannot use the index %s; reading the whole file",
@@ -563,10 +575,17 @@ static int next_indexed(fasta_t *r, job_t *j)
 		hts_pos_t got = 0;
 		char *s = faidx_fetch_seq64(r->fai, name, 0, n - 1, &got);
 		if (!s || got < 0) {
-			log_error("%s: cannot read record '%s' through the index",
-			          r->path, name);
+			log_error("%s: cannot read record '%s' through the index %s.fai: "
+			          "the index is stale or the file damaged", r->path, name, r->path);
 			free(s);
 			return -1;
+		}
+		/* a header inside the bytes the index points at: the file changed */
+		if (memchr(s, '>', (size_t)got)) {
+			free(s);
+			job_fail(j, "record %lld '%.64s': the index %s.fai is stale (its offsets "
+			         "point into another record)", (long long)recno, name, r->path);
+			return 1;
 		}
 		chk_feed(&r->chk, s, (size_t)got, 0);
 		free(s);

@@ -13,6 +13,7 @@
 #include "io/atomic_file.h"
 #include "util/log.h"
 #include "io/safetensors.h"
+#include "util/hash.h"
 
 /* a header larger than this is not a safetensors file we will read */
 #define SAFETENSORS_MAX_HEADER (100u << 20)
@@ -100,6 +101,12 @@ static int safetensors_parse_entry(const char *path, const char *name, json_t *v
 		}
 		t->shape[i] = d;
 		t->numel *= d;
+	}
+	/* elements x element size must not wrap (2^61 F64 elements are 0 bytes mod 2^64) */
+	if ((uint64_t)t->numel > (uint64_t)INT64_MAX / safetensors_dtype_size(t->dtype)) {
+		log_error("%s: tensor '%s': %s x %lld elements overflows a byte count", path, name,
+		          safetensors_dtype_name(t->dtype), (long long)t->numel);
+		return -1;
 	}
 	json_int_t b = json_is_integer(json_array_get(jo, 0)) ? json_integer_value(json_array_get(jo, 0)) : -1;
 	json_int_t en = json_is_integer(json_array_get(jo, 1)) ? json_integer_value(json_array_get(jo, 1)) : -1;
@@ -205,6 +212,19 @@ fail:
 	if (fd >= 0) close(fd);
 	safetensors_close(st);
 	return NULL;
+}
+
+uint64_t safetensors_digest(const safetensors_t *st, uint64_t seed)
+{
+	const size_t step = (size_t)64 << 20;   /* a multiple of the page size */
+	uint64_t h = seed;
+
+	for (size_t off = 0; off < st->map_size; off += step) {
+		size_t n = st->map_size - off < step ? st->map_size - off : step;
+		h = hash_bytes(h, (const char *)st->map + off, n);
+		if (n == step) madvise((char *)st->map + off, n, MADV_DONTNEED);   /* leave the resident set */
+	}
+	return h;
 }
 
 void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t)

@@ -23,29 +23,46 @@ static json_t *cfg_at(json_t *v, const char *path)
 	return v;
 }
 
-/* integer (or boolean) at a dotted path; -1 and a logged error if absent */
-static int cfg_int(json_t *root, const char *path, const char *what, int *out)
+/* integer (or boolean) at a dotted path, in lo..hi; -1 and one logged
+ * error naming the key if absent or out of range (checked before the
+ * conversion to int, so 2^31 does not wrap) */
+static int cfg_int(json_t *root, const char *path, const char *what, long long lo, long long hi,
+                   int *out)
 {
 	json_t *v = cfg_at(root, path);
+	long long x;
 
-	if (json_is_boolean(v)) { *out = json_is_true(v); return 0; }
-	if (!json_is_integer(v)) {
+	if (json_is_boolean(v)) x = json_is_true(v);
+	else if (json_is_integer(v)) x = json_integer_value(v);
+	else {
 		log_error("%s: config key '%s' missing or not an integer", what, path);
 		return -1;
 	}
-	*out = (int)json_integer_value(v);
+	if (x < lo || x > hi) {
+		log_error("%s: config key '%s' is %lld, outside %lld..%lld", what, path, x, lo, hi);
+		return -1;
+	}
+	*out = (int)x;
 	return 0;
 }
 
-static int cfg_real(json_t *root, const char *path, const char *what, float *out)
+/* number at a dotted path, finite and in lo..hi (so it fits a float) */
+static int cfg_real(json_t *root, const char *path, const char *what, double lo, double hi,
+                    float *out)
 {
 	json_t *v = cfg_at(root, path);
+	double x;
 
 	if (!json_is_number(v)) {
 		log_error("%s: config key '%s' missing or not a number", what, path);
 		return -1;
 	}
-	*out = (float)json_number_value(v);
+	x = json_number_value(v);
+	if (!(x >= lo && x <= hi)) {
+		log_error("%s: config key '%s' is %g, outside %g..%g", what, path, x, lo, hi);
+		return -1;
+	}
+	*out = (float)x;
 	return 0;
 }
 
@@ -61,39 +78,46 @@ int cfg_parse(cfg_t *c, const char *text, const char *what)
 		json_decref(root);
 		return -1;
 	}
-#define I(path, field) rc |= cfg_int(root, path, what, &c->field)
-#define R(path, field) rc |= cfg_real(root, path, what, &c->field)
-	I("num_hidden_layers", lm_layers);
-	I("hidden_size", lm_dim);
-	I("num_attention_heads", lm_heads);
-	I("intermediate_size", lm_ffn);
-	I("vocab_size", vocab);
-	R("layer_norm_eps", lm_ln_eps);
-	I("token_dropout", token_dropout);
-	I("mask_token_id", mask_token);
-	I("pad_token_id", pad_token);
-	I("esmfold_config.trunk.sequence_state_dim", c_s);
-	I("esmfold_config.trunk.pairwise_state_dim", c_z);
-	I("esmfold_config.trunk.sequence_head_width", seq_head_width);
-	I("esmfold_config.trunk.pairwise_head_width", pair_head_width);
-	I("esmfold_config.trunk.num_blocks", trunk_blocks);
-	I("esmfold_config.trunk.position_bins", position_bins);
-	I("esmfold_config.trunk.max_recycles", max_recycles);
-	I("esmfold_config.lddt_head_hid_dim", lddt_hidden);
-	I("esmfold_config.trunk.structure_module.sequence_dim", sm_c_s);
-	I("esmfold_config.trunk.structure_module.pairwise_dim", sm_c_z);
-	I("esmfold_config.trunk.structure_module.ipa_dim", sm_ipa_dim);
-	I("esmfold_config.trunk.structure_module.resnet_dim", sm_resnet_dim);
-	I("esmfold_config.trunk.structure_module.num_heads_ipa", sm_heads);
-	I("esmfold_config.trunk.structure_module.num_qk_points", sm_qk_points);
-	I("esmfold_config.trunk.structure_module.num_v_points", sm_v_points);
-	I("esmfold_config.trunk.structure_module.num_blocks", sm_blocks);
-	I("esmfold_config.trunk.structure_module.num_transition_layers", sm_transitions);
-	I("esmfold_config.trunk.structure_module.num_resnet_blocks", sm_resnet_blocks);
-	I("esmfold_config.trunk.structure_module.num_angles", sm_angles);
-	R("esmfold_config.trunk.structure_module.trans_scale_factor", sm_trans_scale);
-	R("esmfold_config.trunk.structure_module.epsilon", sm_eps);
-	R("esmfold_config.trunk.structure_module.inf", sm_inf);
+	/* ranges: the published esmfold_v1 value (in brackets) well inside;
+	 * the upper bounds keep products of two sizes below 2^31 and
+	 * layer / block / recycle counts to what finishes */
+#define I(path, field, lo, hi) rc |= cfg_int(root, path, what, lo, hi, &c->field)
+#define R(path, field, lo, hi) rc |= cfg_real(root, path, what, lo, hi, &c->field)
+#define T "esmfold_config.trunk."
+#define SM "esmfold_config.trunk.structure_module."
+	I("num_hidden_layers", lm_layers, 1, 256);               /* [36] */
+	I("hidden_size", lm_dim, 1, 16384);                      /* [2560] */
+	I("num_attention_heads", lm_heads, 1, 1024);             /* [40] */
+	I("intermediate_size", lm_ffn, 1, 65536);                /* [10240] */
+	I("vocab_size", vocab, 1, 64);                           /* [33] */
+	R("layer_norm_eps", lm_ln_eps, 1e-12, 0.1);              /* [1e-5] */
+	I("token_dropout", token_dropout, 0, 1);                 /* [true] */
+	I("mask_token_id", mask_token, 0, 63);                   /* [32] */
+	I("pad_token_id", pad_token, 0, 63);                     /* [1] */
+	I(T "sequence_state_dim", c_s, 1, 8192);                 /* [1024] */
+	I(T "pairwise_state_dim", c_z, 2, 2048);                 /* [128] */
+	I(T "sequence_head_width", seq_head_width, 1, 8192);     /* [32] */
+	I(T "pairwise_head_width", pair_head_width, 1, 2048);    /* [32] */
+	I(T "num_blocks", trunk_blocks, 1, 512);                 /* [48] */
+	I(T "position_bins", position_bins, 1, 4096);            /* [32] */
+	I(T "max_recycles", max_recycles, 1, 64);                /* [4] */
+	I("esmfold_config.lddt_head_hid_dim", lddt_hidden, 1, 8192); /* [128] */
+	I(SM "sequence_dim", sm_c_s, 1, 8192);                   /* [384] */
+	I(SM "pairwise_dim", sm_c_z, 1, 2048);                   /* [128] */
+	I(SM "ipa_dim", sm_ipa_dim, 1, 1024);                    /* [16] */
+	I(SM "resnet_dim", sm_resnet_dim, 1, 8192);              /* [128] */
+	I(SM "num_heads_ipa", sm_heads, 1, 256);                 /* [12] */
+	I(SM "num_qk_points", sm_qk_points, 1, 64);              /* [4] */
+	I(SM "num_v_points", sm_v_points, 1, 64);                /* [8] */
+	I(SM "num_blocks", sm_blocks, 1, 256);                   /* [8] */
+	I(SM "num_transition_layers", sm_transitions, 0, 16);    /* [1] */
+	I(SM "num_resnet_blocks", sm_resnet_blocks, 0, 16);      /* [2] */
+	I(SM "num_angles", sm_angles, 7, 7);  /* [7]: the torsions geometry.c builds */
+	R(SM "trans_scale_factor", sm_trans_scale, 1e-3, 1e4);   /* [10] */
+	R(SM "epsilon", sm_eps, 1e-30, 1e-2);                    /* [1e-8] */
+	R(SM "inf", sm_inf, 1.0, 1e30);                          /* [1e5] */
+#undef T
+#undef SM
 #undef I
 #undef R
 	vl = json_object_get(root, "vocab_list");
@@ -110,14 +134,30 @@ int cfg_parse(cfg_t *c, const char *text, const char *what)
 		log_error("%s: config key 'vocab_list' missing or not %d strings", what, c->vocab);
 		rc = -1;
 	}
+	if (!rc && (c->mask_token >= c->vocab || c->pad_token >= c->vocab)) {
+		log_error("%s: config key '%s' is not below vocab_size %d", what,
+		          c->mask_token >= c->vocab ? "mask_token_id" : "pad_token_id", c->vocab);
+		rc = -1;
+	}
 	if (!rc && (c->cls_token < 0 || c->eos_token < 0)) {
 		log_error("%s: vocab_list lacks <cls> or <eos>", what);
 		rc = -1;
 	}
-	if (!rc && (c->lm_dim % c->lm_heads || c->c_s % c->seq_head_width ||
-	            c->c_z % c->pair_head_width || c->c_z % 2)) {
-		log_error("%s: inconsistent sizes (hidden_size / heads, state dims / head widths)", what);
-		rc = -1;
+	/* sizes that must divide: the first that does not, by its key */
+	if (!rc) {
+		const char *bad = NULL;
+		if (c->lm_dim % c->lm_heads || (c->lm_dim / c->lm_heads) % 2)
+			bad = "hidden_size' / 'num_attention_heads (an even head width)";
+		else if (c->c_s % c->seq_head_width)
+			bad = "esmfold_config.trunk.sequence_state_dim' / 'sequence_head_width";
+		else if (c->c_z % c->pair_head_width)
+			bad = "esmfold_config.trunk.pairwise_state_dim' / 'pairwise_head_width";
+		else if (c->c_z % 2)
+			bad = "esmfold_config.trunk.pairwise_state_dim' / '2";
+		if (bad) {
+			log_error("%s: config keys '%s' do not divide", what, bad);
+			rc = -1;
+		}
 	}
 	json_decref(root);
 	return rc ? -1 : 0;

@@ -3,9 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
+#include "util/hash.h"
 #include "util/log.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
@@ -64,7 +66,94 @@ static int weights_load_cfg(weights_t *w)
 	return rc;
 }
 
-weights_t *weights_open(const char *path)
+/* The fingerprint cache: $ESMBATCH_FP_CACHE, else
+ * $XDG_CACHE_HOME/esmbatch/fingerprints, else ~/.cache/esmbatch/fingerprints;
+ * lines "DEV INO SIZE MTIME_NS CTIME_NS DIGEST".  NULL when none can be named. */
+static char *weights_cache_path(int mkdirs)
+{
+	const char *env = getenv("ESMBATCH_FP_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	char *dir = NULL, *p = NULL;
+
+	if (env && *env) return strdup(env);
+	if (xdg && *xdg) { if (asprintf(&dir, "%s/esmbatch", xdg) < 0) dir = NULL; }
+	else if (home && *home) {
+		if (asprintf(&dir, "%s/.cache/esmbatch", home) < 0) dir = NULL;
+		else if (mkdirs) {
+			char *c = NULL;
+			if (asprintf(&c, "%s/.cache", home) >= 0) mkdir(c, 0755);
+			free(c);
+		}
+	}
+	if (!dir) return NULL;
+	if (mkdirs) mkdir(dir, 0755);
+	if (asprintf(&p, "%s/fingerprints", dir) < 0) p = NULL;
+	free(dir);
+	return p;
+}
+
+/* the cache key of a file: device, inode, size, mtime and ctime (ctime
+ * changes with any write or touch, and cannot be set back) */
+static int weights_cache_key(const char *path, char *key, size_t n)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) < 0) return -1;
+	snprintf(key, n, "%llu %llu %lld %lld %lld", (unsigned long long)sb.st_dev,
+	         (unsigned long long)sb.st_ino, (long long)sb.st_size,
+	         (long long)sb.st_mtim.tv_sec * 1000000000ll + sb.st_mtim.tv_nsec,
+	         (long long)sb.st_ctim.tv_sec * 1000000000ll + sb.st_ctim.tv_nsec);
+	return 0;
+}
+
+/* the digest of every byte of w's file (safetensors_digest), from the
+ * cache when its key matches, else computed and appended to the cache (a
+ * cache that cannot be read or written only costs the time) */
+static uint64_t weights_file_digest(weights_t *w)
+{
+	char key[160], line[256], *cp = weights_cache_path(0);
+	unsigned long long d;
+	uint64_t h;
+	FILE *f;
+	size_t kn;
+	int hit = 0;
+
+	if (weights_cache_key(w->path, key, sizeof key) < 0) { free(cp); return safetensors_digest(w->st, 0); }
+	kn = strlen(key);
+	if (cp && (f = fopen(cp, "r"))) {
+		while (fgets(line, sizeof line, f))
+			if (!strncmp(line, key, kn) && line[kn] == ' ' && sscanf(line + kn + 1, "%llx", &d) == 1)
+				hit = 1, h = d;   /* the latest line wins */
+		fclose(f);
+	}
+	free(cp);
+	if (hit) {
+		log_debug("%s: fingerprint digest from the cache", w->path);
+		return h;
+	}
+	h = safetensors_digest(w->st, 0);
+	/* one short append; a cache grown past 1 MB (some 10000 files) starts afresh */
+	struct stat cs;
+	if ((cp = weights_cache_path(1)) &&
+	    (f = fopen(cp, stat(cp, &cs) == 0 && cs.st_size > (1 << 20) ? "w" : "a"))) {
+		fprintf(f, "%s %016llx\n", key, (unsigned long long)h);
+		fclose(f);
+	}
+	free(cp);
+	return h;
+}
+
+/* the fingerprint of a file: every byte of it (header, names, shapes, all
+ * tensor data), then the effective config (the parsed cfg_t, whether it
+ * came from config.json or the metadata) */
+static void weights_fp_file(weights_t *w)
+{
+	uint64_t h = weights_file_digest(w);
+	h = hash_bytes(h, &w->cfg, sizeof w->cfg);   /* cfg_parse zeroes it first */
+	snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
+}
+
+static weights_t *weights_open_file(const char *path, int fingerprint)
 {
 	weights_t *w = calloc(1, sizeof *w);
 
@@ -72,22 +161,16 @@ weights_t *weights_open(const char *path)
 	if (!(w->st = safetensors_open(path))) goto fail;
 	if (!(w->used = calloc(safetensors_count(w->st) + 1, 1))) goto fail;
 	if (weights_load_cfg(w) < 0) goto fail;
-	/* fingerprint: every tensor's name, shape and first 64 bytes of data */
-	{
-		uint64_t h = WEIGHTS_FNV_SEED;
-		for (int i = 0; i < safetensors_count(w->st); i++) {
-			const safetensors_tensor_t *t = safetensors_at(w->st, i);
-			h = weights_fnv(h, t->name, strlen(t->name));
-			h = weights_fnv(h, t->shape, t->nd * sizeof *t->shape);
-			h = weights_fnv(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
-		}
-		snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
-	}
+	if (fingerprint) weights_fp_file(w);
+	else strcpy(w->fp, "-");
 	return w;
 fail:
 	weights_close(w);
 	return NULL;
 }
+
+weights_t *weights_open(const char *path) { return weights_open_file(path, 1); }
+weights_t *weights_open_shapes(const char *path) { return weights_open_file(path, 0); }
 
 weights_t *weights_open_manifest(const char *path)
 {

@@ -10,7 +10,8 @@
  * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor is
  * one logged error naming it.  Data is converted to float32 and copied into
  * backend memory, and its pages of the file leave the resident set
- * (safetensors_release); the weights_t owns those buffers until weights_close().  With be ==
+ * (safetensors_release); the weights_t owns those buffers until weights_close(), which frees them
+ * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
 #ifndef ESMBATCH_WT_H
@@ -25,6 +26,9 @@
 typedef struct wt weights_t;
 
 weights_t *weights_open(const char *path);
+/* weights_open without the fingerprint (it reads every byte of the file):
+ * for what needs the shapes and config only (plan); fingerprint "-" */
+weights_t *weights_open_shapes(const char *path);
 weights_t *weights_open_manifest(const char *path);
 /* A recorder: no tensors; every required weights_get succeeds (no data, like a
  * manifest) and appends its name and shape, so a loader run against it
@@ -39,7 +43,11 @@ int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
 const cfg_t *weights_cfg(const weights_t *w);
-/* 16 hex digits identifying the weights (hash of header and size) */
+/* 16 hex digits identifying the weights: a hash (util/hash.h) of every
+ * byte of the file, then of the effective config.  The file's part is
+ * cached by device, inode, size, mtime and ctime in $ESMBATCH_FP_CACHE, else
+ * $XDG_CACHE_HOME/esmbatch/fingerprints, else ~/.cache/esmbatch/fingerprints.
+ * A manifest's or recorder's: the hash of its config text. */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
 /* Float32 bytes of the tensors the loaders asked for so far (each counted

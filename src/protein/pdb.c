@@ -67,6 +67,11 @@ static int check_input(const pdb_input_t *in)
 			          in->chain_index[i], i, PDB_MAX_CHAINS - 1);
 			return -1;
 		}
+		if (in->residue_index[i] < 0 || in->residue_index[i] >= PDB_MAX_RESNUM) {
+			log_error("pdb: residue number %d at residue %d does not fit the PDB's residue number "
+			          "and insertion code (1..%d)", in->residue_index[i] + 1, i, PDB_MAX_RESNUM);
+			return -1;
+		}
 		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
 			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
@@ -77,9 +82,33 @@ static int check_input(const pdb_input_t *in)
 				          residue_atom_types[k]);
 				return -1;
 			}
+			/* the fixed columns: %8.3f coordinates, %6.2f B-factor */
+			for (int d = 0; d < 3; d++) {
+				float v = in->atom37[3 * at + d];
+				if (!(v > -999.9995f && v < 9999.9995f)) {
+					log_error("pdb: coordinate %.3f at residue %d atom %s does not fit "
+					          "the PDB's 8 columns (-999.999..9999.999)", (double)v, i,
+					          residue_atom_types[k]);
+					return -1;
+				}
+			}
+			if (!(in->plddt[at] > -0.999f && in->plddt[at] < 9.999f)) {
+				log_error("pdb: pLDDT %g at residue %d atom %s does not fit the B-factor column",
+				          (double)in->plddt[at], i, residue_atom_types[k]);
+				return -1;
+			}
 		}
 	}
 	return 0;
+}
+
+/* residue number n (1..PDB_MAX_RESNUM) as the 4 columns of resSeq and the
+ * insertion code: below 10000 as is, beyond n mod 10000 with the code
+ * 'A' for the first 10000 above, 'B' for the next, ... (pdb.h) */
+static int pdb_resseq(int n, char *icode)
+{
+	*icode = n < 10000 ? ' ' : (char)('A' + n / 10000 - 1);
+	return n % 10000;
 }
 
 int pdb_write(FILE *f, const pdb_input_t *in)
@@ -93,7 +122,8 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 	for (int i = 0; i < in->L; i++) {
 		const char *res = residue_restype_name3(in->aatype[i]);
 		int chain = in->chain_index ? in->chain_index[i] : 0;
-		int resnum = in->residue_index[i] + 1;
+		char icode;
+		int resnum = pdb_resseq(in->residue_index[i] + 1, &icode);
 		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
 			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
@@ -101,15 +131,19 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 			const float *x = in->atom37 + 3 * at;
 			/* serial, name, altLoc, resName, chain, resSeq, iCode, x y z,
 			 * occupancy, B-factor, element, charge */
-			fprintf(f, "ATOM  %5d  %-3s %3s %c%4d    %8.3f%8.3f%8.3f%6.2f%6.2f          %2c  \n",
-			        serial++, residue_atom_types[k], res, chain_ids[chain], resnum,
+			fprintf(f, "ATOM  %5d  %-3s %3s %c%4d%c   %8.3f%8.3f%8.3f%6.2f%6.2f          %2c  \n",
+			        serial++ % 100000, residue_atom_types[k], res, chain_ids[chain], resnum, icode,
 			        (double)x[0], (double)x[1], (double)x[2], 1.0,
 			        100.0 * (double)in->plddt[at], residue_atom_elements[k]);
 		}
 		int last = i == in->L - 1;
 		if (last || (in->chain_index && in->chain_index[i + 1] != chain)) {
-			fprintf(f, "TER   %5d      %3s %c%4d\n", serial++, res, chain_ids[chain],
-			        resnum);
+			if (icode == ' ')
+				fprintf(f, "TER   %5d      %3s %c%4d\n", serial++ % 100000, res,
+				        chain_ids[chain], resnum);
+			else
+				fprintf(f, "TER   %5d      %3s %c%4d%c\n", serial++ % 100000, res,
+				        chain_ids[chain], resnum, icode);
 			if (!last)
 				fputs("PARENT N/A\n", f);
 		}

@@ -3,7 +3,7 @@
  * The body is the text fair-esm's output_to_pdb writes: "PARENT N/A" before
  * each chain, one ATOM record per atom37 slot whose mask is >= 0.5, atom
  * serials from 1 (a TER record takes a serial too), residue numbers
- * residue_index + 1, chain ids A, B, ... from chain_index, a TER record
+ * residue_index + 1 (see PDB_MAX_RESNUM), chain ids A, B, ... from chain_index, a TER record
  * after each chain's last residue, B-factor = 100 x pLDDT, occupancy 1.00,
  * element from the atom name, then END.  Residues without atoms (X, the
  * linker glycines of a multimer once masked) write no ATOM record but still
@@ -39,6 +39,14 @@ typedef struct {
 	const int   *chain_index;    /* [L] 0, 1, ... -> chain A, B, ...; NULL: all A */
 	const pdb_meta_t *meta;      /* NULL: no HEADER/REMARK lines */
 } pdb_input_t;
+
+/* Fixed columns: a residue number of 10000 or more is written as its
+ * value mod 10000 with insertion code 'A' (10000-19999), 'B' (20000-29999),
+ * ... (a multimer of 20 chains reaches 10000 at +512 per chain); beyond
+ * PDB_MAX_RESNUM, or a coordinate outside -999.999..9999.999, the record is
+ * refused.  Atom serials past 99999 continue from 0 (mod 100000).  No line
+ * is longer than 80 columns. */
+#define PDB_MAX_RESNUM 269999
 
 /* Most chains a PDB can name (chain ids A-Z, a-z, 0-9). */
 #define PDB_MAX_CHAINS 62

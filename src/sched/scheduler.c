@@ -145,19 +145,27 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 
 static int sched_place(sched_t *s, int i, int c0);
 
-/* item i becomes two halves, appended and placed; 0 or -1 */
+/* item i becomes two halves, appended and placed; 0 or -1.  The halves
+ * are [0, h) and [h2, L): where the middle falls on a chain break ':' the
+ * cut is that chain boundary and the ':' belongs to neither, so no
+ * fragment begins or ends with a linker (an item never does: the FASTA
+ * reader refuses ':' at either end and empty chains) */
 static int sched_split(sched_t *s, int i)
 {
 	sched_item_t *it = &s->it[i];
 	char *seq = it->seq;
-	int rec = it->rec, start = it->start, L = it->len, h = L / 2, rc = -1;
+	int rec = it->rec, start = it->start, L = it->len, h = L / 2, h2, rc = -1;
 
+	if (seq[h] == ':') h2 = h + 1;
+	else if (seq[h - 1] == ':') h2 = h--;
+	else h2 = h;
 	it->seq = NULL;
 	sched_item_end(it);
 	it->state = SCHED_SPLIT;
 	log_info("record %d: residues %d-%d halved", rec, start + 1, start + L);
 	if (sched_push(s, rec, seq, start, h) && sched_place(s, s->n - 1, s->o.chunk) == 0 &&
-	    sched_push(s, rec, seq + h, start + h, L - h) && sched_place(s, s->n - 1, s->o.chunk) == 0)
+	    sched_push(s, rec, seq + h2, start + h2, L - h2) &&
+	    sched_place(s, s->n - 1, s->o.chunk) == 0)
 		rc = 0;
 	free(seq);
 	return rc;
@@ -220,6 +228,12 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->out, NULL);
+	/* a table's quota holds at the chunk it was asked for; auto on the
+	 * CPU first tries a cache chunk (sched_cache_chunk), where it is not */
+	if (o->qt && o->chunk == 0 && sched_cache_chunk(s, SCHED_CPU_CHUNK + 1) > 0)
+		log_warn("quota table: not used on the CPU with --chunk-size 0 for sequences of more "
+		         "than %d residues (auto chunks them; their quotas are planned); give "
+		         "--chunk-size to use it", SCHED_CPU_CHUNK);
 	for (int i = 0; i < ndev && o->jsonl; i++) {
 		fprintf(o->jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
 		        "\"overhead\":%lld,\"workers\":%d}\n", devs[i].be->name,

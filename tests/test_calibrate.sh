@@ -5,14 +5,7 @@
 # worker_overhead, the SVG plot lies beside it, a table of other weights is
 # not overwritten without --force, and fold warns about a table made for
 # other weights.  Random weights from tools/mkweights fold too.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
-mkw=${MKWEIGHTS:-./tools/mkweights}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cal.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "${srcdir:-.}/tests/lib.sh"
 a=$srcdir/tests/data/tiny_a
 b=$srcdir/tests/data/tiny_b
 
@@ -60,5 +53,4 @@ mkdir -p "$tmp/rand"
 [ "$(tail -n +2 "$tmp/rout/summary.tsv" | cut -f6)" = ok ] || fail "random weights: not ok"
 [ "$(grep -c "\"event\":\"fold\"" "$tmp/rout/run.jsonl")" -eq 1 ] || fail "run.jsonl: one line per fold"
 
-echo "test_calibrate: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -3,15 +3,10 @@
 # errors, fatal input errors, partial runs and `plan` output.
 # Run by `make check` from the build directory; finds the binary through
 # $ESMBATCH (default ./esmbatch) and the sources through $srcdir.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
+. "${srcdir:-.}/tests/lib.sh"
 fx=$srcdir/tests/data/fasta
 ref=$srcdir/buckets/reference-pytorch-rtx5090.tsv
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cli.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
 unset ESMBATCH_WEIGHTS
-fails=0
 
 # expect CODE DESCRIPTION -- command...: checks the exit status; stdout and
 # stderr are left in $tmp/out and $tmp/err
@@ -133,7 +128,7 @@ has "$tmp/out" "512	2	6	3	-" "plan --names records"
 has "$tmp/err" "'nosuch' not found" "plan --names missing"
 
 # --- small ones of issue 15 (the demo model) ---
-w=$srcdir/data/demo/esmfold_demo.safetensors
+w=$demo
 expect 2 "--devices with no device" -- "$bin" plan -i "$fx/good.fa" --devices ,,,
 has "$tmp/err" "--devices: no device in ',,,'" "--devices ,,, reason"
 # the index column is the position in the input, also with --names

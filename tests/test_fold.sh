@@ -7,12 +7,7 @@
 # with gemmi and compares it with the fixture's expected_NAME.esm.pdb text.
 # The same folds with --chunk-size 3 (not a divisor of any length) must pass
 # too, and the demo model must fold data/example.fa.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-fold.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
+. "${srcdir:-.}/tests/lib.sh"
 
 # an interpreter with gemmi (Debian's python3-gemmi lives in /usr/bin/python3)
 py=
@@ -24,7 +19,6 @@ if [ -z "$py" ]; then
 	exit 1
 fi
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 for fx in tiny_a tiny_b; do
 	d=$srcdir/tests/data/$fx
@@ -88,5 +82,4 @@ else
 	fail "example: esmbatch exited $?"
 fi
 
-echo "test_fold: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

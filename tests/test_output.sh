@@ -15,14 +15,8 @@
 # - a second run into a directory a run is writing into exits 4 at once
 #   with one line naming the lock; the first run is undisturbed, and a
 #   killed run's temporaries are removed by the next.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
-w=$srcdir/data/demo/esmfold_demo.safetensors
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-output.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "${srcdir:-.}/tests/lib.sh"
+w=$demo
 # mkfa FILE NAME:LENGTH ...: random sequences (fixed seed)
 mkfa() {
 	python3 - "$@" <<'PY'
@@ -132,5 +126,4 @@ run -i "$tmp/four.fa" -o "$tmp/two" --devices cpu || fail "after a killed run: e
 ls "$tmp/two" | grep -q '\.\(pdb\|json\|tsv\)\.tmp' && fail "temporaries left: $(ls "$tmp/two" | grep tmp)"
 [ -e "$tmp/two/keep.tmp.2" ] || fail "a file not ours was removed"
 
-echo "test_output: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -7,14 +7,8 @@
 # (every PDB byte for byte, the summary rows bar the timing and RSS
 # columns); from run.jsonl, every record was folded by exactly one run
 # and skipped by the later ones.  --force refolds; changed options refold.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
-w=$srcdir/data/demo/esmfold_demo.safetensors
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-resume.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "${srcdir:-.}/tests/lib.sh"
+w=$demo
 n=10
 
 python3 - "$tmp/in.fa" "$n" <<'PY'
@@ -108,5 +102,4 @@ run -o "$tmp/res" --names "$tmp/names" --num-recycles 0 || fail "--num-recycles 
 [ "$(oks "$tmp/res/run.jsonl")" -eq 2 ] || fail "other options: not refolded"
 grep -q 'REMARK 250 RECYCLES 0' "$tmp/res/p4.pdb" || fail "other options: p4.pdb not rewritten"
 
-echo "test_resume: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -8,14 +8,8 @@
 # makes such records failed (exit 3); an injected out-of-memory event
 # (ESMBATCH_FAULT=oom:N) leaves every other output identical to a clean run;
 # `plan` keeps every device within its budget and orders work longest first.
-set -u
-srcdir=${srcdir:-.}
-bin=${ESMBATCH:-./esmbatch}
-w=$srcdir/data/demo/esmfold_demo.safetensors
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-sched.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "${srcdir:-.}/tests/lib.sh"
+w=$demo
 
 python3 - "$tmp/mix.fa" <<'PY'
 import random, sys
@@ -130,5 +124,4 @@ grep -q $'^cpu\t0\t1\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not
 grep -q none.fa "$tmp/none.err" && ! grep -q none.safetensors "$tmp/none.err" ||
 	fail "missing input: not reported before the weights"
 
-echo "test_sched: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# test_fold_emu.sh - both public fixtures folded through the CUDA backend
+# on the emulated device (tests/esmbatch-cuemu, tests/cuemu) with
+# --precision fp32: every dumped tensor within the fixtures' tolerance
+# (tools/check_dump.py, the rule the CPU path passes in test_fold.sh) and
+# every PDB within the fixture's atom tolerance (tests/check_pdb.py).
+set -u
+srcdir=${srcdir:-.}
+bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cuemu.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+py=
+for p in python3 /usr/bin/python3; do
+	if "$p" -c 'import gemmi' 2>/dev/null; then py=$p; break; fi
+done
+if [ -z "$py" ]; then
+	echo "FAIL: no python3 with gemmi (install python3-gemmi)"
+	exit 1
+fi
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+for fx in tiny_a tiny_b; do
+	d=$srcdir/tests/data/$fx
+	awk '/^>/ { print; next } { gsub(/[a-z]/, "X"); print }' "$d/sequences.fa" > "$tmp/$fx.fa"
+	out=$tmp/$fx
+	start=$(date +%s)
+	if ! "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
+		--devices cuda --precision fp32 --dump-tensors "$out.dump.safetensors"; then
+		fail "$fx: esmbatch-cuemu exited $?"
+		continue
+	fi
+	"$py" "$srcdir/tools/check_dump.py" "$out.dump.safetensors" "$d" > "$out.check" ||
+		fail "$fx: tensors off the reference: $(grep -v ' ok$' "$out.check" | head -5)"
+	echo "$fx (emulated cuda, fp32, $(($(date +%s) - start)) s): $(tail -1 "$out.check")"
+	rows=$(tail -n +2 "$out/summary.tsv" | wc -l)
+	[ "$rows" -eq "$(grep -c '^>' "$tmp/$fx.fa")" ] || fail "$fx: $rows summary rows"
+	for pdb in "$out"/*.pdb; do
+		n=$(basename "$pdb" .pdb)
+		tol=$("$py" -c "import json, sys
+e = json.load(open(sys.argv[1]))
+s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
+print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
+		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
+			fail "$fx: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
+	done
+done
+
+echo "test_fold_emu: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -63,9 +63,17 @@ extern char __stop_cuemu_shared[] __attribute__((weak));
 
 static void fiber_main(void);
 
+/* the top of f's stack, 16-aligned; staggered by fiber so that the hot top
+ * frames of a block's fibers do not all fall in the same cache sets */
+static char *fiber_top(cuemu_fiber_t *f)
+{
+	return f->stack + CUEMU_STACK - (size_t)(f - sched.f) % 64 * 320;
+}
+
 #if defined(__x86_64__)
-/* cuemu_ctx_swap(save, to): saves the callee-saved registers, MXCSR and the
- * x87 control word on this stack, *save = its pointer, continues on to */
+/* cuemu_ctx_swap(save, to): saves the callee-saved registers on this stack,
+ * *save = its pointer, continues on to (the floating-point control state
+ * is the host thread's: nothing here changes it) */
 void cuemu_ctx_swap(void **save, void *to);
 __asm__(
 	".text\n"
@@ -74,10 +82,8 @@ __asm__(
 	".type cuemu_ctx_swap, @function\n"
 	"cuemu_ctx_swap:\n"
 	"	pushq %rbp\n	pushq %rbx\n	pushq %r12\n	pushq %r13\n	pushq %r14\n	pushq %r15\n"
-	"	subq $8, %rsp\n	stmxcsr (%rsp)\n	fnstcw 4(%rsp)\n"
 	"	movq %rsp, (%rdi)\n"
 	"	movq %rsi, %rsp\n"
-	"	ldmxcsr (%rsp)\n	fldcw 4(%rsp)\n	addq $8, %rsp\n"
 	"	popq %r15\n	popq %r14\n	popq %r13\n	popq %r12\n	popq %rbx\n	popq %rbp\n"
 	"	ret\n"
 	".size cuemu_ctx_swap, .-cuemu_ctx_swap\n"
@@ -90,14 +96,12 @@ extern char cuemu_ctx_start[] __asm__("cuemu_ctx_start");
 /* f's stack set up so that switching to it calls fiber_main */
 static void fiber_prepare(cuemu_fiber_t *f)
 {
-	uint64_t *top = (uint64_t *)(f->stack + CUEMU_STACK), *sp = top - 8;
-	uint32_t csr[2] = { 0x1f80, 0x037f };   /* default MXCSR, x87 control word */
+	uint64_t *sp = (uint64_t *)fiber_top(f) - 9;   /* 16-aligned after the ret */
 
-	memcpy(&sp[0], csr, sizeof csr);
-	sp[1] = sp[2] = sp[3] = 0;              /* r15, r14, r13 */
-	sp[4] = (uint64_t)(uintptr_t)fiber_main; /* r12 */
-	sp[5] = sp[6] = 0;                      /* rbx, rbp */
-	sp[7] = (uint64_t)(uintptr_t)cuemu_ctx_start;
+	sp[0] = sp[1] = sp[2] = 0;              /* r15, r14, r13 */
+	sp[3] = (uint64_t)(uintptr_t)fiber_main; /* r12 */
+	sp[4] = sp[5] = 0;                      /* rbx, rbp */
+	sp[6] = (uint64_t)(uintptr_t)cuemu_ctx_start;
 	f->sp = sp;
 }
 
@@ -115,7 +119,7 @@ static void fiber_prepare(cuemu_fiber_t *f)
 {
 	getcontext(&f->uc);
 	f->uc.uc_stack.ss_sp = f->stack;
-	f->uc.uc_stack.ss_size = CUEMU_STACK;
+	f->uc.uc_stack.ss_size = (size_t)(fiber_top(f) - f->stack);
 	f->uc.uc_link = NULL;
 	makecontext(&f->uc, fiber_main, 0);
 }
@@ -168,52 +172,43 @@ void *cuemu_dyn_shared(void)
 	return sched.smem;
 }
 
-/* the fiber i of the block's n in scheduling order */
-static cuemu_fiber_t *nth(int i, int reverse)
+/* complete the warp op of the warp of lanes [w0, w0 + 32) once all its
+ * lanes have blocked; 1 when one was released */
+static int warp_release(int w0)
 {
-	return &sched.f[reverse ? sched.n - 1 - i : i];
-}
+	cuemu_fiber_t *l = &sched.f[w0], *first = NULL;
+	int nl = sched.n - w0 < 32 ? sched.n - w0 : 32;
+	uint64_t in[32];
 
-/* complete the warp ops whose lanes have all arrived; 1 when one did */
-static int warps_release(void)
-{
-	int released = 0;
-
-	for (int w0 = 0; w0 < sched.n; w0 += 32) {
-		cuemu_fiber_t *l = &sched.f[w0], *first = NULL;
-		int nl = sched.n - w0 < 32 ? sched.n - w0 : 32;
-		for (int i = 0; i < nl && !first; i++)
-			if (l[i].state == F_WARP) first = &l[i];
-		if (!first) continue;
-		for (int i = 0; i < nl; i++) {
-			if (!(first->mask >> i & 1u)) continue;
-			if (l[i].state == F_DONE) fail("warp operation names an exited lane");
-			if (l[i].state != F_WARP || l[i].site != first->site || l[i].mask != first->mask ||
-			    l[i].kind != first->kind)
-				fail("divergent warp operation (lanes of the mask at different calls)");
-		}
-		if (nl < 32 && first->mask >> nl) fail("warp operation names a lane beyond the block");
-		uint64_t in[32];
-		for (int i = 0; i < nl; i++) in[i] = l[i].val;
-		for (int i = 0; i < nl; i++) {
-			cuemu_fiber_t *f = &l[i];
-			if (f->state != F_WARP) continue;
-			if (!(f->mask >> i & 1u)) fail("warp operation by a lane outside its mask");
-			int w = f->width, base = i & ~(w - 1), src = i;
-			switch (f->kind) {
-			case CUEMU_SHFL_IDX:  src = base + (f->arg & (w - 1)); break;
-			case CUEMU_SHFL_UP:   src = i - f->arg >= base ? i - f->arg : i; break;
-			case CUEMU_SHFL_DOWN: src = i + f->arg < base + w ? i + f->arg : i; break;
-			case CUEMU_SHFL_XOR:  src = (i ^ f->arg) < base + w ? i ^ f->arg : i; break;
-			}
-			if (f->kind != CUEMU_SYNCWARP && (src >= nl || !(f->mask >> src & 1u)))
-				fail("shuffle reads a lane outside the mask");
-			f->val = in[src];
-			f->state = F_READY;
-			released = 1;
-		}
+	for (int i = 0; i < nl && !first; i++)
+		if (l[i].state == F_WARP) first = &l[i];
+	if (!first) return 0;
+	for (int i = 0; i < nl; i++) {
+		if (!(first->mask >> i & 1u)) continue;
+		if (l[i].state == F_DONE) fail("warp operation names an exited lane");
+		if (l[i].state != F_WARP || l[i].site != first->site || l[i].mask != first->mask ||
+		    l[i].kind != first->kind)
+			fail("divergent warp operation (lanes of the mask at different calls)");
 	}
-	return released;
+	if (nl < 32 && first->mask >> nl) fail("warp operation names a lane beyond the block");
+	for (int i = 0; i < nl; i++) in[i] = l[i].val;
+	for (int i = 0; i < nl; i++) {
+		cuemu_fiber_t *f = &l[i];
+		if (f->state != F_WARP) continue;
+		if (!(f->mask >> i & 1u)) fail("warp operation by a lane outside its mask");
+		int w = f->width, base = i & ~(w - 1), src = i;
+		switch (f->kind) {
+		case CUEMU_SHFL_IDX:  src = base + (f->arg & (w - 1)); break;
+		case CUEMU_SHFL_UP:   src = i - f->arg >= base ? i - f->arg : i; break;
+		case CUEMU_SHFL_DOWN: src = i + f->arg < base + w ? i + f->arg : i; break;
+		case CUEMU_SHFL_XOR:  src = (i ^ f->arg) < base + w ? i ^ f->arg : i; break;
+		}
+		if (f->kind != CUEMU_SYNCWARP && (src >= nl || !(f->mask >> src & 1u)))
+			fail("shuffle reads a lane outside the mask");
+		f->val = in[src];
+		f->state = F_READY;
+	}
+	return 1;
 }
 
 /* release __syncthreads when every live thread waits at the same one;
@@ -253,20 +248,24 @@ static void block_run(uint3 bid, int reverse)
 				f->state = F_READY;
 				fiber_prepare(f);
 			}
-	/* a pass runs every ready fiber until it blocks or ends; then the
-	 * complete warp ops are released, else the barrier */
+	/* each warp in turn runs its ready lanes until they block, its warp ops
+	 * released as they complete; then the block barrier is released */
+	int nw = (sched.n + 31) / 32;
 	for (;;) {
-		for (i = 0; i < sched.n; i++) {
-			cuemu_fiber_t *f = nth(i, reverse);
-			if (f->state != F_READY) continue;
-			sched.cur = f;
-			cuemu_ids = &f->ids;
-			to_fiber(f);
+		for (int wi = 0; wi < nw; wi++) {
+			int w0 = 32 * (reverse ? nw - 1 - wi : wi);
+			int nl = sched.n - w0 < 32 ? sched.n - w0 : 32;
+			do {
+				for (int li = 0; li < nl; li++) {
+					cuemu_fiber_t *f = &sched.f[w0 + (reverse ? nl - 1 - li : li)];
+					if (f->state != F_READY) continue;
+					sched.cur = f;
+					cuemu_ids = &f->ids;
+					to_fiber(f);
+				}
+			} while (warp_release(w0));
 		}
 		cuemu_ids = NULL;
-		if (warps_release()) continue;
-		for (i = 0; i < sched.n; i++)
-			if (sched.f[i].state == F_WARP) fail("warp operation with lanes that never arrive");
 		if (!barrier_release()) break;
 	}
 }

@@ -4,7 +4,9 @@
 # --precision fp32: every dumped tensor within the fixtures' tolerance
 # (tools/check_dump.py, the rule the CPU path passes in test_fold.sh) and
 # every PDB within the fixture's atom tolerance (tests/check_pdb.py).
-# Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
+# The blocks, warps and lanes of every kernel in reverse order
+# (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
+# a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
 # fails every time, not by chance.
 set -u
 srcdir=${srcdir:-.}
@@ -49,6 +51,17 @@ print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/e
 			fail "$fx: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
 	done
 done
+
+# one record of tiny_a with the schedule reversed: the same bits
+d=$srcdir/tests/data/tiny_a
+awk 'BEGIN { RS = ">"; ORS = "" } $1 == "len33" { print ">" $0 }' "$tmp/tiny_a.fa" > "$tmp/len33.fa"
+for rev in 0 1; do
+	CUEMU_REVERSE=$rev MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/len33.fa" -o "$tmp/rev$rev" \
+		--weights "$d/weights.safetensors" --devices cuda --precision fp32 \
+		--dump-tensors "$tmp/rev$rev.dump" || fail "CUEMU_REVERSE=$rev: exit $?"
+done
+cmp -s "$tmp/rev0.dump" "$tmp/rev1.dump" || fail "reversed schedule: dumped tensors differ"
+cmp -s "$tmp/rev0/len33.pdb" "$tmp/rev1/len33.pdb" || fail "reversed schedule: PDB differs"
 
 echo "test_fold_emu: $fails failure(s)"
 [ "$fails" -eq 0 ]

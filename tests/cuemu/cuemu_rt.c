@@ -6,7 +6,8 @@
  * streams whose work waits until a synchronising call, the host thread's
  * last error and the sticky error of a device (CUEMU_FAIL_LAUNCH=N: the Nth
  * kernel launch fails with cudaErrorLaunchFailure, sticky), CUEMU_REVERSE=1
- * runs blocks and threads in reverse order. */
+ * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
+ * cudaMalloc and kernel launch (number, size or name, device) on stderr. */
 
 #include <pthread.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ static struct {
 	pthread_once_t  once;
 	pthread_mutex_t lock;      /* everything below, and the queues */
 	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
-	int             ndev, reverse;
+	int             ndev, reverse, trace;
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
@@ -101,6 +102,7 @@ static void rt_init(void)
 	rt.reverse = (e = getenv("CUEMU_REVERSE")) && atoi(e);
 	rt.fail_malloc = (e = getenv("CUEMU_FAIL_MALLOC")) ? atol(e) : 0;
 	rt.fail_launch = (e = getenv("CUEMU_FAIL_LAUNCH")) ? atol(e) : 0;
+	rt.trace = (e = getenv("CUEMU_TRACE")) && atoi(e);
 }
 
 /* e, recorded as the host thread's last error unless it is cudaSuccess */
@@ -247,6 +249,7 @@ void cuemu_launch(const cuemu_grid_t *g, cudaStream_t s)
 	pthread_mutex_lock(&rt.lock);
 	*k = (cuemu_kop_t){ *g, stream_of(s)->dev, ++rt.nlaunch };
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: launch %ld: %s on device %d\n", k->nth, g->name, k->dev);
 	ret(cuemu_enqueue(s, kernel_run, kernel_drop, k));
 }
 
@@ -382,6 +385,9 @@ cudaError_t cudaMalloc(void **p, size_t n)
 		d->used += nr;
 	}
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace)
+		fprintf(stderr, "cuemu: cudaMalloc %ld: %zu bytes on device %d%s\n", nth, n, cur_dev,
+		        m ? "" : ": refused");
 	if (!m) {
 		if (nth == rt.fail_malloc)
 			fprintf(stderr, "cuemu: injected cudaMalloc failure (allocation %ld)\n", nth);

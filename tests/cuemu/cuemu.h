@@ -63,6 +63,9 @@ static inline __attribute__((always_inline)) T cuemu_shfl(unsigned mask, T v, in
 	return v;
 }
 
+/* the shuffles of CUDA: v of this lane; the value of lane src (idx), of
+ * lane - delta / lane + delta within the width-lane segment (up / down,
+ * else v), of lane ^ lane_mask (xor); every lane of mask must call */
 template <class T>
 static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32)
 {

@@ -7,7 +7,6 @@
  * shared memory are NaN-filled before every block.  Fibers switch with a
  * small assembly routine on x86-64, with ucontext elsewhere. */
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +19,6 @@
 #include "cuemu_rt.h"
 
 #define CUEMU_STACK (64u << 10)   /* bytes of stack per fiber, a guard page below */
-#define CUEMU_MAX_THREADS 1024
 
 enum { F_READY, F_BAR, F_WARP, F_DONE };
 

@@ -4,6 +4,9 @@
 # --precision fp32: every dumped tensor within the fixtures' tolerance
 # (tools/check_dump.py, the rule the CPU path passes in test_fold.sh) and
 # every PDB within the fixture's atom tolerance (tests/check_pdb.py).
+# The same folds at --precision bf16 print what bf16 costs against fp32
+# (tests/cuemu/bf16_report.py: deviation per tensor group, pLDDT, C-alpha
+# RMSD; informative, failing only on a missing or non-finite tensor).
 # The blocks, warps and lanes of every kernel in reverse order
 # (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
 # a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
@@ -50,6 +53,19 @@ print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/e
 		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
 			fail "$fx: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
 	done
+done
+
+# bf16: the emulator rounds the GEMM inputs as the tensor cores would
+for fx in tiny_a tiny_b; do
+	d=$srcdir/tests/data/$fx
+	out=$tmp/$fx.bf16
+	MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
+		--devices cuda --precision bf16 --dump-tensors "$out.dump.safetensors" ||
+		fail "$fx bf16: esmbatch-cuemu exited $?"
+	[ -s "$tmp/$fx.dump.safetensors" ] && [ -s "$out.dump.safetensors" ] || continue
+	echo "$fx: bf16 against fp32 (emulated cuda)"
+	"$py" "$srcdir/tests/cuemu/bf16_report.py" "$tmp/$fx.dump.safetensors" "$out.dump.safetensors" ||
+		fail "$fx bf16: tensors missing or not finite"
 done
 
 # one record of tiny_a with the schedule reversed: the same bits

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_sched_emu.sh - the scheduler over emulated CUDA devices
 # (tests/esmbatch-cuemu, demo model, --num-recycles 0):
-#  1. two devices of different sizes (CUEMU_MEM=38M,36M): each budget comes
+#  1. two devices of different sizes (CUEMU_MEM=80M,76M): each budget comes
 #     from the device (below its size), every record has one row, ok or split;
 #  2. one device, the arena of one record refused (CUEMU_FAIL_MALLOC, its
 #     number read from a traced clean run): that record is retried smaller,
@@ -30,24 +30,27 @@ run() { "$bin" -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --workers 1 "
 rows() { tail -n +2 "$1/summary.tsv" | cut -f2,6 | tr '\t\n' ': '; }
 
 # 1. two devices, budgets from the devices
-CUEMU_DEVICES=2 CUEMU_MEM=38M,36M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
+CUEMU_DEVICES=2 CUEMU_MEM=80M,76M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
 	fail "two devices: exit $?"
 python3 - "$tmp/two/run.jsonl" <<'PY' || fail "two devices: budgets not from the devices"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 b = {e["device"]: e["budget"] for e in ev if e["event"] == "device"}
-assert 0 < b["cuda:0"] < 38 << 20 and 0 < b["cuda:1"] < 36 << 20 and b["cuda:1"] < b["cuda:0"], b
+assert 0 < b["cuda:0"] < 80 << 20 and 0 < b["cuda:1"] < 76 << 20 and b["cuda:1"] < b["cuda:0"], b
 PY
 [ "$(tail -n +2 "$tmp/two/summary.tsv" | cut -f6 | grep -cvE '^(ok|split)$')" -eq 0 ] ||
 	fail "two devices: $(rows "$tmp/two")"
 
 # the clean run on one device, traced
-export CUEMU_DEVICES=1 CUEMU_MEM=40M
+export CUEMU_DEVICES=1 CUEMU_MEM=80M
 CUEMU_TRACE=1 run -o "$tmp/clean" --devices cuda:0 2> "$tmp/clean.err" || fail "clean: exit $?"
-# the arena sizes in fold order; the cudaMalloc and launch numbers of each
+# the arena sizes in fold order: reserved less the worker's cuBLAS
+# workspace (the largest cudaMalloc of the trace); the cudaMalloc and
+# launch numbers of each
+ws=$(awk '$2 == "cudaMalloc" && $4 > m { m = $4 } END { print m }' "$tmp/clean.err")
 arenas=$(python3 -c "import json, sys
-print(' '.join(str(e['reserved']) for e in map(json.loads, open(sys.argv[1])) if e['event'] == 'fold'))" \
-	"$tmp/clean/run.jsonl")
+print(' '.join(str(e['reserved'] - int(sys.argv[2])) for e in map(json.loads, open(sys.argv[1]))
+               if e['event'] == 'fold'))" "$tmp/clean/run.jsonl" "$ws")
 set -- $arenas
 second=$2 third=$3
 nmalloc=$(awk -v b="$second" '$2 == "cudaMalloc" && $4 == b { sub(":", "", $3); print $3; exit }' "$tmp/clean.err")

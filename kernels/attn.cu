@@ -38,7 +38,7 @@ template <int DMAX, int QW>
 static __global__ void __launch_bounds__(ATTN_WARPS * 32)
 k_attn(be_attn_t a, int ntiles)
 {
-	extern __shared__ float4 attn_smem4[];
+	CU_DYN_SHARED(float4, attn_smem4);
 	const int BQ = ATTN_WARPS * QW, DT = DMAX / 32;
 	const int D = a.D, dp = (D + 3) & ~3, ks = attn_ks(dp);
 	float *Qs = (float *)attn_smem4, *Ks = Qs + BQ * dp, *Vs = Ks + ATTN_BK * ks,
@@ -148,7 +148,7 @@ static int attn_launch(cudaStream_t s, const be_attn_t *a)
 		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 		if (rc < 0) return rc;
 	}
-	k_attn<DMAX, QW><<<(unsigned)nblocks, ATTN_WARPS * 32, smem, s>>>(*a, ntiles);
+	CU_LAUNCH((unsigned)nblocks, ATTN_WARPS * 32, smem, s, k_attn<DMAX, QW>)(*a, ntiles);
 	return cu_launched();
 }
 

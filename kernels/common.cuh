@@ -7,6 +7,18 @@
 
 #include "kernels.h"
 
+/* CU_LAUNCH(grid, block, smem, stream, kernel)(args): kernel<<<...>>>(args)
+ * under nvcc, the CPU emulator's launcher (tests/cuemu) otherwise;
+ * CU_DYN_SHARED(type, name): the block's dynamic shared memory as type name[] */
+#ifdef __CUDACC__
+#define CU_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define CU_DYN_SHARED(type, name) extern __shared__ type name[]
+#else
+#define CU_LAUNCH(grid, block, smem, stream, ...) \
+	cuemu_launch_of(#__VA_ARGS__, __VA_ARGS__, grid, block, smem, stream)
+#define CU_DYN_SHARED(type, name) type *name = (type *)cuemu_dyn_shared()
+#endif
+
 /* 0 when e is cudaSuccess; otherwise -EIO, keeping e for cu_last_error()
  * and clearing the thread's last error (elementwise.cu) */
 int cu_check(cudaError_t e);

@@ -189,7 +189,7 @@ static __global__ void k_gemm_prologue(float *c, int64_t ldc, int64_t stride_c, 
 extern "C" int cu_act(cudaStream_t s, float *x, int64_t n, be_act_t kind)
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	k_act<<<ew_blocks(n), EW_THREADS, 0, s>>>(x, n, kind);
+	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_act)(x, n, kind);
 	return cu_launched();
 }
 
@@ -197,21 +197,21 @@ extern "C" int cu_binary(cudaStream_t s, float *y, const float *a, const float *
                          be_bin_t kind)
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	k_binary<<<ew_blocks(n), EW_THREADS, 0, s>>>(y, a, b, n, kind);
+	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_binary)(y, a, b, n, kind);
 	return cu_launched();
 }
 
 extern "C" int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	k_axpby<<<ew_blocks(n), EW_THREADS, 0, s>>>(y, x, n, alpha, beta);
+	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_axpby)(y, x, n, alpha, beta);
 	return cu_launched();
 }
 
 extern "C" int cu_fill(cudaStream_t s, float *x, int64_t n, float value)
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	k_fill<<<ew_blocks(n), EW_THREADS, 0, s>>>(x, n, value);
+	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_fill)(x, n, value);
 	return cu_launched();
 }
 
@@ -219,7 +219,7 @@ extern "C" int cu_gather(cudaStream_t s, float *y, const float *table, const int
                          int64_t rows, int d, float scale)
 {
 	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
-	k_gather<<<ew_blocks(rows * d), EW_THREADS, 0, s>>>(y, table, idx, rows, d, scale);
+	CU_LAUNCH(ew_blocks(rows * d), EW_THREADS, 0, s, k_gather)(y, table, idx, rows, d, scale);
 	return cu_launched();
 }
 
@@ -228,11 +228,11 @@ extern "C" int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A,
 	if (A < 0 || B < 0 || C < 0) return -EINVAL;
 	if (A * B * C == 0) return 0;
 	if (C > TR_SMALL_C) {
-		k_transpose_rows<<<ew_blocks(A * B * C), EW_THREADS, 0, s>>>(y, x, A, B, C);
+		CU_LAUNCH(ew_blocks(A * B * C), EW_THREADS, 0, s, k_transpose_rows)(y, x, A, B, C);
 	} else {
 		int64_t gb = (B + TR_TILE - 1) / TR_TILE, ga = (A + TR_TILE - 1) / TR_TILE;
 		if (gb > 0x7fffffff || ga > 65535) return -EINVAL;
-		k_transpose_tile<<<dim3((unsigned)gb, (unsigned)ga), 256, 0, s>>>(y, x, A, B, (int)C);
+		CU_LAUNCH(dim3((unsigned)gb, (unsigned)ga), 256, 0, s, k_transpose_tile)(y, x, A, B, (int)C);
 	}
 	return cu_launched();
 }
@@ -241,7 +241,7 @@ extern "C" int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t
 {
 	if (A < 0 || C < 0) return -EINVAL;
 	if (A * A * C == 0) return 0;
-	k_transpose_inplace<<<ew_blocks(A * A * C), EW_THREADS, 0, s>>>(x, A, C);
+	CU_LAUNCH(ew_blocks(A * A * C), EW_THREADS, 0, s, k_transpose_inplace)(x, A, C);
 	return cu_launched();
 }
 
@@ -249,7 +249,7 @@ extern "C" int cu_rotary(cudaStream_t s, float *x, int T, int H, int D, const fl
 {
 	if (T < 0 || H < 0 || D < 0) return -EINVAL;
 	if ((int64_t)T * H * (D / 2) == 0) return 0;
-	k_rotary<<<ew_blocks((int64_t)T * (D / 2)), EW_THREADS, 0, s>>>(x, T, H, D, inv_freq);
+	CU_LAUNCH(ew_blocks((int64_t)T * (D / 2)), EW_THREADS, 0, s, k_rotary)(x, T, H, D, inv_freq);
 	return cu_launched();
 }
 
@@ -258,7 +258,7 @@ extern "C" int cu_outer(cudaStream_t s, float *y, const float *q, const float *k
 {
 	if (ni < 0 || L < 0 || c < 0) return -EINVAL;
 	if ((int64_t)ni * L * c == 0) return 0;
-	k_outer<<<ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s>>>(y, q, k, i0, ni, L, c);
+	CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
 	return cu_launched();
 }
 
@@ -267,7 +267,7 @@ extern "C" int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t s
 {
 	if (batch < 0 || m < 0 || n < 0) return -EINVAL;
 	if ((int64_t)batch * m * n == 0) return 0;
-	k_gemm_prologue<<<ew_blocks((int64_t)batch * m * n), EW_THREADS, 0, s>>>(
+	CU_LAUNCH(ew_blocks((int64_t)batch * m * n), EW_THREADS, 0, s, k_gemm_prologue)(
 		c, ldc, stride_c, batch, m, n, beta, bias);
 	return cu_launched();
 }

@@ -50,7 +50,7 @@ extern "C" int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t ro
                             const float *w, const float *b, float eps)
 {
 	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
-	k_layernorm<<<(unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s>>>(
+	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_layernorm)(
 		y, x, rows, d, w, b, eps);
 	return cu_launched();
 }
@@ -58,7 +58,7 @@ extern "C" int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t ro
 extern "C" int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d)
 {
 	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
-	k_softmax<<<(unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s>>>(
+	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_softmax)(
 		x, rows, d);
 	return cu_launched();
 }

@@ -111,6 +111,13 @@ static int be_cuda_download(be_t *be, void *dst, const void *src, size_t n)
 	return rc ? rc : be_cuda_rt(cudaStreamSynchronize(c->stream), "download");
 }
 
+/* the device's free and total bytes, as the driver reports them */
+static int be_cuda_mem_info(be_t *be, size_t *fr, size_t *total)
+{
+	be_cuda_ctx(be);
+	return be_cuda_rt(cudaMemGetInfo(fr, total), "cudaMemGetInfo");
+}
+
 static int be_cuda_sync(be_t *be)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -345,9 +352,11 @@ be_t *be_cuda_init(int device)
 	}
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
+		.workspace = BE_CUDA_BLAS_WS,
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
-		.download = be_cuda_download, .sync = be_cuda_sync, .gemm = be_cuda_gemm,
+		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,
+		.gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""bf16_report.py - what --precision bf16 costs against fp32, from two
+`esmbatch --dump-tensors` files of the same records.
+
+usage: bf16_report.py FP32.safetensors BF16.safetensors
+
+Prints, per tensor group, the largest |bf16 - fp32| and that deviation
+relative to the group's largest |fp32|; then per record the mean pLDDT of
+both and the C-alpha RMSD between the two structures (same frame, no
+superposition).  Exits 1 when a tensor is missing or not finite.
+"""
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from check_dump import read_safetensors  # noqa: E402
+
+GROUPS = [
+    ("language model", ("esm_", "lm_logits")),
+    ("trunk", ("trunk_", "s_s", "s_z", "recycle_bins")),
+    ("structure module", ("sm_", "frames", "sidechain_frames", "positions", "angles",
+                          "unnormalized_angles", "states", "atom37_positions")),
+    ("heads", ("plddt", "ptm", "predicted_aligned_error", "max_predicted_aligned_error",
+               "distogram_logits", "mean_plddt")),
+]
+
+
+def group_of(tensor):
+    for name, prefixes in GROUPS:
+        if any(tensor == p or tensor.startswith(p) for p in prefixes):
+            return name
+    return None
+
+
+def main():
+    a, b = read_safetensors(sys.argv[1]), read_safetensors(sys.argv[2])
+    dev, ref, bad = {}, {}, 0
+    for key, x in a.items():
+        g = group_of(key.split("/", 1)[1])
+        if g is None:
+            continue
+        y = b.get(key)
+        if y is None or len(y) != len(x) or not all(math.isfinite(v) for v in y):
+            print("%s: missing or not finite in the bf16 dump" % key)
+            bad += 1
+            continue
+        dev[g] = max(dev.get(g, 0.0), max((abs(u - v) for u, v in zip(x, y)), default=0.0))
+        ref[g] = max(ref.get(g, 0.0), max((abs(u) for u in x), default=0.0))
+    print("%-18s %14s %14s" % ("group", "max |dev|", "relative"))
+    for g, _ in GROUPS:
+        if g in dev:
+            print("%-18s %14.3g %14.3g" % (g, dev[g], dev[g] / ref[g] if ref[g] else 0.0))
+    print("%-18s %10s %10s %14s" % ("record", "pLDDT fp32", "pLDDT bf16", "CA RMSD (A)"))
+    for key in sorted(k for k in a if k.endswith("/atom37_positions")):
+        rec = key.rsplit("/", 1)[0]
+        x, y = a[key], b.get(key)
+        if y is None:
+            continue
+        ca = [i for i in range(len(x) // 3) if i % 37 == 1]
+        rmsd = math.sqrt(sum((x[3 * i + c] - y[3 * i + c]) ** 2 for i in ca for c in range(3)) / len(ca))
+        pa, pb = a.get(rec + "/mean_plddt", [float("nan")]), b.get(rec + "/mean_plddt", [float("nan")])
+        print("%-18s %10.3f %10.3f %14.3g" % (rec, pa[0], pb[0], rmsd))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,312 @@
+/* cuemu_fiber.c - runs a kernel launch on the CPU: the blocks one after
+ * another, every thread of a block its own fiber (own stack and registers),
+ * scheduled run-until-blocked.  __syncthreads is a real block barrier (all
+ * live threads at the same call), __syncwarp and the shuffles exchange
+ * among the lanes of the mask at the call; a divergent barrier or shuffle
+ * ends the process with a message naming the kernel.  Static and dynamic
+ * shared memory are NaN-filled before every block.  Fibers switch with a
+ * small assembly routine on x86-64, with ucontext elsewhere. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#include "cuemu_rt.h"
+
+#define CUEMU_STACK (64u << 10)   /* bytes of stack per fiber, a guard page below */
+
+enum { F_READY, F_BAR, F_WARP, F_DONE };
+
+typedef struct {
+	cuemu_ids_t ids;
+	int         state;
+	const void *site;     /* where it waits: the caller of the barrier / warp op */
+	unsigned    mask;     /* warp op: lanes taking part */
+	int         kind, arg, width;
+	uint64_t    val;      /* warp op: value sent, then received */
+	char       *stack;    /* [CUEMU_STACK] */
+#if defined(__x86_64__)
+	void       *sp;
+#else
+	ucontext_t  uc;
+#endif
+} cuemu_fiber_t;
+
+/* the scheduler of one host thread */
+typedef struct {
+	cuemu_fiber_t      *f;        /* [cap] */
+	int                 cap, n;
+	cuemu_fiber_t      *cur;
+	const cuemu_grid_t *g;
+	void               *smem;     /* [smem_cap] dynamic shared memory */
+	size_t              smem_cap;
+#if defined(__x86_64__)
+	void               *sp;
+#else
+	ucontext_t          uc;
+#endif
+} cuemu_sched_t;
+
+__thread cuemu_ids_t *cuemu_ids;
+static __thread cuemu_sched_t sched;
+
+/* the static __shared__ arrays of every kernel (cuemu.h) */
+extern char __start_cuemu_shared[] __attribute__((weak));
+extern char __stop_cuemu_shared[] __attribute__((weak));
+
+static void fiber_main(void);
+
+/* the top of f's stack, 16-aligned; staggered by fiber so that the hot top
+ * frames of a block's fibers do not all fall in the same cache sets */
+static char *fiber_top(cuemu_fiber_t *f)
+{
+	return f->stack + CUEMU_STACK - (size_t)(f - sched.f) % 64 * 320;
+}
+
+#if defined(__x86_64__)
+/* cuemu_ctx_swap(save, to): saves the callee-saved registers on this stack,
+ * *save = its pointer, continues on to (the floating-point control state
+ * is the host thread's: nothing here changes it) */
+void cuemu_ctx_swap(void **save, void *to);
+__asm__(
+	".text\n"
+	".globl cuemu_ctx_swap\n"
+	".hidden cuemu_ctx_swap\n"
+	".type cuemu_ctx_swap, @function\n"
+	"cuemu_ctx_swap:\n"
+	"	pushq %rbp\n	pushq %rbx\n	pushq %r12\n	pushq %r13\n	pushq %r14\n	pushq %r15\n"
+	"	movq %rsp, (%rdi)\n"
+	"	movq %rsi, %rsp\n"
+	"	popq %r15\n	popq %r14\n	popq %r13\n	popq %r12\n	popq %rbx\n	popq %rbp\n"
+	"	ret\n"
+	".size cuemu_ctx_swap, .-cuemu_ctx_swap\n"
+	/* a new fiber's first return lands here, %r12 = its entry */
+	"cuemu_ctx_start:\n"
+	"	callq *%r12\n"
+	"	ud2\n");
+extern char cuemu_ctx_start[] __asm__("cuemu_ctx_start");
+
+/* f's stack set up so that switching to it calls fiber_main */
+static void fiber_prepare(cuemu_fiber_t *f)
+{
+	uint64_t *sp = (uint64_t *)fiber_top(f) - 9;   /* 16-aligned after the ret */
+
+	sp[0] = sp[1] = sp[2] = 0;              /* r15, r14, r13 */
+	sp[3] = (uint64_t)(uintptr_t)fiber_main; /* r12 */
+	sp[4] = sp[5] = 0;                      /* rbx, rbp */
+	sp[6] = (uint64_t)(uintptr_t)cuemu_ctx_start;
+	f->sp = sp;
+}
+
+static void to_fiber(cuemu_fiber_t *f)
+{
+	cuemu_ctx_swap(&sched.sp, f->sp);
+}
+
+static void to_sched(cuemu_fiber_t *f)
+{
+	cuemu_ctx_swap(&f->sp, sched.sp);
+}
+#else
+static void fiber_prepare(cuemu_fiber_t *f)
+{
+	getcontext(&f->uc);
+	f->uc.uc_stack.ss_sp = f->stack;
+	f->uc.uc_stack.ss_size = (size_t)(fiber_top(f) - f->stack);
+	f->uc.uc_link = NULL;
+	makecontext(&f->uc, fiber_main, 0);
+}
+
+static void to_fiber(cuemu_fiber_t *f)
+{
+	swapcontext(&sched.uc, &f->uc);
+}
+
+static void to_sched(cuemu_fiber_t *f)
+{
+	swapcontext(&f->uc, &sched.uc);
+}
+#endif
+
+static void fail(const char *what)
+{
+	fprintf(stderr, "cuemu: kernel %s, block (%u, %u, %u): %s\n", sched.g->name,
+	        sched.f[0].ids.block_idx.x, sched.f[0].ids.block_idx.y, sched.f[0].ids.block_idx.z,
+	        what);
+	abort();
+}
+
+static void fiber_main(void)
+{
+	sched.g->body(sched.g->closure);
+	sched.cur->state = F_DONE;
+	to_sched(sched.cur);
+}
+
+/* n fibers with stacks; 0 or -1 */
+static int fibers_reserve(int n)
+{
+	if (n <= sched.cap) return 0;
+	cuemu_fiber_t *f = realloc(sched.f, sizeof *f * (size_t)n);
+	if (!f) return -1;
+	sched.f = f;
+	long page = sysconf(_SC_PAGESIZE);
+	for (; sched.cap < n; sched.cap++) {
+		char *m = mmap(NULL, CUEMU_STACK + page, PROT_READ | PROT_WRITE,
+		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED || mprotect(m, page, PROT_NONE)) return -1;
+		f[sched.cap].stack = m + page;
+	}
+	return 0;
+}
+
+void *cuemu_dyn_shared(void)
+{
+	return sched.smem;
+}
+
+/* complete the warp op of the warp of lanes [w0, w0 + 32) once all its
+ * lanes have blocked; 1 when one was released */
+static int warp_release(int w0)
+{
+	cuemu_fiber_t *l = &sched.f[w0], *first = NULL;
+	int nl = sched.n - w0 < 32 ? sched.n - w0 : 32;
+	uint64_t in[32];
+
+	for (int i = 0; i < nl && !first; i++)
+		if (l[i].state == F_WARP) first = &l[i];
+	if (!first) return 0;
+	for (int i = 0; i < nl; i++) {
+		if (!(first->mask >> i & 1u)) continue;
+		if (l[i].state == F_DONE) fail("warp operation names an exited lane");
+		if (l[i].state != F_WARP || l[i].site != first->site || l[i].mask != first->mask ||
+		    l[i].kind != first->kind)
+			fail("divergent warp operation (lanes of the mask at different calls)");
+	}
+	if (nl < 32 && first->mask >> nl) fail("warp operation names a lane beyond the block");
+	for (int i = 0; i < nl; i++) in[i] = l[i].val;
+	for (int i = 0; i < nl; i++) {
+		cuemu_fiber_t *f = &l[i];
+		if (f->state != F_WARP) continue;
+		if (!(f->mask >> i & 1u)) fail("warp operation by a lane outside its mask");
+		int w = f->width, base = i & ~(w - 1), src = i;
+		switch (f->kind) {
+		case CUEMU_SHFL_IDX:  src = base + (f->arg & (w - 1)); break;
+		case CUEMU_SHFL_UP:   src = i - f->arg >= base ? i - f->arg : i; break;
+		case CUEMU_SHFL_DOWN: src = i + f->arg < base + w ? i + f->arg : i; break;
+		case CUEMU_SHFL_XOR:  src = (i ^ f->arg) < base + w ? i ^ f->arg : i; break;
+		}
+		if (f->kind != CUEMU_SYNCWARP && (src >= nl || !(f->mask >> src & 1u)))
+			fail("shuffle reads a lane outside the mask");
+		f->val = in[src];
+		f->state = F_READY;
+	}
+	return 1;
+}
+
+/* release __syncthreads when every live thread waits at the same one;
+ * 0 when the block is done */
+static int barrier_release(void)
+{
+	const void *site = NULL;
+	int live = 0;
+
+	for (int i = 0; i < sched.n; i++) {
+		cuemu_fiber_t *f = &sched.f[i];
+		if (f->state == F_DONE) continue;
+		if (f->state != F_BAR || (site && f->site != site))
+			fail("divergent __syncthreads (live threads at different calls)");
+		site = f->site;
+		live++;
+	}
+	for (int i = 0; i < sched.n; i++)
+		if (sched.f[i].state == F_BAR) sched.f[i].state = F_READY;
+	return live;
+}
+
+static void block_run(uint3 bid, int reverse)
+{
+	const cuemu_grid_t *g = sched.g;
+	size_t shared = (size_t)(__stop_cuemu_shared - __start_cuemu_shared);
+
+	if (shared) memset(__start_cuemu_shared, 0xff, shared);   /* NaN */
+	if (g->smem) memset(sched.smem, 0xff, g->smem);
+	int i = 0;
+	for (unsigned z = 0; z < g->block.z; z++)
+		for (unsigned y = 0; y < g->block.y; y++)
+			for (unsigned x = 0; x < g->block.x; x++, i++) {
+				cuemu_fiber_t *f = &sched.f[i];
+				f->ids = (cuemu_ids_t){ { x, y, z }, bid, { g->block.x, g->block.y, g->block.z },
+				                        { g->grid.x, g->grid.y, g->grid.z } };
+				f->state = F_READY;
+				fiber_prepare(f);
+			}
+	/* each warp in turn runs its ready lanes until they block, its warp ops
+	 * released as they complete; then the block barrier is released */
+	int nw = (sched.n + 31) / 32;
+	for (;;) {
+		for (int wi = 0; wi < nw; wi++) {
+			int w0 = 32 * (reverse ? nw - 1 - wi : wi);
+			int nl = sched.n - w0 < 32 ? sched.n - w0 : 32;
+			do {
+				for (int li = 0; li < nl; li++) {
+					cuemu_fiber_t *f = &sched.f[w0 + (reverse ? nl - 1 - li : li)];
+					if (f->state != F_READY) continue;
+					sched.cur = f;
+					cuemu_ids = &f->ids;
+					to_fiber(f);
+				}
+			} while (warp_release(w0));
+		}
+		cuemu_ids = NULL;
+		if (!barrier_release()) break;
+	}
+}
+
+void cuemu_grid_run(const cuemu_grid_t *g, int reverse)
+{
+	int64_t nb = (int64_t)g->grid.x * g->grid.y * g->grid.z;
+
+	sched.g = g;
+	sched.n = (int)(g->block.x * g->block.y * g->block.z);
+	if (fibers_reserve(sched.n) ||
+	    (g->smem > sched.smem_cap && !(sched.smem = realloc(sched.smem, sched.smem_cap = g->smem)))) {
+		fprintf(stderr, "cuemu: out of host memory for kernel %s\n", g->name);
+		abort();
+	}
+	for (int64_t b = 0; b < nb; b++) {
+		int64_t k = reverse ? nb - 1 - b : b;
+		uint3 bid = { (unsigned)(k % g->grid.x), (unsigned)(k / g->grid.x % g->grid.y),
+		              (unsigned)(k / g->grid.x / g->grid.y) };
+		block_run(bid, reverse);
+	}
+	sched.g = NULL;
+}
+
+void cuemu_syncthreads(void)
+{
+	cuemu_fiber_t *f = sched.cur;
+	f->site = __builtin_return_address(0);
+	f->state = F_BAR;
+	to_sched(f);
+}
+
+uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
+{
+	cuemu_fiber_t *f = sched.cur;
+	if (width < 1 || width > 32 || (width & (width - 1))) fail("shuffle width not a power of 2 <= 32");
+	f->site = __builtin_return_address(0);
+	f->mask = mask;
+	f->kind = kind;
+	f->arg = arg;
+	f->width = width;
+	f->val = v;
+	f->state = F_WARP;
+	to_sched(f);
+	return f->val;
+}

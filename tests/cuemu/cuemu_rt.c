@@ -1,0 +1,495 @@
+/* cuemu_rt.c - the CUDA runtime subset src/backend/cuda.c and the kernels call,
+ * on the CPU: CUEMU_DEVICES devices (default 1) of CUEMU_MEM bytes each
+ * (default 16G; a comma list gives each device its own, e.g. 2G,8G),
+ * allocations NaN-filled and refused beyond the device's size
+ * (CUEMU_FAIL_MALLOC=N also refuses the Nth cudaMalloc of the process),
+ * streams whose work waits until a synchronising call, the host thread's
+ * last error and the sticky error of a device (CUEMU_FAIL_LAUNCH=N: the Nth
+ * kernel launch fails with cudaErrorLaunchFailure, sticky), CUEMU_REVERSE=1
+ * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
+ * cudaMalloc and kernel launch (number, size or name, device) on stderr. */
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuemu_rt.h"
+
+#define CUEMU_MAX_DEVICES 16
+#define CUEMU_SMEM_DEFAULT (48 << 10)    /* dynamic shared memory without opt-in */
+#define CUEMU_SMEM_OPTIN 232448          /* sm_90's opt-in maximum */
+
+/* one queued operation */
+typedef struct cuemu_op {
+	void          (*run)(void *);
+	void          (*drop)(void *);
+	void           *arg;
+	struct cuemu_op *next;
+} cuemu_op_t;
+
+struct CUstream_st {
+	int              dev;
+	cuemu_op_t      *head, *tail;
+	struct CUstream_st *next;   /* the device's streams */
+};
+
+typedef struct {
+	size_t              mem, used;
+	cudaError_t         sticky;
+	struct CUstream_st  legacy;     /* stream 0 */
+	struct CUstream_st *streams;
+} cuemu_dev_t;
+
+typedef struct {
+	char  *p;
+	size_t n;
+	int    dev;
+} cuemu_alloc_t;
+
+/* a kernel's cudaFuncSetAttribute(MaxDynamicSharedMemorySize) */
+typedef struct {
+	const void *func;
+	int         smem;
+} cuemu_fattr_t;
+
+static struct {
+	pthread_once_t  once;
+	pthread_mutex_t lock;      /* everything below, and the queues */
+	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
+	int             ndev, reverse, trace;
+	long            fail_malloc, fail_launch, nmalloc, nlaunch;
+	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
+	cuemu_alloc_t  *alloc;
+	int             nalloc, alloc_cap;
+	cuemu_fattr_t  *fattr;
+	int             nfattr;
+} rt = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER,
+         .exec = PTHREAD_MUTEX_INITIALIZER };
+
+static __thread int cur_dev;
+static __thread cudaError_t last_error;
+
+/* "16G", "512M", ...: bytes, 0 when unreadable */
+static size_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+	switch (*end) {
+	case 'k': case 'K': v *= 1024.0; break;
+	case 'm': case 'M': v *= 1048576.0; break;
+	case 'g': case 'G': v *= 1073741824.0; break;
+	}
+	return v > 0 ? (size_t)v : 0;
+}
+
+static void rt_init(void)
+{
+	const char *e = getenv("CUEMU_DEVICES"), *m = getenv("CUEMU_MEM");
+	size_t mem = 16ull << 30;
+
+	rt.ndev = e ? atoi(e) : 1;
+	if (rt.ndev < 0) rt.ndev = 0;
+	if (rt.ndev > CUEMU_MAX_DEVICES) rt.ndev = CUEMU_MAX_DEVICES;
+	for (int d = 0; d < rt.ndev; d++) {
+		if (m && *m) {
+			mem = parse_size(m);
+			m = strchr(m, ',') ? strchr(m, ',') + 1 : NULL;
+		}
+		rt.dev[d].mem = mem;
+		rt.dev[d].legacy.dev = d;
+	}
+	rt.reverse = (e = getenv("CUEMU_REVERSE")) && atoi(e);
+	rt.fail_malloc = (e = getenv("CUEMU_FAIL_MALLOC")) ? atol(e) : 0;
+	rt.fail_launch = (e = getenv("CUEMU_FAIL_LAUNCH")) ? atol(e) : 0;
+	rt.trace = (e = getenv("CUEMU_TRACE")) && atoi(e);
+}
+
+/* e, recorded as the host thread's last error unless it is cudaSuccess */
+static cudaError_t ret(cudaError_t e)
+{
+	if (e != cudaSuccess) last_error = e;
+	return e;
+}
+
+/* the sticky error of the current device, or cudaSuccess; rt_init done */
+static cudaError_t sticky(void)
+{
+	pthread_once(&rt.once, rt_init);
+	return cur_dev < rt.ndev ? rt.dev[cur_dev].sticky : cudaErrorNoDevice;
+}
+
+static struct CUstream_st *stream_of(cudaStream_t s)
+{
+	return s ? s : &rt.dev[cur_dev].legacy;
+}
+
+/* run the queued work of s, in order; a device with a sticky error drops
+ * the rest.  Takes rt.exec, then rt.lock for each pop. */
+static void stream_flush(struct CUstream_st *s)
+{
+	pthread_mutex_lock(&rt.exec);
+	for (;;) {
+		pthread_mutex_lock(&rt.lock);
+		cuemu_op_t *op = s->head;
+		if (op && !(s->head = op->next)) s->tail = NULL;
+		cudaError_t st = rt.dev[s->dev].sticky;
+		pthread_mutex_unlock(&rt.lock);
+		if (!op) break;
+		if (st == cudaSuccess) op->run(op->arg);
+		if (op->drop) op->drop(op->arg);
+		free(op);
+	}
+	pthread_mutex_unlock(&rt.exec);
+}
+
+/* every stream of device d */
+static void device_flush(int d)
+{
+	stream_flush(&rt.dev[d].legacy);
+	pthread_mutex_lock(&rt.lock);
+	struct CUstream_st *s = rt.dev[d].streams;
+	pthread_mutex_unlock(&rt.lock);
+	for (; s; s = s->next) stream_flush(s);
+}
+
+cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void *), void *arg)
+{
+	cudaError_t e = sticky();
+	cuemu_op_t *op = e == cudaSuccess ? calloc(1, sizeof *op) : NULL;
+
+	if (!op) {
+		if (drop) drop(arg);
+		return e == cudaSuccess ? cudaErrorMemoryAllocation : e;
+	}
+	*op = (cuemu_op_t){ run, drop, arg, NULL };
+	struct CUstream_st *st = stream_of(s);
+	pthread_mutex_lock(&rt.lock);
+	if (st->tail) st->tail->next = op;
+	else st->head = op;
+	st->tail = op;
+	pthread_mutex_unlock(&rt.lock);
+	return cudaSuccess;
+}
+
+int cuemu_stream_device(cudaStream_t s)
+{
+	if (sticky() == cudaErrorNoDevice) return -1;
+	return stream_of(s)->dev;
+}
+
+/* the allocation holding p, or NULL; rt.lock held */
+static cuemu_alloc_t *alloc_find(const void *p)
+{
+	for (int i = 0; i < rt.nalloc; i++)
+		if ((const char *)p >= rt.alloc[i].p && (const char *)p < rt.alloc[i].p + rt.alloc[i].n)
+			return &rt.alloc[i];
+	return NULL;
+}
+
+int cuemu_check_range(const void *p, size_t n, int dev)
+{
+	pthread_mutex_lock(&rt.lock);
+	cuemu_alloc_t *a = alloc_find(p);
+	int ok = a && a->dev == dev && (size_t)((const char *)p - a->p) + n <= a->n;
+	pthread_mutex_unlock(&rt.lock);
+	return ok ? 0 : -1;
+}
+
+/* --- kernels --- */
+
+typedef struct {
+	cuemu_grid_t g;
+	int          dev;
+	long         nth;      /* 1-based launch number */
+} cuemu_kop_t;
+
+static void kernel_run(void *arg)
+{
+	cuemu_kop_t *k = arg;
+	if (k->nth == rt.fail_launch) {
+		pthread_mutex_lock(&rt.lock);
+		rt.dev[k->dev].sticky = cudaErrorLaunchFailure;
+		pthread_mutex_unlock(&rt.lock);
+		fprintf(stderr, "cuemu: kernel %s: injected launch failure (launch %ld)\n", k->g.name, k->nth);
+		return;
+	}
+	cuemu_grid_run(&k->g, rt.reverse);
+}
+
+static void kernel_drop(void *arg)
+{
+	cuemu_kop_t *k = arg;
+	k->g.drop(k->g.closure);
+	free(k);
+}
+
+void cuemu_launch(const cuemu_grid_t *g, cudaStream_t s)
+{
+	cudaError_t e = sticky();
+	int smem_max = CUEMU_SMEM_DEFAULT;
+	uint64_t threads = (uint64_t)g->block.x * g->block.y * g->block.z;
+	cuemu_kop_t *k;
+
+	pthread_mutex_lock(&rt.lock);
+	for (int i = 0; i < rt.nfattr; i++)
+		if (rt.fattr[i].func == g->func) smem_max = rt.fattr[i].smem;
+	pthread_mutex_unlock(&rt.lock);
+	if (e == cudaSuccess &&
+	    (threads == 0 || threads > 1024 || g->block.z > 64 || g->grid.x == 0 || g->grid.y == 0 ||
+	     g->grid.z == 0 || g->grid.x > 0x7fffffffu || g->grid.y > 65535 || g->grid.z > 65535 ||
+	     g->smem > (size_t)smem_max))
+		e = cudaErrorInvalidConfiguration;
+	if (e == cudaSuccess && !(k = malloc(sizeof *k))) e = cudaErrorMemoryAllocation;
+	if (e != cudaSuccess) {
+		g->drop(g->closure);
+		ret(e);
+		return;
+	}
+	pthread_mutex_lock(&rt.lock);
+	*k = (cuemu_kop_t){ *g, stream_of(s)->dev, ++rt.nlaunch };
+	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: launch %ld: %s on device %d\n", k->nth, g->name, k->dev);
+	ret(cuemu_enqueue(s, kernel_run, kernel_drop, k));
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!func) return ret(cudaErrorInvalidDeviceFunction);
+	if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;
+	if (value < 0 || value > CUEMU_SMEM_OPTIN) return ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&rt.lock);
+	int i = 0;
+	while (i < rt.nfattr && rt.fattr[i].func != func) i++;
+	if (i == rt.nfattr) {
+		cuemu_fattr_t *f = realloc(rt.fattr, sizeof *f * (size_t)(rt.nfattr + 1));
+		if (!f) {
+			pthread_mutex_unlock(&rt.lock);
+			return ret(cudaErrorMemoryAllocation);
+		}
+		rt.fattr = f;
+		rt.nfattr++;
+	}
+	rt.fattr[i] = (cuemu_fattr_t){ func, value };
+	pthread_mutex_unlock(&rt.lock);
+	return cudaSuccess;
+}
+
+/* --- errors --- */
+
+cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess && e != cudaErrorNoDevice) return e;
+	e = last_error;
+	last_error = cudaSuccess;
+	return e;
+}
+
+const char *cudaGetErrorString(cudaError_t e)
+{
+	switch (e) {
+	case cudaSuccess: return "no error";
+	case cudaErrorInvalidValue: return "invalid argument";
+	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorInvalidDeviceFunction: return "invalid device function";
+	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	default: return "unrecognized error code";
+	}
+}
+
+/* --- devices --- */
+
+cudaError_t cudaGetDeviceCount(int *count)
+{
+	pthread_once(&rt.once, rt_init);
+	if (!count) return ret(cudaErrorInvalidValue);
+	*count = rt.ndev;
+	return rt.ndev ? cudaSuccess : ret(cudaErrorNoDevice);
+}
+
+cudaError_t cudaSetDevice(int device)
+{
+	pthread_once(&rt.once, rt_init);
+	if (device < 0 || device >= rt.ndev) return ret(rt.ndev ? cudaErrorInvalidDevice : cudaErrorNoDevice);
+	cur_dev = device;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	pthread_once(&rt.once, rt_init);
+	if (!prop) return ret(cudaErrorInvalidValue);
+	if (device < 0 || device >= rt.ndev) return ret(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof *prop);
+	snprintf(prop->name, sizeof prop->name, "cuemu %d (CPU emulation)", device);
+	prop->totalGlobalMem = rt.dev[device].mem;
+	prop->sharedMemPerBlock = CUEMU_SMEM_DEFAULT;
+	prop->sharedMemPerBlockOptin = CUEMU_SMEM_OPTIN;
+	prop->warpSize = 32;
+	prop->maxThreadsPerBlock = 1024;
+	prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+	prop->maxThreadsDim[2] = 64;
+	prop->maxGridSize[0] = 0x7fffffff;
+	prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+	prop->multiProcessorCount = 1;
+	prop->major = 9;
+	prop->minor = 0;
+	return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_b, size_t *total)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!free_b || !total) return ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&rt.lock);
+	*total = rt.dev[cur_dev].mem;
+	*free_b = rt.dev[cur_dev].mem - rt.dev[cur_dev].used;
+	pthread_mutex_unlock(&rt.lock);
+	return cudaSuccess;
+}
+
+/* --- memory --- */
+
+cudaError_t cudaMalloc(void **p, size_t n)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!p) return ret(cudaErrorInvalidValue);
+	*p = NULL;
+	if (!n) return cudaSuccess;
+	size_t nr = (n + 511) & ~(size_t)511;   /* granularity of the accounting */
+	cuemu_dev_t *d = &rt.dev[cur_dev];
+	pthread_mutex_lock(&rt.lock);
+	long nth = ++rt.nmalloc;
+	int refuse = nr < n || nr > d->mem - d->used || nth == rt.fail_malloc;
+	if (!refuse && rt.nalloc == rt.alloc_cap) {
+		int cap = rt.alloc_cap ? 2 * rt.alloc_cap : 64;
+		cuemu_alloc_t *a = realloc(rt.alloc, sizeof *a * (size_t)cap);
+		if (a) {
+			rt.alloc = a;
+			rt.alloc_cap = cap;
+		}
+		refuse = !a;
+	}
+	char *m = refuse ? NULL : aligned_alloc(256, nr);
+	if (m) {
+		rt.alloc[rt.nalloc++] = (cuemu_alloc_t){ m, n, cur_dev };
+		d->used += nr;
+	}
+	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace)
+		fprintf(stderr, "cuemu: cudaMalloc %ld: %zu bytes on device %d%s\n", nth, n, cur_dev,
+		        m ? "" : ": refused");
+	if (!m) {
+		if (nth == rt.fail_malloc)
+			fprintf(stderr, "cuemu: injected cudaMalloc failure (allocation %ld)\n", nth);
+		return ret(cudaErrorMemoryAllocation);
+	}
+	memset(m, 0xff, n);   /* NaN in every float */
+	*p = m;
+	return cudaSuccess;
+}
+
+/* waits for every stream of the pointer's device, as cudaFree does */
+cudaError_t cudaFree(void *p)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!p) return cudaSuccess;
+	pthread_mutex_lock(&rt.lock);
+	cuemu_alloc_t *a = alloc_find(p);
+	int dev = a && a->p == p ? a->dev : -1;
+	pthread_mutex_unlock(&rt.lock);
+	if (dev < 0) return ret(cudaErrorInvalidValue);
+	device_flush(dev);
+	pthread_mutex_lock(&rt.lock);
+	a = alloc_find(p);
+	rt.dev[dev].used -= (a->n + 511) & ~(size_t)511;
+	*a = rt.alloc[--rt.nalloc];
+	pthread_mutex_unlock(&rt.lock);
+	free(p);
+	return cudaSuccess;
+}
+
+typedef struct {
+	void       *dst;
+	const void *src;
+	size_t      n;
+} cuemu_copy_t;
+
+static void copy_run(void *arg)
+{
+	cuemu_copy_t *c = arg;
+	memcpy(c->dst, c->src, c->n);
+}
+
+/* the device side of a copy must lie in an allocation of the stream's device */
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
+                            cudaStream_t s)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!n) return cudaSuccess;
+	int dev = stream_of(s)->dev;
+	int ok = kind == cudaMemcpyHostToDevice ? !cuemu_check_range(dst, n, dev) :
+	         kind == cudaMemcpyDeviceToHost ? !cuemu_check_range(src, n, dev) :
+	         kind == cudaMemcpyDeviceToDevice ?
+	             !cuemu_check_range(dst, n, dev) && !cuemu_check_range(src, n, dev) : 0;
+	if (!ok) {
+		fprintf(stderr, "cuemu: cudaMemcpyAsync of %zu bytes: not memory of device %d\n", n, dev);
+		return ret(cudaErrorInvalidValue);
+	}
+	cuemu_copy_t *c = malloc(sizeof *c);
+	if (!c) return ret(cudaErrorMemoryAllocation);
+	*c = (cuemu_copy_t){ dst, src, n };
+	return ret(cuemu_enqueue(s, copy_run, free, c));
+}
+
+/* --- streams --- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!s) return ret(cudaErrorInvalidValue);
+	struct CUstream_st *st = calloc(1, sizeof *st);
+	if (!st) return ret(cudaErrorMemoryAllocation);
+	st->dev = cur_dev;
+	pthread_mutex_lock(&rt.lock);
+	st->next = rt.dev[cur_dev].streams;
+	rt.dev[cur_dev].streams = st;
+	pthread_mutex_unlock(&rt.lock);
+	*s = st;
+	return cudaSuccess;
+}
+
+/* its queued work still runs (here, now) */
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+	pthread_once(&rt.once, rt_init);
+	if (!s) return ret(cudaErrorInvalidResourceHandle);
+	stream_flush(s);
+	pthread_mutex_lock(&rt.lock);
+	struct CUstream_st **pp = &rt.dev[s->dev].streams;
+	while (*pp && *pp != s) pp = &(*pp)->next;
+	if (*pp) *pp = s->next;
+	pthread_mutex_unlock(&rt.lock);
+	free(s);
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	stream_flush(stream_of(s));
+	return ret(rt.dev[stream_of(s)->dev].sticky);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test_fold_emu.sh - both public fixtures folded through the CUDA backend
+# on the emulated device (tests/esmbatch-cuemu, tests/cuemu) with
+# --precision fp32: every dumped tensor within the fixtures' tolerance
+# (tools/check_dump.py, the rule the CPU path passes in test_fold.sh) and
+# every PDB within the fixture's atom tolerance (tests/check_pdb.py).
+# The same folds at --precision bf16 print what bf16 costs against fp32
+# (tests/cuemu/bf16_report.py: deviation per tensor group, pLDDT, C-alpha
+# RMSD; informative, failing only on a missing or non-finite tensor).
+# The blocks, warps and lanes of every kernel in reverse order
+# (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
+# a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
+# fails every time, not by chance.
+set -u
+srcdir=${srcdir:-.}
+bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cuemu.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+py=
+for p in python3 /usr/bin/python3; do
+	if "$p" -c 'import gemmi' 2>/dev/null; then py=$p; break; fi
+done
+if [ -z "$py" ]; then
+	echo "FAIL: no python3 with gemmi (install python3-gemmi)"
+	exit 1
+fi
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+for fx in tiny_a tiny_b; do
+	d=$srcdir/tests/data/$fx
+	awk '/^>/ { print; next } { gsub(/[a-z]/, "X"); print }' "$d/sequences.fa" > "$tmp/$fx.fa"
+	out=$tmp/$fx
+	start=$(date +%s)
+	MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
+		--devices cuda --precision fp32 --dump-tensors "$out.dump.safetensors"
+	rc=$?
+	[ $rc -eq 0 ] || fail "$fx: esmbatch-cuemu exited $rc"
+	[ -s "$out.dump.safetensors" ] || continue
+	"$py" "$srcdir/tools/check_dump.py" "$out.dump.safetensors" "$d" > "$out.check" ||
+		fail "$fx: tensors off the reference: $(grep -v ' ok$' "$out.check" | head -5)"
+	echo "$fx (emulated cuda, fp32, $(($(date +%s) - start)) s): $(tail -1 "$out.check")"
+	rows=$(tail -n +2 "$out/summary.tsv" | wc -l)
+	[ "$rows" -eq "$(grep -c '^>' "$tmp/$fx.fa")" ] || fail "$fx: $rows summary rows"
+	for pdb in "$out"/*.pdb; do
+		n=$(basename "$pdb" .pdb)
+		tol=$("$py" -c "import json, sys
+e = json.load(open(sys.argv[1]))
+s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
+print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
+		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
+			fail "$fx: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
+	done
+done
+
+# bf16: the emulator rounds the GEMM inputs as the tensor cores would
+for fx in tiny_a tiny_b; do
+	d=$srcdir/tests/data/$fx
+	out=$tmp/$fx.bf16
+	MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
+		--devices cuda --precision bf16 --dump-tensors "$out.dump.safetensors" ||
+		fail "$fx bf16: esmbatch-cuemu exited $?"
+	[ -s "$tmp/$fx.dump.safetensors" ] && [ -s "$out.dump.safetensors" ] || continue
+	echo "$fx: bf16 against fp32 (emulated cuda)"
+	"$py" "$srcdir/tests/cuemu/bf16_report.py" "$tmp/$fx.dump.safetensors" "$out.dump.safetensors" ||
+		fail "$fx bf16: tensors missing or not finite"
+done
+
+# one record of tiny_a with the schedule reversed: the same bits
+d=$srcdir/tests/data/tiny_a
+awk 'BEGIN { RS = ">"; ORS = "" } $1 == "len33" { print ">" $0 }' "$tmp/tiny_a.fa" > "$tmp/len33.fa"
+for rev in 0 1; do
+	CUEMU_REVERSE=$rev MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/len33.fa" -o "$tmp/rev$rev" \
+		--weights "$d/weights.safetensors" --devices cuda --precision fp32 \
+		--dump-tensors "$tmp/rev$rev.dump" || fail "CUEMU_REVERSE=$rev: exit $?"
+done
+cmp -s "$tmp/rev0.dump" "$tmp/rev1.dump" || fail "reversed schedule: dumped tensors differ"
+cmp -s "$tmp/rev0/len33.pdb" "$tmp/rev1/len33.pdb" || fail "reversed schedule: PDB differs"
+
+echo "test_fold_emu: $fails failure(s)"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# test_sched_emu.sh - the scheduler over emulated CUDA devices
+# (tests/esmbatch-cuemu, demo model, --num-recycles 0):
+#  1. two devices of different sizes (CUEMU_MEM=80M,76M): each budget comes
+#     from the device (below its size), every record has one row, ok or split;
+#  2. one device, the arena of one record refused (CUEMU_FAIL_MALLOC, its
+#     number read from a traced clean run): that record is retried smaller,
+#     exit 0, every other PDB byte-identical to the clean run;
+#  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
+#     record: exit 3, a row for every record, the two records folded before
+#     it byte-identical to the clean run.
+set -u
+srcdir=${srcdir:-.}
+bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
+w=$srcdir/data/demo/esmfold_demo.safetensors
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cuemu-sched.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+export MALLOC_PERTURB_=165
+
+python3 - "$tmp/mix.fa" <<'PY'
+import random, sys
+random.seed(5)
+with open(sys.argv[1], "w") as f:
+    for i, L in enumerate([20, 70, 12, 35, 8]):
+        f.write(">s%d\n%s\n" % (i, "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(L))))
+PY
+run() { "$bin" -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --workers 1 "$@"; }
+rows() { tail -n +2 "$1/summary.tsv" | cut -f2,6 | tr '\t\n' ': '; }
+
+# 1. two devices, budgets from the devices
+CUEMU_DEVICES=2 CUEMU_MEM=80M,76M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
+	fail "two devices: exit $?"
+python3 - "$tmp/two/run.jsonl" <<'PY' || fail "two devices: budgets not from the devices"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+b = {e["device"]: e["budget"] for e in ev if e["event"] == "device"}
+assert 0 < b["cuda:0"] < 80 << 20 and 0 < b["cuda:1"] < 76 << 20 and b["cuda:1"] < b["cuda:0"], b
+PY
+[ "$(tail -n +2 "$tmp/two/summary.tsv" | cut -f6 | grep -cvE '^(ok|split)$')" -eq 0 ] ||
+	fail "two devices: $(rows "$tmp/two")"
+
+# the clean run on one device, traced
+export CUEMU_DEVICES=1 CUEMU_MEM=80M
+CUEMU_TRACE=1 run -o "$tmp/clean" --devices cuda:0 2> "$tmp/clean.err" || fail "clean: exit $?"
+# the arena sizes in fold order: reserved less the worker's cuBLAS
+# workspace (the largest cudaMalloc of the trace); the cudaMalloc and
+# launch numbers of each
+ws=$(awk '$2 == "cudaMalloc" && $4 > m { m = $4 } END { print m }' "$tmp/clean.err")
+arenas=$(python3 -c "import json, sys
+print(' '.join(str(e['reserved'] - int(sys.argv[2])) for e in map(json.loads, open(sys.argv[1]))
+               if e['event'] == 'fold'))" "$tmp/clean/run.jsonl" "$ws")
+set -- $arenas
+second=$2 third=$3
+nmalloc=$(awk -v b="$second" '$2 == "cudaMalloc" && $4 == b { sub(":", "", $3); print $3; exit }' "$tmp/clean.err")
+nlaunch=$(awk -v b="$third" '$2 == "launch" { sub(":", "", $3); n = $3 }
+	$2 == "cudaMalloc" && $4 == b { print n + 10; exit }' "$tmp/clean.err")
+
+# 2. the second record's arena refused
+CUEMU_FAIL_MALLOC=$nmalloc run -o "$tmp/oom" --devices cuda:0 2> "$tmp/oom.err" ||
+	fail "refused cudaMalloc $nmalloc: exit $?"
+grep -q 'retrying smaller' "$tmp/oom.err" || fail "refused cudaMalloc $nmalloc: no retry"
+[ "$(rows "$tmp/oom")" = "$(rows "$tmp/clean")" ] || fail "refused cudaMalloc: $(rows "$tmp/oom")"
+retried=$(grep -o '"record":[0-9]*[^}]*"status":"oom"' "$tmp/oom/run.jsonl" | head -1 | cut -d: -f2 | cut -d, -f1)
+for p in "$tmp"/clean/*.pdb; do
+	n=$(basename "$p")
+	[ "$n" = "s$retried.pdb" ] && continue
+	cmp -s "$p" "$tmp/oom/$n" || fail "refused cudaMalloc: $n differs from the clean run"
+done
+
+# 3. a sticky launch failure in the third record
+CUEMU_FAIL_LAUNCH=$nlaunch run -o "$tmp/sticky" --devices cuda:0 2> "$tmp/sticky.err"
+rc=$?
+[ $rc -eq 3 ] || fail "sticky launch failure $nlaunch: exit $rc, expected 3"
+[ "$(tail -n +2 "$tmp/sticky/summary.tsv" | wc -l)" -eq 5 ] || fail "sticky: rows missing"
+nok=0
+for p in "$tmp"/sticky/*.pdb; do
+	[ -e "$p" ] || continue
+	cmp -s "$p" "$tmp/clean/$(basename "$p")" || fail "sticky: $(basename "$p") differs from the clean run"
+	nok=$((nok + 1))
+done
+[ $nok -ge 2 ] || fail "sticky: $nok records folded before the failure, expected 2"
+
+echo "test_sched_emu: $fails failure(s)"
+[ "$fails" -eq 0 ]

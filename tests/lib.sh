@@ -20,3 +20,43 @@ finish() {
 	[ "$fails" -eq 0 ] && exit 0
 	exit 1
 }
+
+# need_gemmi: py = a python3 that imports gemmi (Debian's python3-gemmi
+# lives in /usr/bin/python3); without one the test fails at once
+need_gemmi() {
+	py=
+	for p in python3 /usr/bin/python3; do
+		if "$p" -c 'import gemmi' 2>/dev/null; then py=$p; return 0; fi
+	done
+	echo "FAIL: no python3 with gemmi (install python3-gemmi)"
+	exit 1
+}
+
+# fixture_fa FX: tests/data/FX's sequences as esmbatch reads them into
+# $tmp/FX.fa (the fixture README: lower-case letters are fed as X)
+fixture_fa() {
+	awk '/^>/ { print; next } { gsub(/[a-z]/, "X"); print }' \
+		"$srcdir/tests/data/$1/sequences.fa" > "$tmp/$1.fa"
+}
+
+# check_fixture FX OUT DUMP LABEL: a fold of $tmp/FX.fa into OUT against
+# the fixture: every tensor of DUMP within its tolerance
+# (tools/check_dump.py), a summary row per record, every PDB within the
+# fixture's atom tolerance (tests/check_pdb.py); needs need_gemmi
+check_fixture() {
+	local d=$srcdir/tests/data/$1 out=$2 dump=$3 label=$4 pdb n tol rows
+	"$py" "$srcdir/tools/check_dump.py" "$dump" "$d" > "$dump.check" ||
+		fail "$label: tensors off the reference: $(grep -v ' ok$' "$dump.check" | head -5)"
+	echo "$label: $(tail -1 "$dump.check")"
+	rows=$(tail -n +2 "$out/summary.tsv" | wc -l)
+	[ "$rows" -eq "$(grep -c '^>' "$tmp/$1.fa")" ] || fail "$label: $rows summary rows"
+	for pdb in "$out"/*.pdb; do
+		n=$(basename "$pdb" .pdb)
+		tol=$("$py" -c "import json, sys
+e = json.load(open(sys.argv[1]))
+s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
+print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
+		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
+			fail "$label: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
+	done
+}

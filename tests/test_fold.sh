@@ -9,42 +9,20 @@
 # too, and the demo model must fold data/example.fa.
 . "${srcdir:-.}/tests/lib.sh"
 
-# an interpreter with gemmi (Debian's python3-gemmi lives in /usr/bin/python3)
-py=
-for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import gemmi' 2>/dev/null; then py=$p; break; fi
-done
-if [ -z "$py" ]; then
-	echo "FAIL: no python3 with gemmi (install python3-gemmi)"
-	exit 1
-fi
-
+need_gemmi
 
 for fx in tiny_a tiny_b; do
-	d=$srcdir/tests/data/$fx
-	# the fixture README: lower-case letters are fed as X
-	awk '/^>/ { print; next } { gsub(/[a-z]/, "X"); print }' "$d/sequences.fa" > "$tmp/$fx.fa"
+	fixture_fa $fx
 	for chunk in 0 3; do
 		out=$tmp/$fx.c$chunk
-		if ! "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
+		if ! "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$srcdir/tests/data/$fx/weights.safetensors" \
 			--chunk-size $chunk --pae --dump-tensors "$out.dump.safetensors"; then
 			fail "$fx chunk $chunk: esmbatch exited $?"
 			continue
 		fi
-		"$py" "$srcdir/tools/check_dump.py" "$out.dump.safetensors" "$d" > "$out.check" ||
-			fail "$fx chunk $chunk: tensors off the reference: $(grep -v ' ok$' "$out.check" | head -5)"
-		tail -1 "$out.check" | sed "s/^/$fx chunk $chunk: /"
-		rows=$(tail -n +2 "$out/summary.tsv" | wc -l)
-		[ "$rows" -eq "$(grep -c '^>' "$tmp/$fx.fa")" ] || fail "$fx: $rows summary rows"
+		check_fixture $fx "$out" "$out.dump.safetensors" "$fx chunk $chunk"
 		for pdb in "$out"/*.pdb; do
-			n=$(basename "$pdb" .pdb)
-			tol=$("$py" -c "import json, sys
-e = json.load(open(sys.argv[1]))
-s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
-print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
-			"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
-				fail "$fx chunk $chunk: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
-			[ -s "$out/$n.pae.json" ] || fail "$fx: no $n.pae.json"
+			[ -s "${pdb%.pdb}.pae.json" ] || fail "$fx: no $(basename "$pdb" .pdb).pae.json"
 		done
 	done
 done

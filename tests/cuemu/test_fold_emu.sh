@@ -11,27 +11,13 @@
 # (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
 # a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
 # fails every time, not by chance.
-set -u
-srcdir=${srcdir:-.}
+. "${srcdir:-.}/tests/lib.sh"
 bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cuemu.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-py=
-for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import gemmi' 2>/dev/null; then py=$p; break; fi
-done
-if [ -z "$py" ]; then
-	echo "FAIL: no python3 with gemmi (install python3-gemmi)"
-	exit 1
-fi
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+need_gemmi
 
 for fx in tiny_a tiny_b; do
 	d=$srcdir/tests/data/$fx
-	awk '/^>/ { print; next } { gsub(/[a-z]/, "X"); print }' "$d/sequences.fa" > "$tmp/$fx.fa"
+	fixture_fa $fx
 	out=$tmp/$fx
 	start=$(date +%s)
 	MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
@@ -39,20 +25,8 @@ for fx in tiny_a tiny_b; do
 	rc=$?
 	[ $rc -eq 0 ] || fail "$fx: esmbatch-cuemu exited $rc"
 	[ -s "$out.dump.safetensors" ] || continue
-	"$py" "$srcdir/tools/check_dump.py" "$out.dump.safetensors" "$d" > "$out.check" ||
-		fail "$fx: tensors off the reference: $(grep -v ' ok$' "$out.check" | head -5)"
-	echo "$fx (emulated cuda, fp32, $(($(date +%s) - start)) s): $(tail -1 "$out.check")"
-	rows=$(tail -n +2 "$out/summary.tsv" | wc -l)
-	[ "$rows" -eq "$(grep -c '^>' "$tmp/$fx.fa")" ] || fail "$fx: $rows summary rows"
-	for pdb in "$out"/*.pdb; do
-		n=$(basename "$pdb" .pdb)
-		tol=$("$py" -c "import json, sys
-e = json.load(open(sys.argv[1]))
-s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
-print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
-		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
-			fail "$fx: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
-	done
+	check_fixture $fx "$out" "$out.dump.safetensors" \
+		"$fx (emulated cuda, fp32, $(($(date +%s) - start)) s)"
 done
 
 # bf16: the emulator rounds the GEMM inputs as the tensor cores would
@@ -79,5 +53,4 @@ done
 cmp -s "$tmp/rev0.dump" "$tmp/rev1.dump" || fail "reversed schedule: dumped tensors differ"
 cmp -s "$tmp/rev0/len33.pdb" "$tmp/rev1/len33.pdb" || fail "reversed schedule: PDB differs"
 
-echo "test_fold_emu: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -9,14 +9,9 @@
 #  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
 #     record: exit 3, a row for every record, the two records folded before
 #     it byte-identical to the clean run.
-set -u
-srcdir=${srcdir:-.}
+. "${srcdir:-.}/tests/lib.sh"
 bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
-w=$srcdir/data/demo/esmfold_demo.safetensors
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/esmbatch-cuemu-sched.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+w=$demo
 export MALLOC_PERTURB_=165
 
 python3 - "$tmp/mix.fa" <<'PY'
@@ -82,5 +77,4 @@ for p in "$tmp"/sticky/*.pdb; do
 done
 [ $nok -ge 2 ] || fail "sticky: $nok records folded before the failure, expected 2"
 
-echo "test_sched_emu: $fails failure(s)"
-[ "$fails" -eq 0 ]
+finish

@@ -35,6 +35,7 @@
 #include "config.h"
 #include "backend/devices.h"
 #include "io/fasta.h"
+#include "io/journal.h"
 #include "cli/fold.h"
 #include "cli/setup.h"
 #include "util/log.h"
@@ -200,8 +201,9 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 
 /* A PDB named in a row (relative to -o), and with --pae its PAE, are
  * there and not empty (written atomically: there means complete). */
-static int fold_file_ok(const fold_run_t *r, const char *file, size_t n)
+static int fold_file_ok(void *ctx, const char *file, size_t n)
 {
+	const fold_run_t *r = ctx;
 	static const char *const ext[] = { ".pdb", ".pae.json" };
 
 	if (n < 4 || strncmp(file + n - 4, ".pdb", 4)) return 0;
@@ -218,34 +220,24 @@ static int fold_file_ok(const fold_run_t *r, const char *file, size_t n)
 }
 
 /* a string member of a journal entry, "" when absent */
-static const char *fold_jstr(const json_t *e, const char *key)
-{
-	const char *v = json_string_value(json_object_get(e, key));
-	return v ? v : "";
-}
-
 /* The row an earlier run left for record x when it matches this run and
  * its files are all there; NULL otherwise. */
 static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 {
 	json_t *e = json_object_get(r->prev, x->job.outname);
-	const char *row, *tab;
+	const char *row;
 	char h[17];
 
 	if (!e || r->o->force || r->o->dump_tensors) return NULL;
 	fold_seq_hash(x, h);
-	row = fold_jstr(e, "row");
-	if (!(tab = strchr(row, '\t')) || strcmp(h, fold_jstr(e, "sequence")) ||
-	    strcmp(weights_fingerprint(r->wt), fold_jstr(e, "weights")) ||
-	    strcmp(be_prec_name(r->o->precision), fold_jstr(e, "precision")) ||
+	row = journal_str(e, "row");
+	if (strcmp(h, journal_str(e, "sequence")) ||
+	    strcmp(weights_fingerprint(r->wt), journal_str(e, "weights")) ||
+	    strcmp(be_prec_name(r->o->precision), journal_str(e, "precision")) ||
 	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
-	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size)
+	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size ||
+	    !journal_files(row, fold_file_ok, (void *)r))
 		return NULL;
-	for (const char *f = row; f < tab;) {
-		size_t n = strcspn(f, ",\t");
-		if (!fold_file_ok(r, f, n)) return NULL;
-		f += n + (f[n] == ',');
-	}
 	return row;
 }
 
@@ -321,26 +313,21 @@ static void fold_clean_tmp(const fold_run_t *r)
  * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
 static int fold_journal_open(fold_run_t *r)
 {
-	char *path = fold_path(r->o->outdir, "done", ".jsonl"), *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	int last = '\n';
+	char *path = fold_path(r->o->outdir, "done", ".jsonl");
+	int last = '\n', rc = 0;
 	FILE *f;
 
-	if (!path || !(r->prev = json_object())) {
+	if (!path) return -1;
+	if ((f = fopen(path, "r"))) {
+		rc = journal_read(f, &r->prev, &last);
+		fclose(f);
+	} else if (!(r->prev = json_object())) {
+		rc = -1;
+	}
+	if (rc < 0) {
+		log_error("%s: out of memory reading it", path);
 		free(path);
 		return -1;
-	}
-	if ((f = fopen(path, "r"))) {
-		while ((n = getline(&line, &cap, f)) > 0) {
-			json_t *e = json_loads(line, 0, NULL);
-			const char *name = json_string_value(json_object_get(e, "name"));
-			if (name) json_object_set(r->prev, name, e);
-			json_decref(e);
-			last = line[n - 1];
-		}
-		free(line);
-		fclose(f);
 	}
 	if (!(r->done = fopen(path, "a")) || (last != '\n' && fputc('\n', r->done) == EOF)) {
 		log_error("%s: cannot write: %s", path, strerror(errno));

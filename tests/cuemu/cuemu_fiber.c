@@ -5,7 +5,17 @@
  * among the lanes of the mask at the call; a divergent barrier or shuffle
  * ends the process with a message naming the kernel.  Static and dynamic
  * shared memory are NaN-filled before every block.  Fibers switch with a
- * small assembly routine on x86-64, with ucontext elsewhere. */
+ * small assembly routine on x86-64, with ucontext elsewhere.
+ *
+ * Under ThreadSanitizer (tests/test_cuda_ops_tsan: the TSan runtime linked,
+ * this file itself not instrumented) every fiber is also a TSan fiber whose
+ * switches do not synchronise; the only happens-before edges are those of
+ * CUDA: the host before a block's threads, a block's threads before the
+ * host (and so before the next block), __syncthreads (release on arrival,
+ * acquire on departure, one sync object per barrier generation) and
+ * __syncwarp (the same among the lanes of the warp); shuffles order no
+ * memory.  A missing barrier is then a data race that TSan reports with
+ * the two racing lines. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +29,18 @@
 #include "cuemu_rt.h"
 
 #define CUEMU_STACK (64u << 10)   /* bytes of stack per fiber, a guard page below */
+#define CUEMU_STACK_TSAN (1u << 20)   /* under TSan, whose reports run on the fiber's stack */
+
+/* ThreadSanitizer's fiber and annotation interface
+ * (<sanitizer/tsan_interface.h>), weak: defined only where the TSan runtime
+ * is linked in */
+void *__tsan_get_current_fiber(void) __attribute__((weak));
+void *__tsan_create_fiber(unsigned flags) __attribute__((weak));
+void  __tsan_switch_to_fiber(void *fiber, unsigned flags) __attribute__((weak));
+void  __tsan_set_fiber_name(void *fiber, const char *name) __attribute__((weak));
+void  __tsan_acquire(void *addr) __attribute__((weak));
+void  __tsan_release(void *addr) __attribute__((weak));
+#define TSAN_NO_SYNC 1u   /* __tsan_switch_to_fiber_no_sync */
 
 enum { F_READY, F_BAR, F_WARP, F_DONE };
 
@@ -29,7 +51,8 @@ typedef struct {
 	unsigned    mask;     /* warp op: lanes taking part */
 	int         kind, arg, width;
 	uint64_t    val;      /* warp op: value sent, then received */
-	char       *stack;    /* [CUEMU_STACK] */
+	char       *stack;    /* [stack_size] */
+	void       *tsan;     /* its TSan fiber (under TSan) */
 #if defined(__x86_64__)
 	void       *sp;
 #else
@@ -50,10 +73,29 @@ typedef struct {
 #else
 	ucontext_t          uc;
 #endif
+	/* under TSan: the host thread's fiber; the addresses whose sync objects
+	 * stand for the start and the end of a block, __syncthreads of
+	 * generation bar_gen (by its parity: a generation's objects are not
+	 * released again before every thread acquired them) and __syncwarp of
+	 * each warp likewise */
+	void               *tsan_host;
+	char                start_sync, end_sync, bar_sync[2], warp_sync[32][2];
+	unsigned            bar_gen, warp_gen[32];
 } cuemu_sched_t;
 
 __thread cuemu_ids_t *cuemu_ids;
 static __thread cuemu_sched_t sched;
+static int    tsan;                         /* the TSan runtime is linked in */
+static size_t stack_size = CUEMU_STACK;
+
+__attribute__((constructor)) static void tsan_detect(void)
+{
+	if (__tsan_switch_to_fiber && __tsan_create_fiber && __tsan_get_current_fiber &&
+	    __tsan_set_fiber_name && __tsan_acquire && __tsan_release) {
+		tsan = 1;
+		stack_size = CUEMU_STACK_TSAN;
+	}
+}
 
 /* the static __shared__ arrays of every kernel (cuemu.h) */
 extern char __start_cuemu_shared[] __attribute__((weak));
@@ -65,7 +107,7 @@ static void fiber_main(void);
  * frames of a block's fibers do not all fall in the same cache sets */
 static char *fiber_top(cuemu_fiber_t *f)
 {
-	return f->stack + CUEMU_STACK - (size_t)(f - sched.f) % 64 * 320;
+	return f->stack + stack_size - (size_t)(f - sched.f) % 64 * 320;
 }
 
 #if defined(__x86_64__)
@@ -105,11 +147,13 @@ static void fiber_prepare(cuemu_fiber_t *f)
 
 static void to_fiber(cuemu_fiber_t *f)
 {
+	if (tsan) __tsan_switch_to_fiber(f->tsan, TSAN_NO_SYNC);
 	cuemu_ctx_swap(&sched.sp, f->sp);
 }
 
 static void to_sched(cuemu_fiber_t *f)
 {
+	if (tsan) __tsan_switch_to_fiber(sched.tsan_host, TSAN_NO_SYNC);
 	cuemu_ctx_swap(&f->sp, sched.sp);
 }
 #else
@@ -124,11 +168,13 @@ static void fiber_prepare(cuemu_fiber_t *f)
 
 static void to_fiber(cuemu_fiber_t *f)
 {
+	if (tsan) __tsan_switch_to_fiber(f->tsan, TSAN_NO_SYNC);
 	swapcontext(&sched.uc, &f->uc);
 }
 
 static void to_sched(cuemu_fiber_t *f)
 {
+	if (tsan) __tsan_switch_to_fiber(sched.tsan_host, TSAN_NO_SYNC);
 	swapcontext(&f->uc, &sched.uc);
 }
 #endif
@@ -143,7 +189,9 @@ static void fail(const char *what)
 
 static void fiber_main(void)
 {
+	if (tsan) __tsan_acquire(&sched.start_sync);   /* after the host's writes */
 	sched.g->body(sched.g->closure);
+	if (tsan) __tsan_release(&sched.end_sync);     /* before the host's reads */
 	sched.cur->state = F_DONE;
 	to_sched(sched.cur);
 }
@@ -157,10 +205,18 @@ static int fibers_reserve(int n)
 	sched.f = f;
 	long page = sysconf(_SC_PAGESIZE);
 	for (; sched.cap < n; sched.cap++) {
-		char *m = mmap(NULL, CUEMU_STACK + page, PROT_READ | PROT_WRITE,
+		char *m = mmap(NULL, stack_size + page, PROT_READ | PROT_WRITE,
 		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED || mprotect(m, page, PROT_NONE)) return -1;
 		f[sched.cap].stack = m + page;
+		if (tsan) {
+			/* the slot's TSan fiber runs thread slot of every block */
+			char name[48];
+			snprintf(name, sizeof name, "CUDA thread %d (warp %d lane %d)", sched.cap,
+			         sched.cap / 32, sched.cap % 32);
+			if (!(f[sched.cap].tsan = __tsan_create_fiber(0))) return -1;
+			__tsan_set_fiber_name(f[sched.cap].tsan, name);
+		}
 	}
 	return 0;
 }
@@ -189,6 +245,7 @@ static int warp_release(int w0)
 			fail("divergent warp operation (lanes of the mask at different calls)");
 	}
 	if (nl < 32 && first->mask >> nl) fail("warp operation names a lane beyond the block");
+	if (first->kind == CUEMU_SYNCWARP) sched.warp_gen[w0 / 32]++;
 	for (int i = 0; i < nl; i++) in[i] = l[i].val;
 	for (int i = 0; i < nl; i++) {
 		cuemu_fiber_t *f = &l[i];
@@ -226,6 +283,7 @@ static int barrier_release(void)
 	}
 	for (int i = 0; i < sched.n; i++)
 		if (sched.f[i].state == F_BAR) sched.f[i].state = F_READY;
+	sched.bar_gen += live > 0;
 	return live;
 }
 
@@ -246,6 +304,7 @@ static void block_run(uint3 bid, int reverse)
 				f->state = F_READY;
 				fiber_prepare(f);
 			}
+	if (tsan) __tsan_release(&sched.start_sync);
 	/* each warp in turn runs its ready lanes until they block, its warp ops
 	 * released as they complete; then the block barrier is released */
 	int nw = (sched.n + 31) / 32;
@@ -266,12 +325,14 @@ static void block_run(uint3 bid, int reverse)
 		cuemu_ids = NULL;
 		if (!barrier_release()) break;
 	}
+	if (tsan) __tsan_acquire(&sched.end_sync);
 }
 
 void cuemu_grid_run(const cuemu_grid_t *g, int reverse)
 {
 	int64_t nb = (int64_t)g->grid.x * g->grid.y * g->grid.z;
 
+	if (tsan) sched.tsan_host = __tsan_get_current_fiber();
 	sched.g = g;
 	sched.n = (int)(g->block.x * g->block.y * g->block.z);
 	if (fibers_reserve(sched.n) ||
@@ -291,9 +352,12 @@ void cuemu_grid_run(const cuemu_grid_t *g, int reverse)
 void cuemu_syncthreads(void)
 {
 	cuemu_fiber_t *f = sched.cur;
+	char *sync = &sched.bar_sync[sched.bar_gen & 1];
 	f->site = __builtin_return_address(0);
 	f->state = F_BAR;
+	if (tsan) __tsan_release(sync);
 	to_sched(f);
+	if (tsan) __tsan_acquire(sync);
 }
 
 uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
@@ -307,6 +371,11 @@ uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
 	f->width = width;
 	f->val = v;
 	f->state = F_WARP;
+	/* __syncwarp orders memory among the lanes; a shuffle does not */
+	int w = (int)(f - sched.f) / 32;
+	char *sync = kind == CUEMU_SYNCWARP ? &sched.warp_sync[w][sched.warp_gen[w] & 1] : NULL;
+	if (tsan && sync) __tsan_release(sync);
 	to_sched(f);
+	if (tsan && sync) __tsan_acquire(sync);
 	return f->val;
 }

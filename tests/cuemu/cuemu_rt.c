@@ -398,7 +398,10 @@ cudaError_t cudaMalloc(void **p, size_t n)
 	return cudaSuccess;
 }
 
-/* waits for every stream of the pointer's device, as cudaFree does */
+/* waits for every stream of the pointer's device, as cudaFree does; a
+ * pointer of another device than the current one is refused (stricter
+ * than CUDA with unified addressing: the backend frees on the device that
+ * allocated) */
 cudaError_t cudaFree(void *p)
 {
 	cudaError_t e = sticky();
@@ -409,6 +412,11 @@ cudaError_t cudaFree(void *p)
 	int dev = a && a->p == p ? a->dev : -1;
 	pthread_mutex_unlock(&rt.lock);
 	if (dev < 0) return ret(cudaErrorInvalidValue);
+	if (dev != cur_dev) {
+		fprintf(stderr, "cuemu: cudaFree on device %d of a pointer allocated on device %d\n",
+		        cur_dev, dev);
+		return ret(cudaErrorInvalidValue);
+	}
 	device_flush(dev);
 	pthread_mutex_lock(&rt.lock);
 	a = alloc_find(p);

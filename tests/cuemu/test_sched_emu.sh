@@ -8,7 +8,12 @@
 #     exit 0, every other PDB byte-identical to the clean run;
 #  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
 #     record: exit 3, a row for every record, the two records folded before
-#     it byte-identical to the clean run.
+#     it byte-identical to the clean run, the device retired in one line,
+#     the records not yet folded failed with the reason (no device left);
+#  4. two devices, a sticky launch failure on the second one's first record
+#     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
+#     goes back and every record is folded on the other, exit 0, every PDB
+#     byte-identical to the clean run.
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
@@ -81,6 +86,24 @@ for p in "$tmp"/sticky/*.pdb; do
 	nok=$((nok + 1))
 done
 [ $nok -ge 2 ] || fail "sticky: $nok records folded before the failure, expected 2"
+[ "$(grep -c 'retired' "$tmp/sticky.err")" -eq 1 ] || fail "sticky: not one line retiring the device"
+grep -q 'no device left' "$tmp/sticky/summary.tsv" || fail "sticky: no reason in the summary"
+grep -qi 'out of memory\|retrying smaller' "$tmp/sticky.err" && fail "sticky: treated as out of memory"
+
+# 4. two devices, a sticky launch failure on the second one's first record
+CUEMU_DEVICES=2 CUEMU_MEM=80M,76M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
+	2> "$tmp/lost.err"
+rc=$?
+[ $rc -eq 0 ] || fail "device lost: exit $rc, expected 0"
+[ "$(grep -c 'retired' "$tmp/lost.err")" -eq 1 ] || fail "device lost: not one line retiring cuda:1"
+grep -qi 'out of memory\|retrying smaller' "$tmp/lost.err" && fail "device lost: treated as out of memory"
+grep -q '"device":"cuda:1".*"status":"lost"' "$tmp/lost/run.jsonl" || fail "device lost: no lost fold on cuda:1"
+[ "$(grep '"status":"ok"' "$tmp/lost/run.jsonl" | grep -c '"device":"cuda:1"')" -eq 0 ] ||
+	fail "device lost: cuda:1 folded after its loss"
+[ "$(tail -n +2 "$tmp/lost/summary.tsv" | cut -f6 | grep -cvx ok)" -eq 0 ] || fail "device lost: $(rows "$tmp/lost")"
+for p in "$tmp"/clean/*.pdb; do
+	cmp -s "$p" "$tmp/lost/$(basename "$p")" || fail "device lost: $(basename "$p") differs from the clean run"
+done
 
 echo "test_sched_emu: $fails failure(s)"
 [ "$fails" -eq 0 ]

@@ -14,12 +14,16 @@
  * launch failure: the device's context is lost, logged once per device,
  * and every later call on it returns STATUS_DEVICE too), -EIO otherwise.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -340,6 +344,49 @@ int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 	default: return -EINVAL;
 	}
 	return 0;
+}
+
+/* 1 when kernels built for the architectures archs ("80,86,90", PTX of
+ * ptx) run on a card of compute capability cc (10 * major + minor): a
+ * cubin runs on its own major version at the same or a higher minor, PTX
+ * is compiled at load time for its own or any newer card */
+static int be_cuda_arch_runs(int cc, const char *archs, int ptx)
+{
+	const char *p = archs;
+
+	if (ptx > 0 && cc >= ptx) return 1;
+	while (p && *p) {
+		int a = atoi(p);
+		if (a > 0 && a / 10 == cc / 10 && a % 10 <= cc % 10) return 1;
+		p = strchr(p, ',');
+		if (p) p++;
+	}
+	return 0;
+}
+
+#ifndef ESMBATCH_CUDA_ARCHS
+#define ESMBATCH_CUDA_ARCHS "90"
+#endif
+#ifndef ESMBATCH_CUDA_PTX
+#define ESMBATCH_CUDA_PTX 90
+#endif
+
+int be_cuda_check_arch(int device)
+{
+	struct cudaDeviceProp prop;
+	int cc;
+
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+		cudaGetLastError();   /* no such device: be_cuda_init says so */
+		return 0;
+	}
+	cc = 10 * prop.major + prop.minor;
+	if (be_cuda_arch_runs(cc, ESMBATCH_CUDA_ARCHS, ESMBATCH_CUDA_PTX)) return 0;
+	log_error("cuda:%d (%s, compute capability %d.%d) refused: this build has kernels for "
+	          "sm_{%s} and PTX for compute_%d only; rebuild with ./configure "
+	          "--with-cuda-arch=%s,%d", device, prop.name, prop.major, prop.minor,
+	          ESMBATCH_CUDA_ARCHS, ESMBATCH_CUDA_PTX, ESMBATCH_CUDA_ARCHS, cc);
+	return -1;
 }
 
 int be_cuda_count(void)

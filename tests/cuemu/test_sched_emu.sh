@@ -13,7 +13,11 @@
 #  4. two devices, a sticky launch failure on the second one's first record
 #     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
 #     goes back and every record is folded on the other, exit 0, every PDB
-#     byte-identical to the clean run.
+#     byte-identical to the clean run;
+#  5. two devices of compute capability 3.0 (no build has it) and 12.0 (runs
+#     the PTX), every device by default: the first is refused in one line
+#     naming it and the configure option, every record folded on the other,
+#     exit 0; one device of 3.0 alone: exit 1.
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
@@ -104,6 +108,19 @@ grep -q '"device":"cuda:1".*"status":"lost"' "$tmp/lost/run.jsonl" || fail "devi
 for p in "$tmp"/clean/*.pdb; do
 	cmp -s "$p" "$tmp/lost/$(basename "$p")" || fail "device lost: $(basename "$p") differs from the clean run"
 done
+
+# 5. a device the binary cannot run
+CUEMU_DEVICES=2 CUEMU_CC=30,120 run -o "$tmp/cc" 2> "$tmp/cc.err"
+rc=$?
+[ $rc -eq 0 ] || fail "compute capability 3.0 beside 12.0: exit $rc, expected 0"
+[ "$(grep -c 'refused' "$tmp/cc.err")" -eq 1 ] &&
+	grep 'refused' "$tmp/cc.err" | grep 'cuda:0' | grep -q -- '--with-cuda-arch=.*30' ||
+	fail "compute capability 3.0: not one line naming cuda:0 and what to rebuild with"
+[ "$(tail -n +2 "$tmp/cc/summary.tsv" | cut -f6 | grep -cvx ok)" -eq 0 ] || fail "cc: $(rows "$tmp/cc")"
+grep -q '"device":"cuda:0"' "$tmp/cc/run.jsonl" && fail "cc: the refused device is in the run"
+CUEMU_DEVICES=1 CUEMU_CC=30 run -o "$tmp/cc1" --devices cuda:0 2> "$tmp/cc1.err"
+rc=$?
+[ $rc -eq 1 ] || fail "compute capability 3.0 alone: exit $rc, expected 1"
 
 echo "test_sched_emu: $fails failure(s)"
 [ "$fails" -eq 0 ]

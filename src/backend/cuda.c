@@ -2,7 +2,8 @@
  * and the kernels of kernels/.
  *
  * One backend = one device, one non-blocking stream, one cuBLAS handle bound
- * to it with its own workspace, and a small device buffer for gather
+ * to it, and one workspace allocation (be->workspace, counted in every
+ * quota): the cuBLAS workspace and a fixed device buffer for gather
  * indices.  Every entry selects the device first (workers may live on other
  * host threads) and queues its work on the stream; only download, sync and
  * the host-memory copies wait for it.  Workers may share a backend: their
@@ -35,15 +36,18 @@
 #include "util/status.h"
 
 #define BE_CUDA_BLAS_WS (32u << 20)   /* cuBLAS workspace bytes */
+#define BE_CUDA_IDX_ROWS (1 << 16)     /* gather indices a worker holds at once (256 KiB) */
+/* a worker's one allocation outside the arenas (be->workspace): the cuBLAS
+ * workspace, then the gather indices */
+#define BE_CUDA_WS (BE_CUDA_BLAS_WS + sizeof(int32_t) * BE_CUDA_IDX_ROWS)
 
 typedef struct {
 	int                 device;
 	char                name[16];     /* "cuda:N", the backend's name */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
-	void               *blas_ws;      /* [BE_CUDA_BLAS_WS] bytes */
-	int32_t            *idx;          /* [idx_cap] gather indices */
-	int64_t             idx_cap;
+	void               *ws;           /* [BE_CUDA_WS] bytes: cuBLAS's, then idx */
+	int32_t            *idx;          /* [BE_CUDA_IDX_ROWS] gather indices, in ws */
 	pthread_mutex_t     idx_lock;     /* held by the gather using idx */
 	cublasComputeType_t compute;      /* of every GEMM */
 } be_cuda_ctx_t;
@@ -244,9 +248,10 @@ static int be_cuda_fill(be_t *be, float *x, int64_t n, float value)
 	return be_cuda_k(c, cu_fill(c->stream, x, n, value), "fill");
 }
 
-/* idx is host memory: it goes through c->idx (grown as needed), and the
- * stream is waited for so that the caller may reuse idx on return, and the
- * next gather c->idx */
+/* idx is host memory: it goes through c->idx, BE_CUDA_IDX_ROWS rows at a
+ * time (the stream runs each slice's copy after the previous slice's
+ * kernel, so the buffer is never grown: no allocation during a fold), and
+ * the stream is waited for so that the caller may reuse idx on return */
 static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t *idx,
                           int64_t rows, int d, float scale)
 {
@@ -255,19 +260,13 @@ static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t 
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
 	pthread_mutex_lock(&c->idx_lock);
-	if (rows > c->idx_cap) {
-		int64_t cap = rows > 2 * c->idx_cap ? rows : 2 * c->idx_cap;
-		void *p;
-		if (!(rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "gather")) &&
-		    !(rc = be_cuda_alloc(be, sizeof(int32_t) * (size_t)cap, &p))) {
-			if (c->idx) cudaFree(c->idx);
-			c->idx = p;
-			c->idx_cap = cap;
-		}
+	for (int64_t r0 = 0; r0 < rows && !rc; r0 += BE_CUDA_IDX_ROWS) {
+		int64_t n = rows - r0 < BE_CUDA_IDX_ROWS ? rows - r0 : BE_CUDA_IDX_ROWS;
+		rc = be_cuda_rt(c, cudaMemcpyAsync(c->idx, idx + r0, sizeof(int32_t) * (size_t)n,
+		                                   cudaMemcpyHostToDevice, c->stream), "gather indices");
+		if (!rc) rc = be_cuda_k(c, cu_gather(c->stream, y + r0 * d, table, c->idx, n, d, scale),
+		                        "gather");
 	}
-	if (!rc) rc = be_cuda_rt(c, cudaMemcpyAsync(c->idx, idx, sizeof(int32_t) * (size_t)rows,
-	                                         cudaMemcpyHostToDevice, c->stream), "gather indices");
-	if (!rc) rc = be_cuda_k(c, cu_gather(c->stream, y, table, c->idx, rows, d, scale), "gather");
 	if (!rc) rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "gather");
 	pthread_mutex_unlock(&c->idx_lock);
 	return rc;
@@ -304,8 +303,7 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 	cudaSetDevice(c->device);
 	if (c->stream) cudaStreamSynchronize(c->stream);
 	if (c->blas) cublasDestroy(c->blas);
-	if (c->blas_ws) cudaFree(c->blas_ws);
-	if (c->idx) cudaFree(c->idx);
+	if (c->ws) cudaFree(c->ws);
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
 	pthread_mutex_destroy(&c->idx_lock);
@@ -432,16 +430,17 @@ be_t *be_cuda_init(int device)
 	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
 	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
 	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
-	    be_cuda_rt(c, cudaMalloc(&c->blas_ws, BE_CUDA_BLAS_WS), "cuBLAS workspace") ||
+	    be_cuda_rt(c, cudaMalloc(&c->ws, BE_CUDA_WS), "workspace") ||
 	    /* after cublasSetStream, which resets the workspace */
-	    be_cuda_blas(c, cublasSetWorkspace(c->blas, c->blas_ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")) {
+	    be_cuda_blas(c, cublasSetWorkspace(c->blas, c->ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")) {
 		be_cuda_release(c);
 		free(be);
 		return NULL;
 	}
+	c->idx = (int32_t *)((char *)c->ws + BE_CUDA_BLAS_WS);
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
-		.workspace = BE_CUDA_BLAS_WS,
+		.workspace = BE_CUDA_WS,
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,

@@ -14,6 +14,8 @@
 #     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
 #     goes back and every record is folded on the other, exit 0, every PDB
 #     byte-identical to the clean run;
+#  6. (the clean run) no cudaMalloc during a fold but its arena: the gather
+#     indices live in the worker's workspace, counted in every quota;
 #  5. two devices of compute capability 3.0 (no build has it) and 12.0 (runs
 #     the PTX), every device by default: the first is refused in one line
 #     naming it and the configure option, every record folded on the other,
@@ -62,6 +64,10 @@ print(' '.join(str(e['reserved'] - int(sys.argv[2])) for e in map(json.loads, op
                if e['event'] == 'fold'))" "$tmp/clean/run.jsonl" "$ws")
 set -- $arenas
 second=$2 third=$3
+# 6. after the worker's workspace (the last of the largest), the arenas only
+extra=$(awk -v ws="$ws" '$2 == "cudaMalloc" { n++; if ($4 == ws) n = 0 } END { print n }' "$tmp/clean.err")
+nfold=$(grep -c '"event":"fold"' "$tmp/clean/run.jsonl")
+[ "$extra" -eq "$nfold" ] || fail "$extra cudaMalloc after the workspace for $nfold folds (arenas only)"
 nmalloc=$(awk -v b="$second" '$2 == "cudaMalloc" && $4 == b { sub(":", "", $3); print $3; exit }' "$tmp/clean.err")
 nlaunch=$(awk -v b="$third" '$2 == "launch" { sub(":", "", $3); n = $3 }
 	$2 == "cudaMalloc" && $4 == b { print n + 10; exit }' "$tmp/clean.err")

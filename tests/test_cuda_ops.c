@@ -299,10 +299,27 @@ static void test_gather(void **state)
 	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 1.5f), 0);
 	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 1.5f), 0);
 	pair_check(&y, 0.0, "gather rows1001 d37");
-	/* fewer rows, then more (the index buffer grows) */
+	/* fewer rows */
 	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx + 5, 3, d, -1.0f), 0);
 	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx + 5, 3, d, -1.0f), 0);
 	pair_check(&y, 0.0, "gather rows3");
+	free(idx);
+	pair_free(&t); pair_free(&y);
+}
+
+/* more rows than the backend's index buffer holds (CUDA: 65536): in slices */
+static void test_gather_long(void **state)
+{
+	const int64_t rows = 2 * 65536 + 123, ntab = 29;
+	const int d = 2;
+	int32_t *idx = malloc(sizeof *idx * rows);
+	pair_t t = pair_new(ntab * d), y = pair_new(rows * d);
+
+	assert_non_null(idx);
+	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((r * 7 + r / 65536) % ntab);
+	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 0.5f), 0);
+	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 0.5f), 0);
+	pair_check(&y, 0.0, "gather rows131195 d2");
 	free(idx);
 	pair_free(&t); pair_free(&y);
 }
@@ -397,6 +414,7 @@ int main(void)
 		cmocka_unit_test(test_act_binary),
 		cmocka_unit_test(test_axpby_fill),
 		cmocka_unit_test(test_gather),
+		cmocka_unit_test(test_gather_long),
 		cmocka_unit_test(test_transpose),
 		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_rotary),

@@ -6,7 +6,9 @@
  * worker and trimul are optional).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
  * device memory for CUDA); strides are in elements.  Each entry returns 0 on
- * success and a negative status on failure (never exits).
+ * success and a negative status on failure (never exits): STATUS_DEVICE
+ * (util/status.h) when the device itself is lost (CUDA: a sticky error),
+ * so that the scheduler retires it instead of failing record after record.
  */
 #ifndef ESMBATCH_BE_H
 #define ESMBATCH_BE_H

@@ -2,7 +2,8 @@
  * and the kernels of kernels/.
  *
  * One backend = one device, one non-blocking stream, one cuBLAS handle bound
- * to it with its own workspace, and a small device buffer for gather
+ * to it, and one workspace allocation (be->workspace, counted in every
+ * quota): the cuBLAS workspace and a fixed device buffer for gather
  * indices.  Every entry selects the device first (workers may live on other
  * host threads) and queues its work on the stream; only download, sync and
  * the host-memory copies wait for it.  Workers may share a backend: their
@@ -10,13 +11,20 @@
  * by one gather at a time.  Every CUDA and cuBLAS error becomes a
  * negative status with one log line: -ENOMEM for an allocation the device
  * refused (the job can be retried smaller), -EINVAL for a shape the kernels
- * do not support, -EIO otherwise.
+ * do not support, STATUS_DEVICE for a sticky error (an illegal address, a
+ * launch failure: the device's context is lost, logged once per device,
+ * and every later call on it returns STATUS_DEVICE too), -EIO otherwise.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -25,43 +33,85 @@
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define BE_CUDA_BLAS_WS (32u << 20)   /* cuBLAS workspace bytes */
+#define BE_CUDA_IDX_ROWS (1 << 16)     /* gather indices a worker holds at once (256 KiB) */
+/* a worker's one allocation outside the arenas (be->workspace): the cuBLAS
+ * workspace, then the gather indices */
+#define BE_CUDA_WS (BE_CUDA_BLAS_WS + sizeof(int32_t) * BE_CUDA_IDX_ROWS)
 
 typedef struct {
 	int                 device;
 	char                name[16];     /* "cuda:N", the backend's name */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
-	void               *blas_ws;      /* [BE_CUDA_BLAS_WS] bytes */
-	int32_t            *idx;          /* [idx_cap] gather indices */
-	int64_t             idx_cap;
+	void               *ws;           /* [BE_CUDA_WS] bytes: cuBLAS's, then idx */
+	int32_t            *idx;          /* [BE_CUDA_IDX_ROWS] gather indices, in ws */
 	pthread_mutex_t     idx_lock;     /* held by the gather using idx */
 	cublasComputeType_t compute;      /* of every GEMM */
 } be_cuda_ctx_t;
 
-/* a CUDA runtime result as a status, logged */
-static int be_cuda_rt(cudaError_t e, const char *what)
+/* the devices a sticky error has poisoned, so that the error is logged
+ * once per device and not by every later call */
+#define BE_CUDA_MAX_DEVICES 64
+static atomic_int be_cuda_gone[BE_CUDA_MAX_DEVICES];
+
+/* 1: e is a sticky error: the device's context is unusable for the rest of
+ * the process (every later call on it returns the same error) */
+static int be_cuda_sticky(cudaError_t e)
+{
+	switch (e) {
+	case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorLaunchTimeout:
+	case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
+	case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
+	case cudaErrorAssert: case cudaErrorECCUncorrectable:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* device d lost its context through e: STATUS_DEVICE, logged the first
+ * time only */
+static int be_cuda_lose(int d, cudaError_t e, const char *what)
+{
+	if (d >= 0 && d < BE_CUDA_MAX_DEVICES && atomic_exchange(&be_cuda_gone[d], 1)) return STATUS_DEVICE;
+	log_error("cuda:%d: %s: %s, a sticky error: the device's context is lost", d, what,
+	          cudaGetErrorString(e));
+	return STATUS_DEVICE;
+}
+
+/* a CUDA runtime result on c's device as a status, logged */
+static int be_cuda_rt(const be_cuda_ctx_t *c, cudaError_t e, const char *what)
 {
 	if (e == cudaSuccess) return 0;
-	cudaGetLastError();   /* clear it where it is not sticky */
-	log_error("cuda backend: %s: %s", what, cudaGetErrorString(e));
+	if (be_cuda_sticky(e)) return be_cuda_lose(c->device, e, what);
+	cudaGetLastError();   /* clear it: it is not sticky */
+	log_error("cuda:%d: %s: %s", c->device, what, cudaGetErrorString(e));
 	return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
-/* a cuBLAS status as a status, logged */
-static int be_cuda_blas(cublasStatus_t st, const char *what)
+/* a cuBLAS status on c's device as a status, logged; a failure through a
+ * sticky error of the device is that error's */
+static int be_cuda_blas(const be_cuda_ctx_t *c, cublasStatus_t st, const char *what)
 {
+	cudaError_t e;
+
 	if (st == CUBLAS_STATUS_SUCCESS) return 0;
-	log_error("cuda backend: %s: %s", what, cublasGetStatusString(st));
+	if (be_cuda_sticky(e = cudaGetLastError())) return be_cuda_lose(c->device, e, what);
+	log_error("cuda:%d: %s: %s", c->device, what, cublasGetStatusString(st));
 	return st == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;
 }
 
-/* a kernel launcher's status, logged */
-static int be_cuda_k(int rc, const char *what)
+/* a kernel launcher's status on c's device, logged */
+static int be_cuda_k(const be_cuda_ctx_t *c, int rc, const char *what)
 {
-	if (rc == -EINVAL) log_error("cuda backend: %s: shape not supported", what);
-	else if (rc < 0) log_error("cuda backend: %s: %s", what, cu_last_error());
+	cudaError_t e;
+
+	if (rc == -EINVAL) log_error("cuda:%d: %s: shape not supported", c->device, what);
+	else if (rc < 0 && be_cuda_sticky(e = cudaGetLastError())) return be_cuda_lose(c->device, e, what);
+	else if (rc < 0) log_error("cuda:%d: %s: %s", c->device, what, cu_last_error());
 	return rc;
 }
 
@@ -79,20 +129,20 @@ static int be_cuda_alloc(be_t *be, size_t n, void **p)
 	cudaError_t e = cudaMalloc(p, n ? n : 256);
 	if (e != cudaSuccess) {
 		*p = NULL;
-		cudaGetLastError();
 		if (e == cudaErrorMemoryAllocation) {
-			log_warn("cuda backend: device %d: out of memory for %zu bytes", c->device, n);
+			cudaGetLastError();
+			log_warn("cuda:%d: out of memory for %zu bytes", c->device, n);
 			return -ENOMEM;
 		}
-		return be_cuda_rt(e, "cudaMalloc");
+		return be_cuda_rt(c, e, "cudaMalloc");
 	}
 	return 0;
 }
 
 static void be_cuda_free(be_t *be, void *p)
 {
-	be_cuda_ctx(be);
-	if (p) be_cuda_rt(cudaFree(p), "cudaFree");
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	if (p) be_cuda_rt(c, cudaFree(p), "cudaFree");
 }
 
 /* Host buffers are the caller's again on return: both copies wait for the
@@ -100,28 +150,28 @@ static void be_cuda_free(be_t *be, void *p)
 static int be_cuda_upload(be_t *be, void *dst, const void *src, size_t n)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = be_cuda_rt(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream), "upload");
-	return rc ? rc : be_cuda_rt(cudaStreamSynchronize(c->stream), "upload");
+	int rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream), "upload");
+	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "upload");
 }
 
 static int be_cuda_download(be_t *be, void *dst, const void *src, size_t n)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = be_cuda_rt(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "download");
-	return rc ? rc : be_cuda_rt(cudaStreamSynchronize(c->stream), "download");
+	int rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "download");
+	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "download");
 }
 
 /* the device's free and total bytes, as the driver reports them */
 static int be_cuda_mem_info(be_t *be, size_t *fr, size_t *total)
 {
-	be_cuda_ctx(be);
-	return be_cuda_rt(cudaMemGetInfo(fr, total), "cudaMemGetInfo");
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_rt(c, cudaMemGetInfo(fr, total), "cudaMemGetInfo");
 }
 
 static int be_cuda_sync(be_t *be)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_rt(cudaStreamSynchronize(c->stream), "sync");
+	return be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
 }
 
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
@@ -138,12 +188,12 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		return -EINVAL;
 	}
 	if (g->bias) {
-		rc = be_cuda_k(cu_gemm_prologue(c->stream, g->c, g->ldc, g->stride_c, g->batch,
+		rc = be_cuda_k(c, cu_gemm_prologue(c->stream, g->c, g->ldc, g->stride_c, g->batch,
 		                                g->m, g->n, beta, g->bias), "gemm bias");
 		if (rc) return rc;
 		beta = 1.0f;
 	}
-	return be_cuda_blas(cublasGemmStridedBatchedEx(c->blas,
+	return be_cuda_blas(c, cublasGemmStridedBatchedEx(c->blas,
 		g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, g->transa ? CUBLAS_OP_T : CUBLAS_OP_N,
 		g->n, g->m, g->k, &g->alpha,
 		g->b, CUDA_R_32F, (int)g->ldb, g->stride_b,
@@ -157,50 +207,51 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	if (a->D > CU_ATTN_DMAX)
 		log_error("cuda backend: attention: head dimension %d over %d", a->D, CU_ATTN_DMAX);
-	return be_cuda_k(cu_attn(c->stream, a), "attention");
+	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
 static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
                              const float *w, const float *b, float eps)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
+	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
 }
 
 static int be_cuda_softmax(be_t *be, float *x, int64_t rows, int d)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_softmax(c->stream, x, rows, d), "softmax");
+	return be_cuda_k(c, cu_softmax(c->stream, x, rows, d), "softmax");
 }
 
 static int be_cuda_act(be_t *be, float *x, int64_t n, be_act_t kind)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_act(c->stream, x, n, kind), "act");
+	return be_cuda_k(c, cu_act(c->stream, x, n, kind), "act");
 }
 
 static int be_cuda_binary(be_t *be, float *y, const float *a, const float *b, int64_t n,
                           be_bin_t kind)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_binary(c->stream, y, a, b, n, kind), "binary");
+	return be_cuda_k(c, cu_binary(c->stream, y, a, b, n, kind), "binary");
 }
 
 static int be_cuda_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_axpby(c->stream, y, x, n, alpha, beta), "axpby");
+	return be_cuda_k(c, cu_axpby(c->stream, y, x, n, alpha, beta), "axpby");
 }
 
 static int be_cuda_fill(be_t *be, float *x, int64_t n, float value)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_fill(c->stream, x, n, value), "fill");
+	return be_cuda_k(c, cu_fill(c->stream, x, n, value), "fill");
 }
 
-/* idx is host memory: it goes through c->idx (grown as needed), and the
- * stream is waited for so that the caller may reuse idx on return, and the
- * next gather c->idx */
+/* idx is host memory: it goes through c->idx, BE_CUDA_IDX_ROWS rows at a
+ * time (the stream runs each slice's copy after the previous slice's
+ * kernel, so the buffer is never grown: no allocation during a fold), and
+ * the stream is waited for so that the caller may reuse idx on return */
 static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t *idx,
                           int64_t rows, int d, float scale)
 {
@@ -209,20 +260,14 @@ static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t 
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
 	pthread_mutex_lock(&c->idx_lock);
-	if (rows > c->idx_cap) {
-		int64_t cap = rows > 2 * c->idx_cap ? rows : 2 * c->idx_cap;
-		void *p;
-		if (!(rc = be_cuda_rt(cudaStreamSynchronize(c->stream), "gather")) &&
-		    !(rc = be_cuda_alloc(be, sizeof(int32_t) * (size_t)cap, &p))) {
-			if (c->idx) cudaFree(c->idx);
-			c->idx = p;
-			c->idx_cap = cap;
-		}
+	for (int64_t r0 = 0; r0 < rows && !rc; r0 += BE_CUDA_IDX_ROWS) {
+		int64_t n = rows - r0 < BE_CUDA_IDX_ROWS ? rows - r0 : BE_CUDA_IDX_ROWS;
+		rc = be_cuda_rt(c, cudaMemcpyAsync(c->idx, idx + r0, sizeof(int32_t) * (size_t)n,
+		                                   cudaMemcpyHostToDevice, c->stream), "gather indices");
+		if (!rc) rc = be_cuda_k(c, cu_gather(c->stream, y + r0 * d, table, c->idx, n, d, scale),
+		                        "gather");
 	}
-	if (!rc) rc = be_cuda_rt(cudaMemcpyAsync(c->idx, idx, sizeof(int32_t) * (size_t)rows,
-	                                         cudaMemcpyHostToDevice, c->stream), "gather indices");
-	if (!rc) rc = be_cuda_k(cu_gather(c->stream, y, table, c->idx, rows, d, scale), "gather");
-	if (!rc) rc = be_cuda_rt(cudaStreamSynchronize(c->stream), "gather");
+	if (!rc) rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "gather");
 	pthread_mutex_unlock(&c->idx_lock);
 	return rc;
 }
@@ -230,26 +275,26 @@ static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t 
 static int be_cuda_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_transpose(c->stream, y, x, A, B, C), "transpose");
+	return be_cuda_k(c, cu_transpose(c->stream, y, x, A, B, C), "transpose");
 }
 
 static int be_cuda_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_transpose_inplace(c->stream, x, A, C), "transpose in place");
+	return be_cuda_k(c, cu_transpose_inplace(c->stream, x, A, C), "transpose in place");
 }
 
 static int be_cuda_rotary(be_t *be, float *x, int T, int H, int D, const float *inv_freq)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_rotary(c->stream, x, T, H, D, inv_freq), "rotary");
+	return be_cuda_k(c, cu_rotary(c->stream, x, T, H, D, inv_freq), "rotary");
 }
 
 static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni,
                          int L, int ch)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(cu_outer(c->stream, y, q, k, i0, ni, L, ch), "outer");
+	return be_cuda_k(c, cu_outer(c->stream, y, q, k, i0, ni, L, ch), "outer");
 }
 
 /* the resources of c that exist, in reverse order of creation */
@@ -258,8 +303,7 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 	cudaSetDevice(c->device);
 	if (c->stream) cudaStreamSynchronize(c->stream);
 	if (c->blas) cublasDestroy(c->blas);
-	if (c->blas_ws) cudaFree(c->blas_ws);
-	if (c->idx) cudaFree(c->idx);
+	if (c->ws) cudaFree(c->ws);
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
 	pthread_mutex_destroy(&c->idx_lock);
@@ -300,6 +344,49 @@ int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 	return 0;
 }
 
+/* 1 when kernels built for the architectures archs ("80,86,90", PTX of
+ * ptx) run on a card of compute capability cc (10 * major + minor): a
+ * cubin runs on its own major version at the same or a higher minor, PTX
+ * is compiled at load time for its own or any newer card */
+static int be_cuda_arch_runs(int cc, const char *archs, int ptx)
+{
+	const char *p = archs;
+
+	if (ptx > 0 && cc >= ptx) return 1;
+	while (p && *p) {
+		int a = atoi(p);
+		if (a > 0 && a / 10 == cc / 10 && a % 10 <= cc % 10) return 1;
+		p = strchr(p, ',');
+		if (p) p++;
+	}
+	return 0;
+}
+
+#ifndef ESMBATCH_CUDA_ARCHS
+#define ESMBATCH_CUDA_ARCHS "90"
+#endif
+#ifndef ESMBATCH_CUDA_PTX
+#define ESMBATCH_CUDA_PTX 90
+#endif
+
+int be_cuda_check_arch(int device)
+{
+	struct cudaDeviceProp prop;
+	int cc;
+
+	if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) {
+		cudaGetLastError();   /* no such device: be_cuda_init says so */
+		return 0;
+	}
+	cc = 10 * prop.major + prop.minor;
+	if (be_cuda_arch_runs(cc, ESMBATCH_CUDA_ARCHS, ESMBATCH_CUDA_PTX)) return 0;
+	log_error("cuda:%d (%s, compute capability %d.%d) refused: this build has kernels for "
+	          "sm_{%s} and PTX for compute_%d only; rebuild with ./configure "
+	          "--with-cuda-arch=%s,%d", device, prop.name, prop.major, prop.minor,
+	          ESMBATCH_CUDA_ARCHS, ESMBATCH_CUDA_PTX, ESMBATCH_CUDA_ARCHS, cc);
+	return -1;
+}
+
 int be_cuda_count(void)
 {
 	int n = 0;
@@ -338,21 +425,22 @@ be_t *be_cuda_init(int device)
 	snprintf(c->name, sizeof c->name, "cuda:%d", device);
 	c->compute = CUBLAS_COMPUTE_32F;
 	pthread_mutex_init(&c->idx_lock, NULL);
-	if (be_cuda_rt(cudaSetDevice(device), "cudaSetDevice") ||
-	    be_cuda_rt(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties") ||
-	    be_cuda_rt(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
-	    be_cuda_blas(cublasCreate(&c->blas), "cublasCreate") ||
-	    be_cuda_blas(cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
-	    be_cuda_rt(cudaMalloc(&c->blas_ws, BE_CUDA_BLAS_WS), "cuBLAS workspace") ||
+	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
+	    be_cuda_rt(c, cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties") ||
+	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
+	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
+	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
+	    be_cuda_rt(c, cudaMalloc(&c->ws, BE_CUDA_WS), "workspace") ||
 	    /* after cublasSetStream, which resets the workspace */
-	    be_cuda_blas(cublasSetWorkspace(c->blas, c->blas_ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")) {
+	    be_cuda_blas(c, cublasSetWorkspace(c->blas, c->ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")) {
 		be_cuda_release(c);
 		free(be);
 		return NULL;
 	}
+	c->idx = (int32_t *)((char *)c->ws + BE_CUDA_BLAS_WS);
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
-		.workspace = BE_CUDA_BLAS_WS,
+		.workspace = BE_CUDA_WS,
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,

@@ -23,4 +23,11 @@ int be_cuda_count(void);
  * without CUDA). */
 int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec);
 
+/* 0 when this binary's kernels run on CUDA device `device` (or there is no
+ * such device: be_cuda_init reports that); -1, with one log line naming the
+ * device and the configure option to rebuild with, when its compute
+ * capability is neither among the architectures built (ESMBATCH_CUDA_ARCHS)
+ * nor at or above the PTX carried (ESMBATCH_CUDA_PTX). */
+int be_cuda_check_arch(int device);
+
 #endif

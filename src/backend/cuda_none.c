@@ -20,3 +20,9 @@ int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
 {
 	return -EINVAL;
 }
+
+int be_cuda_check_arch(int device)
+{
+	(void)device;
+	return 0;
+}

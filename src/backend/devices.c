@@ -140,6 +140,15 @@ int dev_precision(be_t *be, be_prec_t prec)
 	return 0;
 }
 
+int dev_runnable(const char *spec)
+{
+	int dev = 0;
+
+	if (!spec || strncmp(spec, "cuda", 4) != 0) return 0;
+	if (strcmp(spec, "cuda") != 0 && sscanf(spec, "cuda:%d", &dev) != 1) return 0;   /* dev_open says */
+	return be_cuda_check_arch(dev);
+}
+
 be_t *dev_open(const char *spec, int threads)
 {
 	be_t *be = NULL;
@@ -152,6 +161,7 @@ be_t *dev_open(const char *spec, int threads)
 			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", spec);
 			return NULL;
 		}
+		if (be_cuda_check_arch(dev) < 0) return NULL;   /* logged */
 		be = be_cuda_init(dev);
 		if (!be && spec) {
 			log_error("--devices %s: no such CUDA device", spec);

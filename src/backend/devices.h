@@ -20,6 +20,11 @@
  * after one logged line. */
 be_t *dev_open(const char *spec, int threads);
 
+/* 0 when device spec can run this binary's kernels (always, but for a CUDA
+ * card whose compute capability the build lacks: -1, logged in one line
+ * naming it and what to rebuild with) */
+int dev_runnable(const char *spec);
+
 /* Apply --precision to a backend from dev_open and log what it computes
  * with (be->precision).  CUDA: auto = bf16 GEMM inputs, else fp32 or fp16;
  * every GEMM accumulates in fp32, and every other op (norms, softmax

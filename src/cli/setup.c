@@ -16,9 +16,11 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		dev_split_free(spec, n);
 		return -1;
 	}
-	*ndev = n;
 	for (int i = 0; i < n; i++) {
-		sched_dev_t *d = &(*devs)[i];
+		/* a card the binary cannot run is left out (one line); the run
+		 * goes on with the others */
+		if (dev_runnable(spec[i]) < 0) continue;
+		sched_dev_t *d = &(*devs)[(*ndev)++];
 		d->spec = spec[i];
 		spec[i] = NULL;
 		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
@@ -33,7 +35,11 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
 		         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
 	}
-	free(spec);
+	if (*ndev == 0) {
+		log_error("no device left to run on: every device given was refused");
+		goto fail;
+	}
+	dev_split_free(spec, n);
 	return 0;
 fail:
 	dev_split_free(spec, n);

@@ -44,6 +44,7 @@ static int fwd_fault_due(void)
 int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
 {
 	void *p = NULL;
+	int rc;
 
 	memset(fx, 0, sizeof *fx);
 	fx->be = be;
@@ -52,8 +53,13 @@ int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
 	if (fwd_fault_due())
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
 		               arena_size, be->name);
-	if (arena_size && be->alloc(be, arena_size, &p) < 0)
+	if (arena_size && (rc = be->alloc(be, arena_size, &p)) < 0) {
+		/* a lost device is not out of memory: smaller would fail too */
+		if (rc == STATUS_DEVICE)
+			return fwd_fail(fx, STATUS_DEVICE, "cannot reserve a %zu-byte arena on %s: the device is lost",
+			                arena_size, be->name);
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s", arena_size, be->name);
+	}
 	fx->arena = p;
 	fx->arena_size = arena_size;
 	return 0;
@@ -275,15 +281,19 @@ tensor_t tensor_reshape3(tensor_t t, int64_t a, int64_t b, int64_t c) { return t
 void fwd_get(fwd_t *fx, tensor_t t, float *host)
 {
 	if (fx->planning || fx->err || !tensor_numel(t)) return;
-	if (fx->be->download(fx->be, host, t.d, tensor_numel(t) * sizeof(float)) < 0)
-		fwd_fail(fx, -1, "%s: copy to host failed", fx->be->name);
+	int rc = fx->be->download(fx->be, host, t.d, tensor_numel(t) * sizeof(float));
+	if (rc < 0)
+		fwd_fail(fx, rc == STATUS_DEVICE ? rc : -1, "%s: copy to host failed%s", fx->be->name,
+		         rc == STATUS_DEVICE ? ": the device is lost" : "");
 }
 
 void fwd_set(fwd_t *fx, tensor_t t, const float *host)
 {
 	if (fx->planning || fx->err || !tensor_numel(t)) return;
-	if (fx->be->upload(fx->be, t.d, host, tensor_numel(t) * sizeof(float)) < 0)
-		fwd_fail(fx, -1, "%s: copy to device failed", fx->be->name);
+	int rc = fx->be->upload(fx->be, t.d, host, tensor_numel(t) * sizeof(float));
+	if (rc < 0)
+		fwd_fail(fx, rc == STATUS_DEVICE ? rc : -1, "%s: copy to device failed%s", fx->be->name,
+		         rc == STATUS_DEVICE ? ": the device is lost" : "");
 }
 
 /* --- the emit hook ---------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* ops.c - shape checks and dispatch for the op layer (see ops.h). */
 #include "util/log.h"
 #include "compute/ops.h"
+#include "util/status.h"
 
 static int64_t op_last(tensor_t t) { return t.nd ? t.ne[t.nd - 1] : 0; }
 
@@ -15,7 +16,8 @@ static int op_check(fwd_t *fx, int ok, const char *op, const char *what)
 
 static void op_status(fwd_t *fx, int rc, const char *op)
 {
-	if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
+	if (rc == STATUS_DEVICE) fwd_fail(fx, rc, "%s: %s: the device is lost", op, fx->be->name);
+	else if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
 }
 
 void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)

@@ -303,7 +303,8 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	}
 	if (fx.err) {
 		snprintf(err, errcap, "%s", fx.errmsg);
-		rc = fx.err == STATUS_OOM || fx.err == STATUS_PLAN ? fx.err : STATUS_FAIL;
+		rc = fx.err == STATUS_OOM || fx.err == STATUS_PLAN || fx.err == STATUS_DEVICE ?
+		     fx.err : STATUS_FAIL;
 		fwd_end(&fx);
 		return rc;
 	}

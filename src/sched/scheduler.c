@@ -44,6 +44,9 @@ struct sched {
 	pthread_cond_t  cond;
 	sched_ev_t     *head, **tail;   /* events not yet written, oldest first */
 	pthread_mutex_t out;       /* held by the one thread on the output step */
+	int            *gone;      /* [ndev] 1: the device is lost, retired */
+	int             nlive;     /* devices not retired */
+	char            lost[200]; /* why the last device was retired */
 };
 
 double sched_now(void)
@@ -98,6 +101,7 @@ static int64_t sched_best_fit(const sched_t *s, sched_item_t *it, int chunk, int
 	int64_t best = -1;
 	*quota = -1;
 	for (int i = 0; i < s->ndev; i++) {
+		if (s->gone[i]) continue;
 		int64_t q = sched_quota(s, i, it, chunk);
 		if (q < 0) continue;
 		if (*quota < 0 || q < *quota) *quota = q;
@@ -197,6 +201,12 @@ static int sched_place(sched_t *s, int i, int c0)
 	int64_t q = -1;
 	int L = it->len;
 
+	if (s->nlive == 0) {   /* every device retired: nothing smaller would help */
+		it->state = SCHED_FAILED;
+		sched_item_end(it);
+		snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
+		return 0;
+	}
 	if (c0 == 0) c0 = sched_cache_chunk(s, L);
 	for (int c = c0; c >= 0; c = sched_next_chunk(c, L)) {
 		if (sched_best_fit(s, it, c, &q) >= 0) {
@@ -221,8 +231,13 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 	sched_t *s = calloc(1, sizeof *s);
 
 	if (!s) return NULL;
+	if (!(s->gone = calloc(ndev > 0 ? ndev : 1, sizeof *s->gone))) {
+		free(s);
+		return NULL;
+	}
 	s->dev = devs;
 	s->ndev = ndev;
+	s->nlive = ndev;
 	s->o = *o;
 	s->tail = &s->head;
 	pthread_mutex_init(&s->lock, NULL);
@@ -256,6 +271,7 @@ void sched_free(sched_t *s)
 		free(s->it[i].seq);
 	}
 	free(s->it);
+	free(s->gone);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->out);
@@ -424,6 +440,53 @@ static int sched_settled(const sched_t *s, int rec)
 	return 1;
 }
 
+/* Device di is lost (a sticky error poisoned its context; why: the fold's
+ * error): its workers take no more work, and every item waiting -- the
+ * caller's own, set back to waiting, among them -- is placed again over
+ * the devices left, or failed with the reason when none is left.  One log
+ * line; the records this settles are queued.  Lock held. */
+static void sched_retire(sched_t *s, int di, const char *why)
+{
+	int n = s->n, maxrec = 0, nwait = 0;
+	unsigned char *was = NULL, *open = NULL;
+
+	s->gone[di] = 1;
+	s->nlive--;
+	snprintf(s->lost, sizeof s->lost, "%s lost (%s)", s->dev[di].be->name, why);
+	for (int i = 0; i < n; i++) {
+		if (s->it[i].rec > maxrec) maxrec = s->it[i].rec;
+		nwait += s->it[i].state == SCHED_WAIT;
+	}
+	log_error("device %s retired: %s; %d item%s waiting %s", s->dev[di].be->name, why, nwait,
+	          nwait == 1 ? "" : "s", s->nlive ? "go to the other devices" : "fail: no device left");
+	/* was[i]: item i is placed again here; open[rec]: rec has an item
+	 * waiting or running after it (no allocation: settled per item) */
+	was = calloc(n > 0 ? (size_t)n : 1, 1);
+	open = calloc((size_t)maxrec + 1, 1);
+	for (int i = 0; i < n; i++) {
+		if (s->it[i].state != SCHED_WAIT) continue;
+		if (was) was[i] = 1;
+		if (sched_place(s, i, s->o.chunk) < 0) s->it[i].state = SCHED_FAILED;
+	}
+	if (!was || !open) {
+		for (int i = 0; i < n; i++)
+			if (s->it[i].state == SCHED_FAILED && sched_settled(s, s->it[i].rec))
+				sched_log_settled(s, s->it[i].rec);
+		goto done;
+	}
+	for (int i = 0; i < s->n; i++)
+		if (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN) open[s->it[i].rec] = 1;
+	for (int i = 0; i < s->n; i++) {
+		int rec = s->it[i].rec;
+		if ((i < n && !was[i]) || s->it[i].state != SCHED_FAILED || open[rec]) continue;
+		open[rec] = 1;   /* logged once */
+		sched_log_settled(s, rec);
+	}
+done:
+	free(was);
+	free(open);
+}
+
 /* one worker on device di */
 static void sched_worker(sched_t *s, int di, int wi)
 {
@@ -437,8 +500,8 @@ static void sched_worker(sched_t *s, int di, int wi)
 	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		int any, i;
-		if (*s->o.stop) break;
+		int any, i, retired = 0;
+		if (*s->o.stop || s->gone[di]) break;
 		i = sched_pick(s, d, &any);
 		if (i < 0) {
 			if (!any && s->running == 0) break;   /* nothing will ever come */
@@ -497,6 +560,16 @@ static void sched_worker(sched_t *s, int di, int wi)
 			} else if (sched_split(s, i) < 0) {
 				log_error("record %d: cannot queue its halves", s->it[i].rec);
 			}
+		} else if (rc == STATUS_DEVICE) {
+			/* not this record's fault: it goes back with the rest */
+			sched_log_fold(s, it, NULL, "lost");
+			it->state = SCHED_WAIT;
+			if (!s->gone[di]) {
+				sched_retire(s, di, err);
+				retired = 1;
+			} else if (sched_place(s, i, s->o.chunk) < 0) {
+				s->it[i].state = SCHED_FAILED;
+			}
 		} else {
 			if (rc == STATUS_PLAN)
 				log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
@@ -507,7 +580,7 @@ static void sched_worker(sched_t *s, int di, int wi)
 			sched_log_fold(s, it, NULL, "failed");
 		}
 		it = &s->it[i];
-		if (it->state == SCHED_FAILED && sched_settled(s, it->rec))
+		if (it->state == SCHED_FAILED && !retired && sched_settled(s, it->rec))
 			sched_log_settled(s, it->rec);
 		s->running--;
 		pthread_cond_broadcast(&s->cond);

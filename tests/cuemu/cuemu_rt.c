@@ -5,7 +5,9 @@
  * (CUEMU_FAIL_MALLOC=N also refuses the Nth cudaMalloc of the process),
  * streams whose work waits until a synchronising call, the host thread's
  * last error and the sticky error of a device (CUEMU_FAIL_LAUNCH=N: the Nth
- * kernel launch fails with cudaErrorLaunchFailure, sticky), CUEMU_REVERSE=1
+ * kernel launch fails with cudaErrorLaunchFailure, sticky; N@D: the Nth
+ * launch on device D), CUEMU_CC=86[,90...] gives each device its compute
+ * capability (default 90), CUEMU_REVERSE=1
  * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
  * cudaMalloc and kernel launch (number, size or name, device) on stderr. */
 
@@ -36,6 +38,8 @@ struct CUstream_st {
 
 typedef struct {
 	size_t              mem, used;
+	int                 cc;         /* compute capability, 10 * major + minor */
+	long                nlaunch;    /* kernel launches on the device */
 	cudaError_t         sticky;
 	struct CUstream_st  legacy;     /* stream 0 */
 	struct CUstream_st *streams;
@@ -57,7 +61,7 @@ static struct {
 	pthread_once_t  once;
 	pthread_mutex_t lock;      /* everything below, and the queues */
 	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
-	int             ndev, reverse, trace;
+	int             ndev, reverse, trace, fail_dev;
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
@@ -85,8 +89,9 @@ static size_t parse_size(const char *s)
 
 static void rt_init(void)
 {
-	const char *e = getenv("CUEMU_DEVICES"), *m = getenv("CUEMU_MEM");
+	const char *e = getenv("CUEMU_DEVICES"), *m = getenv("CUEMU_MEM"), *cc = getenv("CUEMU_CC");
 	size_t mem = 16ull << 30;
+	int ccv = 90;
 
 	rt.ndev = e ? atoi(e) : 1;
 	if (rt.ndev < 0) rt.ndev = 0;
@@ -96,12 +101,18 @@ static void rt_init(void)
 			mem = parse_size(m);
 			m = strchr(m, ',') ? strchr(m, ',') + 1 : NULL;
 		}
+		if (cc && *cc) {
+			ccv = atoi(cc);
+			cc = strchr(cc, ',') ? strchr(cc, ',') + 1 : NULL;
+		}
 		rt.dev[d].mem = mem;
+		rt.dev[d].cc = ccv;
 		rt.dev[d].legacy.dev = d;
 	}
 	rt.reverse = (e = getenv("CUEMU_REVERSE")) && atoi(e);
 	rt.fail_malloc = (e = getenv("CUEMU_FAIL_MALLOC")) ? atol(e) : 0;
 	rt.fail_launch = (e = getenv("CUEMU_FAIL_LAUNCH")) ? atol(e) : 0;
+	rt.fail_dev = e && strchr(e, '@') ? atoi(strchr(e, '@') + 1) : -1;
 	rt.trace = (e = getenv("CUEMU_TRACE")) && atoi(e);
 }
 
@@ -202,12 +213,13 @@ typedef struct {
 	cuemu_grid_t g;
 	int          dev;
 	long         nth;      /* 1-based launch number */
+	long         dnth;     /* 1-based launch number on the device */
 } cuemu_kop_t;
 
 static void kernel_run(void *arg)
 {
 	cuemu_kop_t *k = arg;
-	if (k->nth == rt.fail_launch) {
+	if (rt.fail_dev < 0 ? k->nth == rt.fail_launch : k->dev == rt.fail_dev && k->dnth == rt.fail_launch) {
 		pthread_mutex_lock(&rt.lock);
 		rt.dev[k->dev].sticky = cudaErrorLaunchFailure;
 		pthread_mutex_unlock(&rt.lock);
@@ -247,7 +259,8 @@ void cuemu_launch(const cuemu_grid_t *g, cudaStream_t s)
 		return;
 	}
 	pthread_mutex_lock(&rt.lock);
-	*k = (cuemu_kop_t){ *g, stream_of(s)->dev, ++rt.nlaunch };
+	int dev = stream_of(s)->dev;
+	*k = (cuemu_kop_t){ *g, dev, ++rt.nlaunch, ++rt.dev[dev].nlaunch };
 	pthread_mutex_unlock(&rt.lock);
 	if (rt.trace) fprintf(stderr, "cuemu: launch %ld: %s on device %d\n", k->nth, g->name, k->dev);
 	ret(cuemu_enqueue(s, kernel_run, kernel_drop, k));
@@ -339,8 +352,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 	prop->maxGridSize[0] = 0x7fffffff;
 	prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
 	prop->multiProcessorCount = 1;
-	prop->major = 9;
-	prop->minor = 0;
+	prop->major = rt.dev[device].cc / 10;
+	prop->minor = rt.dev[device].cc % 10;
 	return cudaSuccess;
 }
 

@@ -8,7 +8,18 @@
 #     exit 0, every other PDB byte-identical to the clean run;
 #  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
 #     record: exit 3, a row for every record, the two records folded before
-#     it byte-identical to the clean run.
+#     it byte-identical to the clean run, the device retired in one line,
+#     the records not yet folded failed with the reason (no device left);
+#  4. two devices, a sticky launch failure on the second one's first record
+#     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
+#     goes back and every record is folded on the other, exit 0, every PDB
+#     byte-identical to the clean run;
+#  6. (the clean run) no cudaMalloc during a fold but its arena: the gather
+#     indices live in the worker's workspace, counted in every quota;
+#  5. two devices of compute capability 3.0 (no build has it) and 12.0 (runs
+#     the PTX), every device by default: the first is refused in one line
+#     naming it and the configure option, every record folded on the other,
+#     exit 0; one device of 3.0 alone: exit 1.
 . "${srcdir:-.}/tests/lib.sh"
 bin=${ESMBATCH_CUEMU:-./tests/esmbatch-cuemu}
 w=$demo
@@ -48,6 +59,10 @@ print(' '.join(str(e['reserved'] - int(sys.argv[2])) for e in map(json.loads, op
                if e['event'] == 'fold'))" "$tmp/clean/run.jsonl" "$ws")
 set -- $arenas
 second=$2 third=$3
+# 6. after the worker's workspace (the last of the largest), the arenas only
+extra=$(awk -v ws="$ws" '$2 == "cudaMalloc" { n++; if ($4 == ws) n = 0 } END { print n }' "$tmp/clean.err")
+nfold=$(grep -c '"event":"fold"' "$tmp/clean/run.jsonl")
+[ "$extra" -eq "$nfold" ] || fail "$extra cudaMalloc after the workspace for $nfold folds (arenas only)"
 nmalloc=$(awk -v b="$second" '$2 == "cudaMalloc" && $4 == b { sub(":", "", $3); print $3; exit }' "$tmp/clean.err")
 nlaunch=$(awk -v b="$third" '$2 == "launch" { sub(":", "", $3); n = $3 }
 	$2 == "cudaMalloc" && $4 == b { print n + 10; exit }' "$tmp/clean.err")
@@ -76,5 +91,36 @@ for p in "$tmp"/sticky/*.pdb; do
 	nok=$((nok + 1))
 done
 [ $nok -ge 2 ] || fail "sticky: $nok records folded before the failure, expected 2"
+[ "$(grep -c 'retired' "$tmp/sticky.err")" -eq 1 ] || fail "sticky: not one line retiring the device"
+grep -q 'no device left' "$tmp/sticky/summary.tsv" || fail "sticky: no reason in the summary"
+grep -qi 'out of memory\|retrying smaller' "$tmp/sticky.err" && fail "sticky: treated as out of memory"
+
+# 4. two devices, a sticky launch failure on the second one's first record
+CUEMU_DEVICES=2 CUEMU_MEM=80M,76M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
+	2> "$tmp/lost.err"
+rc=$?
+[ $rc -eq 0 ] || fail "device lost: exit $rc, expected 0"
+[ "$(grep -c 'retired' "$tmp/lost.err")" -eq 1 ] || fail "device lost: not one line retiring cuda:1"
+grep -qi 'out of memory\|retrying smaller' "$tmp/lost.err" && fail "device lost: treated as out of memory"
+grep -q '"device":"cuda:1".*"status":"lost"' "$tmp/lost/run.jsonl" || fail "device lost: no lost fold on cuda:1"
+[ "$(grep '"status":"ok"' "$tmp/lost/run.jsonl" | grep -c '"device":"cuda:1"')" -eq 0 ] ||
+	fail "device lost: cuda:1 folded after its loss"
+[ "$(tail -n +2 "$tmp/lost/summary.tsv" | cut -f6 | grep -cvx ok)" -eq 0 ] || fail "device lost: $(rows "$tmp/lost")"
+for p in "$tmp"/clean/*.pdb; do
+	cmp -s "$p" "$tmp/lost/$(basename "$p")" || fail "device lost: $(basename "$p") differs from the clean run"
+done
+
+# 5. a device the binary cannot run
+CUEMU_DEVICES=2 CUEMU_CC=30,120 run -o "$tmp/cc" 2> "$tmp/cc.err"
+rc=$?
+[ $rc -eq 0 ] || fail "compute capability 3.0 beside 12.0: exit $rc, expected 0"
+[ "$(grep -c 'refused' "$tmp/cc.err")" -eq 1 ] &&
+	grep 'refused' "$tmp/cc.err" | grep 'cuda:0' | grep -q -- '--with-cuda-arch=.*30' ||
+	fail "compute capability 3.0: not one line naming cuda:0 and what to rebuild with"
+[ "$(tail -n +2 "$tmp/cc/summary.tsv" | cut -f6 | grep -cvx ok)" -eq 0 ] || fail "cc: $(rows "$tmp/cc")"
+grep -q '"device":"cuda:0"' "$tmp/cc/run.jsonl" && fail "cc: the refused device is in the run"
+CUEMU_DEVICES=1 CUEMU_CC=30 run -o "$tmp/cc1" --devices cuda:0 2> "$tmp/cc1.err"
+rc=$?
+[ $rc -eq 1 ] || fail "compute capability 3.0 alone: exit $rc, expected 1"
 
 finish

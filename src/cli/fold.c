@@ -473,13 +473,14 @@ static void fold_settled(void *ctx, const sched_t *s, int rec)
 
 static void fold_close(fold_run_t *r)
 {
+	/* the weights' buffers are freed by their backends: before the devices close */
+	weights_close(r->wt);
 	setup_devs_close(r->dev, r->ndev);
 	for (int i = 0; i < r->nrec; i++) {
 		job_free(&r->rec[i].job);
 		free(r->rec[i].row);
 	}
 	free(r->rec);
-	weights_close(r->wt);
 	if (r->jsonl) fclose(r->jsonl);
 	if (r->done) fclose(r->done);
 	json_decref(r->prev);

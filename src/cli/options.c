@@ -38,6 +38,7 @@ void opt_free(opt_t *o)
 	free(o->input);
 	free(o->outdir);
 	free(o->weights);
+	free(o->lm_weights);
 	free(o->names);
 	free(o->devices);
 	free(o->dump_tensors);
@@ -75,7 +76,11 @@ void opt_usage(FILE *fp)
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
 "  -o, --outdir DIR        output directory (fold); the table (calibrate)\n"
-"  -w, --weights FILE      ESMFold safetensors (default: $ESMBATCH_WEIGHTS)\n"
+"  -w, --weights FILE      ESMFold weights: safetensors, or a PyTorch checkpoint\n"
+"                          (pytorch_model.bin, esmfold_3B_v1.pt); a comma list\n"
+"                          names the language model too (default: $ESMBATCH_WEIGHTS)\n"
+"      --lm-weights FILE   fair-esm's language model (esm2_t36_3B_UR50D.pt) for\n"
+"                          a --weights esmfold_3B_v1.pt\n"
 "      --names FILE        only the records named in FILE (one per line);\n"
 "                          uses FILE.fai random access when present\n"
 "      --strict            a bad record is a fatal error\n"
@@ -112,13 +117,14 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM
+	O_CPUMEM, O_LMWEIGHTS
 };
 
 static const struct option long_opts[] = {
 	{ "input",        required_argument, NULL, 'i' },
 	{ "outdir",       required_argument, NULL, 'o' },
 	{ "weights",      required_argument, NULL, 'w' },
+	{ "lm-weights",   required_argument, NULL, O_LMWEIGHTS },
 	{ "names",        required_argument, NULL, O_NAMES },
 	{ "strict",       no_argument,       NULL, O_STRICT },
 	{ "chunk-size",   required_argument, NULL, O_CHUNK },
@@ -201,6 +207,7 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
 		case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
 		case 'w': if (set_str(&o->weights, "--weights", optarg)) return -1; break;
+		case O_LMWEIGHTS: if (set_str(&o->lm_weights, "--lm-weights", optarg)) return -1; break;
 		case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
 		case O_STRICT: o->strict = 1; break;
 		case O_CHUNK:
@@ -267,6 +274,17 @@ int opt_parse(opt_t *o, int argc, char **argv)
 	if (optind < argc) {
 		log_error("unexpected argument '%s' (try --help)", argv[optind]);
 		return -1;
+	}
+	/* --lm-weights: the second file of the weights list */
+	if (o->lm_weights) {
+		char *both = NULL;
+		if (!o->weights) {
+			log_error("--lm-weights %s: give the folding model with --weights too", o->lm_weights);
+			return -1;
+		}
+		if (asprintf(&both, "%s,%s", o->weights, o->lm_weights) < 0) return -1;
+		free(o->weights);
+		o->weights = both;
 	}
 	/* -v and -q count against each other, whatever their order */
 	o->verbosity += vdelta;

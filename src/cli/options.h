@@ -36,7 +36,9 @@ typedef struct {
 	int        help;          /* -h/--help given: print usage, exit 0 */
 	char      *input;         /* -i: FASTA path, "-" = stdin; NULL = unset */
 	char      *outdir;        /* -o */
-	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS */
+	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS; with
+	                             --lm-weights: "WEIGHTS,LM" */
+	char      *lm_weights;    /* --lm-weights */
 	char      *names;         /* --names: file of record names to fold */
 	int        strict;        /* --strict: a bad record is fatal */
 	int        chunk_size;    /* --chunk-size: 0 = auto */

@@ -6,7 +6,8 @@
 # --lm-weights or as a comma list, with config.json beside them or with only
 # the checkpoints' cfg) gives identical PDBs but for the fingerprint line;
 # the fp16 checkpoints fold.  The legacy file and every file of the hostile
-# catalogue are refused: one error line, exit 1, no crash.
+# catalogue are refused: one error line, exit 1, no crash.  `convert` and
+# `version --weights` on the checkpoints.
 set -u
 srcdir=${srcdir:-.}
 bin=${ESMBATCH:-./esmbatch}
@@ -55,6 +56,24 @@ for fx in tiny_a tiny_b; do
 	run fp16 "$d/pytorch_model_fp16.bin"
 	[ "$(ls "$tmp/$fx.fp16"/*.pdb | wc -l)" -eq "$(ls "$tmp/$fx.st"/*.pdb | wc -l)" ] || fail "$fx fp16: PDBs missing"
 done
+
+# convert: the pair as one safetensors file (+ config.json) folds alike; the
+# converted pytorch_model.bin has the safetensors fixture's fingerprint
+d=$srcdir/tests/data/tiny_a
+mkdir -p "$tmp/conv" "$tmp/conv2"
+"$bin" convert -q --weights "$d/esmfold.pt" --lm-weights "$d/esm2.pt" -o "$tmp/conv/pair.safetensors" ||
+	fail "convert the pair: exit $?"
+[ -s "$tmp/conv/config.json" ] || fail "convert: no config.json beside its output"
+"$bin" -q -t 2 -i "$tmp/tiny_a.fa" -o "$tmp/tiny_a.conv" --weights "$tmp/conv/pair.safetensors" ||
+	fail "fold from the converted pair: exit $?"
+same "$tmp/tiny_a.st" "$tmp/tiny_a.conv" nofp || fail "the converted pair folds differently"
+"$bin" convert -q --weights "$d/pytorch_model.bin" -o "$tmp/conv2/bin.safetensors" || fail "convert the .bin: exit $?"
+fp() { "$bin" version --weights "$1" | sed -n 's/^fingerprint: //p'; }
+[ "$(fp "$tmp/conv2/bin.safetensors")" = "$(fp "$d/weights.safetensors")" ] ||
+	fail "converted pytorch_model.bin: fingerprint $(fp "$tmp/conv2/bin.safetensors"), not $(fp "$d/weights.safetensors")"
+"$bin" version --weights "$d/pytorch_model.bin" | grep -q '^parameters: 399948$' || fail "version --weights: parameter count"
+"$bin" version --weights "$srcdir/tests/data/tiny_b/pytorch_model_fp16.bin" | grep -q '^dtype F16: ' ||
+	fail "version --weights: no F16 line for the fp16 checkpoint"
 
 # refused: one error line naming the file, exit 1
 for f in legacy.pt hostile/truncated.pt hostile/offset_past.pt hostile/os_system.pt \

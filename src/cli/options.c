@@ -47,7 +47,7 @@ void opt_free(opt_t *o)
 	memset(o, 0, sizeof *o);
 }
 
-static const char *cmd_names[] = { "fold", "plan", "calibrate", "version" };
+static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert" };
 
 const char *opt_cmd_name(opt_cmd_t c)
 {
@@ -60,13 +60,18 @@ void opt_usage(FILE *fp)
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
 "       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
-"       esmbatch version | --version | --help\n"
+"       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
+"       esmbatch version [--weights W] | --version | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
 "ESMFold: one PDB per sequence plus a summary table.\n"
 "\n"
 "Commands:\n"
 "  fold        fold the records (the default when no command is given)\n"
+"  convert     write the weights (any layout --weights reads) as one\n"
+"              safetensors file, with config.json beside it\n"
+"  version     the version; with --weights, the weights' fingerprint, dtypes,\n"
+"              parameter count and the published checkpoint they match\n"
 "  plan        print records, residues, longest and quota per length bucket;\n"
 "              with --weights (or a manifest), the plan per device: budgets,\n"
 "              how many run at once per bucket, expected peak, order of work\n"
@@ -206,7 +211,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		switch (c) {
 		case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
 		case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
-		case 'w': if (set_str(&o->weights, "--weights", optarg)) return -1; break;
+		case 'w':
+			if (set_str(&o->weights, "--weights", optarg)) return -1;
+			o->weights_given = 1;
+			break;
 		case O_LMWEIGHTS: if (set_str(&o->lm_weights, "--lm-weights", optarg)) return -1; break;
 		case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
 		case O_STRICT: o->strict = 1; break;
@@ -303,6 +311,13 @@ int opt_validate(const opt_t *o)
 		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
 		          be_prec_name(o->precision), o->devices);
 		return -1;
+	}
+	if (o->cmd == OPT_CMD_CONVERT) {
+		if (!o->weights || !o->outdir) {
+			log_error("convert: give --weights IN and -o OUT.safetensors");
+			return -1;
+		}
+		return 0;
 	}
 	if (o->cmd == OPT_CMD_CALIBRATE) {
 		if (!o->weights) {

@@ -28,7 +28,8 @@ typedef enum {
 	OPT_CMD_FOLD = 0,  /* the default */
 	OPT_CMD_PLAN,
 	OPT_CMD_CALIBRATE,
-	OPT_CMD_VERSION
+	OPT_CMD_VERSION,
+	OPT_CMD_CONVERT
 } opt_cmd_t;
 
 typedef struct {
@@ -39,6 +40,7 @@ typedef struct {
 	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS; with
 	                             --lm-weights: "WEIGHTS,LM" */
 	char      *lm_weights;    /* --lm-weights */
+	int        weights_given; /* --weights was on the command line */
 	char      *names;         /* --names: file of record names to fold */
 	int        strict;        /* --strict: a bad record is fatal */
 	int        chunk_size;    /* --chunk-size: 0 = auto */

@@ -41,6 +41,7 @@ struct wt {
 	int         ne, cape;
 	int         recording; /* weights_open_record: e[].name owned, appended */
 	cfg_t       cfg;
+	char       *cfg_json;  /* the configuration's text */
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	struct { be_t *be; void *p; } *buf;
@@ -214,20 +215,29 @@ static int weights_load_cfg(weights_t *w, const char *first)
 	if (slash) slash[1] = 0;
 	if (asprintf(&cpath, "%sconfig.json", slash ? dir : "") < 0) cpath = NULL;
 	if (cpath && (f = fopen(cpath, "r"))) {
+		json_t *j;
 		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
+		if (rc == 0 && (j = json_load_file(cpath, 0, NULL))) {
+			w->cfg_json = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+			json_decref(j);
+		}
 	} else if (w->st && (meta = safetensors_meta(w->st, "config"))) {
 		rc = cfg_parse(&w->cfg, meta, w->path);
+		w->cfg_json = strdup(meta);
 	} else if (w->st) {
 		log_error("%s: no config.json beside the weights and no \"config\" in its metadata", w->path);
 	} else if (weights_cfg_from_checkpoints(w, &text) == 0) {
 		log_info("%s: no config.json beside it: configuration from the checkpoint's cfg (the rest as published esmfold_v1)",
 		         w->path);
 		rc = cfg_parse(&w->cfg, text, w->path);
+		w->cfg_json = text;
+		text = NULL;
 	} else {
 		log_info("%s: no config.json beside it and no cfg in the checkpoint: the published esmfold_v1 configuration",
 		         w->path);
 		rc = cfg_parse(&w->cfg, cfg_published_json(), w->path);
+		w->cfg_json = strdup(cfg_published_json());
 	}
 	free(text);
 	free(cpath);
@@ -413,11 +423,20 @@ void weights_close(weights_t *w)
 	free(w->tt);
 	json_decref(w->manifest);
 	free(w->e);
+	free(w->cfg_json);
 	free(w->path);
 	free(w);
 }
 
 const cfg_t *weights_cfg(const weights_t *w) { return &w->cfg; }
+const char  *weights_cfg_json(const weights_t *w) { return w->cfg_json; }
+int          weights_tensor_count(const weights_t *w) { return w->ntt; }
+
+const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char **name)
+{
+	*name = w->tt[i].name;
+	return w->tt[i].t;
+}
 const char *weights_fingerprint(const weights_t *w) { return w->fp; }
 int64_t     weights_f32_bytes(const weights_t *w) { return w->f32_bytes; }
 const char *weights_path(const weights_t *w) { return w->path; }

@@ -18,6 +18,7 @@
 
 #include <stdint.h>
 
+#include "io/safetensors.h"
 #include "backend/backend.h"
 #include "model/hparams.h"
 #include "compute/ops.h"
@@ -39,6 +40,15 @@ int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
 const cfg_t *weights_cfg(const weights_t *w);
+/* The configuration's JSON text: config.json's, the metadata's, or the one
+ * built from a checkpoint's cfg or the published defaults (owned by w). */
+const char  *weights_cfg_json(const weights_t *w);
+
+/* The tensors of a weights file (safetensors or checkpoints; 0 for a
+ * manifest or a recorder) in model-name order: 0..weights_tensor_count()-1.
+ * *name gets the model's name (t->name is the file's own); owned by w. */
+int                         weights_tensor_count(const weights_t *w);
+const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char **name);
 /* 16 hex digits identifying the weights (hash of header and size) */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);

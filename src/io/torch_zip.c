@@ -684,6 +684,15 @@ static int torch_zip_unpickle(torch_zip_pickle_t *pk)
 	}
 }
 
+int torch_zip_pickle_check(const void *p, size_t n, const char *what)
+{
+	torch_zip_pickle_t pk = { .path = what, .p = p, .len = n };
+	int rc = torch_zip_unpickle(&pk);
+
+	torch_zip_pickle_free(&pk);
+	return rc < 0 ? -1 : 0;
+}
+
 /* --- the zip container --------------------------------------------------- */
 
 static int torch_zip_cmp_entry(const void *a, const void *b)

@@ -58,6 +58,11 @@ const char *torch_zip_path(const torch_zip_t *tz);
  * written so.  Owned by tz. */
 const char *torch_zip_cfg_json(const torch_zip_t *tz);
 
+/* Run the pickle reader over n bytes of a data.pkl (what: its name for
+ * messages) and discard the result: 0 if it is a pickle the reader accepts,
+ * negative (one logged line) otherwise.  For the fuzzer and the tests. */
+int torch_zip_pickle_check(const void *p, size_t n, const char *what);
+
 /* Drop t's pages of the mapping from the resident set (see safetensors_release). */
 void torch_zip_release(const torch_zip_t *tz, const safetensors_tensor_t *t);
 

@@ -52,6 +52,12 @@ for fx in tiny_a tiny_b; do
 			--lm-weights "$tmp/nocfg/esm2.pt" 2> "$tmp/nocfg.log" || fail "$fx nocfg: exit $?"
 		grep -q "configuration from the checkpoint's cfg" "$tmp/nocfg.log" || fail "$fx nocfg: no log line on the cfg"
 		same "$tmp/$fx.st" "$tmp/$fx.nocfg" nofp || fail "$fx: the pair without config.json folds differently"
+		# a tiny pytorch_model.bin alone: the published configuration does not fit, one line
+		cp "$d/pytorch_model.bin" "$tmp/nocfg/"
+		"$bin" -q -i "$tmp/$fx.fa" -o "$tmp/$fx.nofit" --weights "$tmp/nocfg/pytorch_model.bin" 2> "$tmp/err"
+		rc=$?
+		[ "$rc" -eq 1 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ] && grep -q "does not fit the configuration" "$tmp/err" ||
+			fail "$fx: a checkpoint that does not fit the published configuration: exit $rc, $(head -3 "$tmp/err")"
 	fi
 	run fp16 "$d/pytorch_model_fp16.bin"
 	[ "$(ls "$tmp/$fx.fp16"/*.pdb | wc -l)" -eq "$(ls "$tmp/$fx.st"/*.pdb | wc -l)" ] || fail "$fx fp16: PDBs missing"

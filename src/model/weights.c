@@ -234,8 +234,8 @@ static int weights_load_cfg(weights_t *w, const char *first)
 		w->cfg_json = text;
 		text = NULL;
 	} else {
-		log_info("%s: no config.json beside it and no cfg in the checkpoint: the published esmfold_v1 configuration",
-		         w->path);
+		log_info("%s: no config.json beside it and no cfg in the checkpoint that esmbatch reads: "
+		         "the published esmfold_v1 configuration", w->path);
 		rc = cfg_parse(&w->cfg, cfg_published_json(), w->path);
 		w->cfg_json = strdup(cfg_published_json());
 	}
@@ -243,6 +243,34 @@ static int weights_load_cfg(weights_t *w, const char *first)
 	free(cpath);
 	free(dir);
 	return rc;
+}
+
+/* A checkpoint whose configuration came from elsewhere: a few tensors
+ * that every size hangs on checked first, so that a wrong configuration is
+ * one line, not one per tensor.  0 or -1. */
+static int weights_cfg_fits(const weights_t *w)
+{
+	const cfg_t *c = &w->cfg;
+	const struct { const char *name; int nd; int64_t d0, d1; } key[] = {
+		{ "esm.embeddings.word_embeddings.weight", 2, c->vocab, c->lm_dim },
+		{ "esm.encoder.layer.0.intermediate.dense.weight", 2, c->lm_ffn, c->lm_dim },
+		{ "esm_s_combine", 1, c->lm_layers + 1, 0 },
+		{ "trunk.recycle_s_norm.weight", 1, c->c_s, 0 },
+		{ "trunk.recycle_z_norm.weight", 1, c->c_z, 0 },
+		{ "trunk.structure_module.layer_norm_s.weight", 1, c->sm_c_s, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof key / sizeof *key; i++) {
+		const weights_tensor_t *x = weights_find(w, key[i].name);
+		if (!x) continue;
+		if (x->t->nd != key[i].nd || x->t->shape[0] != key[i].d0 || (key[i].nd == 2 && x->t->shape[1] != key[i].d1)) {
+			log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's config.json beside the weights",
+			          w->path, key[i].name, w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
+			          "the checkpoint's cfg" : "the published esmfold_v1 one");
+			return -1;
+		}
+	}
+	return 0;
 }
 
 /* open one file of PATH (a safetensors file or a PyTorch checkpoint) as file number i */
@@ -298,6 +326,7 @@ weights_t *weights_open(const char *path)
 			goto fail;
 		}
 	if (weights_load_cfg(w, files[0]) < 0) goto fail;
+	if (!w->st && weights_cfg_fits(w) < 0) goto fail;
 	/* fingerprint: every tensor's model name, shape and first 64 bytes of
 	 * data, in name order: the same weights give the same fingerprint in
 	 * either format and naming */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -123,6 +124,17 @@ static void test_sniff(void **state)
 	assert_int_equal(torch_zip_sniff(TEST_DATA "/legacy.pt"), 1);
 	assert_int_equal(torch_zip_sniff(TEST_DATA "/tiny_a/weights.safetensors"), 0);
 	assert_int_equal(torch_zip_sniff(TEST_DATA "/no/such/file"), 0);
+	/* a safetensors header of 640 bytes starts 0x80 0x02 too: not a torch file */
+	{
+		char p[] = "/tmp/esmbatch-sniff.XXXXXX";
+		unsigned char b[16] = { 0x80, 0x02 };
+		int fd = mkstemp(p);
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, b, sizeof b), (int)sizeof b);
+		close(fd);
+		assert_int_equal(torch_zip_sniff(p), 0);
+		unlink(p);
+	}
 }
 
 static void test_refused(void **state)

@@ -872,9 +872,15 @@ static json_t *torch_zip_json(torch_zip_pickle_t *pk, const torch_zip_val_t *v, 
 
 /* --- open ----------------------------------------------------------------- */
 
+/* a legacy torch file opens with a pickled magic number: PROTO 2, LONG1 of
+ * 10 bytes 0x1950a86a20f9469cfc6c */
+static const unsigned char torch_zip_legacy_magic[14] = {
+	0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19
+};
+
 int torch_zip_sniff(const char *path)
 {
-	unsigned char b[4] = { 0 };
+	unsigned char b[sizeof torch_zip_legacy_magic] = { 0 };
 	FILE *f = fopen(path, "rb");
 	size_t n;
 
@@ -882,7 +888,7 @@ int torch_zip_sniff(const char *path)
 	n = fread(b, 1, sizeof b, f);
 	fclose(f);
 	if (n >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) return 1;
-	return n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5;
+	return n == sizeof b && !memcmp(b, torch_zip_legacy_magic, sizeof b);
 }
 
 static const torch_zip_val_t *torch_zip_dict_get(const torch_zip_val_t *d, const char *key)
@@ -1011,8 +1017,8 @@ torch_zip_t *torch_zip_open(const char *path)
 		goto fail;
 	}
 	if (memcmp(tz->map, "PK\3\4", 4)) {
-		const unsigned char *m = tz->map;
-		if (m[0] == 0x80)
+		if (tz->map_size >= sizeof torch_zip_legacy_magic &&
+		    !memcmp(tz->map, torch_zip_legacy_magic, sizeof torch_zip_legacy_magic))
 			log_error("%s: a legacy (pre-1.6, non-zip) PyTorch file: not supported; re-save it with a current torch.save",
 			          path);
 		else

@@ -5,6 +5,7 @@
 #include <htslib/hts.h>
 
 #include "cli/calibrate.h"
+#include "cli/convert.h"
 #include "config.h"
 #include "cli/fold.h"
 #include "util/log.h"
@@ -51,6 +52,10 @@ int main(int argc, char **argv)
 	switch (o.cmd) {
 	case OPT_CMD_VERSION:
 		code = print_version();
+		if (code == EXIT_OK && o.weights_given) code = convert_describe(&o, stdout);
+		break;
+	case OPT_CMD_CONVERT:
+		code = convert_main(&o);
 		break;
 	case OPT_CMD_PLAN:
 		code = plan_cmd_main(&o, stdout);

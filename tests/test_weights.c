@@ -3,7 +3,8 @@
  * 4535 tensors) is what the model asks for, nothing the model needs is
  * missing, nothing in the file is left unused but the ESM-2 contact head;
  * a wrong shape or a missing tensor is refused; and the full-size model can
- * be planned from the manifest alone. */
+ * be planned from the manifest alone; the checkpoint fixtures give the
+ * safetensors fixtures' tensors under the same model names. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,12 +117,65 @@ static void test_missing_refused(void **state)
 	refused("esm_s_combine", 1);
 }
 
+/* the same tensors under the same model names, from safetensors, from HF's
+ * pytorch_model.bin and from fair-esm's pair (whose names the table in
+ * weights.c maps; fair-esm's masked-LM head is the one extra) */
+static void test_checkpoint_names(void **state)
+{
+	(void)state;
+	static const char *const files[] = {
+		TEST_DATA "/tiny_a/pytorch_model.bin",
+		TEST_DATA "/tiny_a/esmfold.pt," TEST_DATA "/tiny_a/esm2.pt",
+		TEST_DATA "/tiny_b/esmfold.pt," TEST_DATA "/tiny_b/esm2.pt",
+	};
+	for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+		const char *tiny = strstr(files[f], "tiny_a") ? "tiny_a" : "tiny_b";
+		char sp[512];
+		weights_t *ws, *wc;
+		int j = 0, lm_half = strstr(files[f], "tiny_b") != NULL;
+
+		snprintf(sp, sizeof sp, "%s/%s/weights.safetensors", TEST_DATA, tiny);
+		assert_non_null(ws = weights_open(sp));
+		assert_non_null(wc = weights_open(files[f]));
+		assert_int_equal(weights_cfg(wc)->lm_layers, weights_cfg(ws)->lm_layers);
+		assert_int_equal(weights_cfg(wc)->c_z, weights_cfg(ws)->c_z);
+		for (int i = 0; i < weights_tensor_count(ws); i++) {
+			const char *n, *m;
+			const safetensors_tensor_t *a = weights_tensor(ws, i, &n), *b;
+			b = weights_tensor(wc, j++, &m);
+			if (!strcmp(m, "esm.lm_head.bias")) b = weights_tensor(wc, j++, &m);
+			assert_string_equal(n, m);
+			assert_int_equal(a->nd, b->nd);
+			assert_int_equal(a->numel, b->numel);
+			if (a->dtype == b->dtype) {
+				assert_memory_equal(a->data, b->data, a->nbytes);
+			} else {
+				/* tiny_b's fair-esm language model is stored in fp16 */
+				assert_true(lm_half && !strncmp(n, "esm.", 4) && b->dtype == SAFETENSORS_F16);
+				for (int64_t k = 0; k < a->numel; k++)
+					assert_int_equal(((const uint16_t *)b->data)[k],
+					                 safetensors_f32_to_f16(((const float *)a->data)[k]));
+			}
+		}
+		if (j < weights_tensor_count(wc)) {
+			const char *m;
+			weights_tensor(wc, j, &m);
+			assert_string_equal(m, "esm.lm_head.bias");
+			j++;
+		}
+		assert_int_equal(j, weights_tensor_count(wc));
+		weights_close(wc);
+		weights_close(ws);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_manifest_accepted),
 		cmocka_unit_test(test_wrong_shape_refused),
 		cmocka_unit_test(test_missing_refused),
+		cmocka_unit_test(test_checkpoint_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,7 @@ void opt_free(opt_t *o)
 	free(o->input);
 	free(o->outdir);
 	free(o->weights);
+	free(o->lm_weights);
 	free(o->names);
 	free(o->devices);
 	free(o->dump_tensors);
@@ -46,7 +47,7 @@ void opt_free(opt_t *o)
 	memset(o, 0, sizeof *o);
 }
 
-static const char *cmd_names[] = { "fold", "plan", "calibrate", "version" };
+static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert" };
 
 const char *opt_cmd_name(opt_cmd_t c)
 {
@@ -59,13 +60,18 @@ void opt_usage(FILE *fp)
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
 "       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
-"       esmbatch version | --version | --help\n"
+"       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
+"       esmbatch version [--weights W] | --version | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
 "ESMFold: one PDB per sequence plus a summary table.\n"
 "\n"
 "Commands:\n"
 "  fold        fold the records (the default when no command is given)\n"
+"  convert     write the weights (any layout --weights reads) as one\n"
+"              safetensors file, with config.json beside it\n"
+"  version     the version; with --weights, the weights' fingerprint, dtypes,\n"
+"              parameter count and the published checkpoint they match\n"
 "  plan        print records, residues, longest and quota per length bucket;\n"
 "              with --weights (or a manifest), the plan per device: budgets,\n"
 "              how many run at once per bucket, expected peak, order of work\n"
@@ -75,7 +81,11 @@ void opt_usage(FILE *fp)
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
 "  -o, --outdir DIR        output directory (fold); the table (calibrate)\n"
-"  -w, --weights FILE      ESMFold safetensors (default: $ESMBATCH_WEIGHTS)\n"
+"  -w, --weights FILE      ESMFold weights: safetensors, or a PyTorch checkpoint\n"
+"                          (pytorch_model.bin, esmfold_3B_v1.pt); a comma list\n"
+"                          names the language model too (default: $ESMBATCH_WEIGHTS)\n"
+"      --lm-weights FILE   fair-esm's language model (esm2_t36_3B_UR50D.pt) for\n"
+"                          a --weights esmfold_3B_v1.pt\n"
 "      --names FILE        only the records named in FILE (one per line);\n"
 "                          uses FILE.fai random access when present\n"
 "      --strict            a bad record is a fatal error\n"
@@ -112,13 +122,14 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM
+	O_CPUMEM, O_LMWEIGHTS
 };
 
 static const struct option long_opts[] = {
 	{ "input",        required_argument, NULL, 'i' },
 	{ "outdir",       required_argument, NULL, 'o' },
 	{ "weights",      required_argument, NULL, 'w' },
+	{ "lm-weights",   required_argument, NULL, O_LMWEIGHTS },
 	{ "names",        required_argument, NULL, O_NAMES },
 	{ "strict",       no_argument,       NULL, O_STRICT },
 	{ "chunk-size",   required_argument, NULL, O_CHUNK },
@@ -200,7 +211,11 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		switch (c) {
 		case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
 		case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
-		case 'w': if (set_str(&o->weights, "--weights", optarg)) return -1; break;
+		case 'w':
+			if (set_str(&o->weights, "--weights", optarg)) return -1;
+			o->weights_given = 1;
+			break;
+		case O_LMWEIGHTS: if (set_str(&o->lm_weights, "--lm-weights", optarg)) return -1; break;
 		case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
 		case O_STRICT: o->strict = 1; break;
 		case O_CHUNK:
@@ -274,6 +289,17 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		log_error("unexpected argument '%s' (try --help)", argv[optind]);
 		return -1;
 	}
+	/* --lm-weights: the second file of the weights list */
+	if (o->lm_weights) {
+		char *both = NULL;
+		if (!o->weights) {
+			log_error("--lm-weights %s: give the folding model with --weights too", o->lm_weights);
+			return -1;
+		}
+		if (asprintf(&both, "%s,%s", o->weights, o->lm_weights) < 0) return -1;
+		free(o->weights);
+		o->weights = both;
+	}
 	/* -v and -q count against each other, whatever their order */
 	o->verbosity += vdelta;
 	if (o->verbosity < LOG_ERROR) o->verbosity = LOG_ERROR;
@@ -291,6 +317,13 @@ int opt_validate(const opt_t *o)
 		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
 		          be_prec_name(o->precision), o->devices);
 		return -1;
+	}
+	if (o->cmd == OPT_CMD_CONVERT) {
+		if (!o->weights || !o->outdir) {
+			log_error("convert: give --weights IN and -o OUT.safetensors");
+			return -1;
+		}
+		return 0;
 	}
 	if (o->cmd == OPT_CMD_CALIBRATE) {
 		if (!o->weights) {

@@ -29,7 +29,8 @@ typedef enum {
 	OPT_CMD_FOLD = 0,  /* the default */
 	OPT_CMD_PLAN,
 	OPT_CMD_CALIBRATE,
-	OPT_CMD_VERSION
+	OPT_CMD_VERSION,
+	OPT_CMD_CONVERT
 } opt_cmd_t;
 
 typedef struct {
@@ -37,7 +38,10 @@ typedef struct {
 	int        help;          /* -h/--help given: print usage, exit 0 */
 	char      *input;         /* -i: FASTA path, "-" = stdin; NULL = unset */
 	char      *outdir;        /* -o */
-	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS */
+	char      *weights;       /* --weights, else $ESMBATCH_WEIGHTS; with
+	                             --lm-weights: "WEIGHTS,LM" */
+	char      *lm_weights;    /* --lm-weights */
+	int        weights_given; /* --weights was on the command line */
 	char      *names;         /* --names: file of record names to fold */
 	int        strict;        /* --strict: a bad record is fatal */
 	int        chunk_size;    /* --chunk-size: 0 = auto */

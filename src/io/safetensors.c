@@ -13,7 +13,6 @@
 #include "io/atomic_file.h"
 #include "util/log.h"
 #include "io/safetensors.h"
-#include "util/hash.h"
 
 /* a header larger than this is not a safetensors file we will read */
 #define SAFETENSORS_MAX_HEADER (100u << 20)
@@ -212,19 +211,6 @@ fail:
 	if (fd >= 0) close(fd);
 	safetensors_close(st);
 	return NULL;
-}
-
-uint64_t safetensors_digest(const safetensors_t *st, uint64_t seed)
-{
-	const size_t step = (size_t)64 << 20;   /* a multiple of the page size */
-	uint64_t h = seed;
-
-	for (size_t off = 0; off < st->map_size; off += step) {
-		size_t n = st->map_size - off < step ? st->map_size - off : step;
-		h = hash_bytes(h, (const char *)st->map + off, n);
-		if (n == step) madvise((char *)st->map + off, n, MADV_DONTNEED);   /* leave the resident set */
-	}
-	return h;
 }
 
 void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t)

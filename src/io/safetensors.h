@@ -44,10 +44,6 @@ const char        *safetensors_path(const safetensors_t *st);
 size_t      safetensors_dtype_size(safetensors_dtype_t t);
 const char *safetensors_dtype_name(safetensors_dtype_t t);
 
-/* Hash (util/hash.h) of every byte of the file: header, metadata and all
- * tensor data, chained from seed; the pages read leave the resident set. */
-uint64_t safetensors_digest(const safetensors_t *st, uint64_t seed);
-
 /* Drop t's pages of the mapping from the process's resident set (its data
  * stays readable: a later read maps the file again).  For a tensor copied
  * elsewhere, so that the file's pages do not count as the process's memory

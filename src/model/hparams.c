@@ -181,3 +181,24 @@ int cfg_load(cfg_t *c, const char *path)
 	free(text);
 	return rc;
 }
+
+/* facebook/esmfold_v1's config.json (its Hugging Face repository), the
+ * fields esmbatch reads: the configuration of checkpoints that carry none */
+static const char cfg_esmfold_v1[] =
+	"{\"architectures\":[\"EsmForProteinFolding\"],\"model_type\":\"esm\",\"vocab_size\":33,\"hidden_size\""
+	":2560,\"num_hidden_layers\":36,\"num_attention_heads\":40,\"intermediate_size\":10240,\"layer_nor"
+	"m_eps\":1e-05,\"position_embedding_type\":\"rotary\",\"emb_layer_norm_before\":false,\"token_dropo"
+	"ut\":true,\"mask_token_id\":32,\"pad_token_id\":1,\"max_position_embeddings\":1026,\"is_folding_mo"
+	"del\":true,\"esmfold_config\":{\"esm_type\":\"esm2_3B\",\"fp16_esm\":false,\"use_esm_attn_map\":false"
+	",\"esm_ablate_pairwise\":false,\"esm_ablate_sequence\":false,\"esm_input_dropout\":0,\"embed_aa\":"
+	"true,\"bypass_lm\":false,\"lddt_head_hid_dim\":128,\"trunk\":{\"num_blocks\":48,\"sequence_state_di"
+	"m\":1024,\"pairwise_state_dim\":128,\"sequence_head_width\":32,\"pairwise_head_width\":32,\"positi"
+	"on_bins\":32,\"dropout\":0,\"layer_drop\":0,\"cpu_grad_checkpoint\":false,\"max_recycles\":4,\"chunk"
+	"_size\":null,\"structure_module\":{\"sequence_dim\":384,\"pairwise_dim\":128,\"ipa_dim\":16,\"resnet"
+	"_dim\":128,\"num_heads_ipa\":12,\"num_qk_points\":4,\"num_v_points\":8,\"dropout_rate\":0.1,\"num_bl"
+	"ocks\":8,\"num_transition_layers\":1,\"num_resnet_blocks\":2,\"num_angles\":7,\"trans_scale_factor"
+	"\":10,\"epsilon\":1e-08,\"inf\":100000.0}}},\"vocab_list\":[\"<cls>\",\"<pad>\",\"<eos>\",\"<unk>\",\"L\",\""
+	"A\",\"G\",\"V\",\"S\",\"E\",\"R\",\"T\",\"I\",\"D\",\"P\",\"K\",\"Q\",\"N\",\"F\",\"Y\",\"M\",\"H\",\"W\",\"C\",\"X\",\"B\",\"U\",\"Z\""
+	",\"O\",\".\",\"-\",\"<null_1>\",\"<mask>\"]}";
+
+const char *cfg_published_json(void) { return cfg_esmfold_v1; }

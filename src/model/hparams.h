@@ -54,4 +54,8 @@ typedef struct {
 int cfg_parse(cfg_t *c, const char *json_text, const char *what);
 int cfg_load(cfg_t *c, const char *path);
 
+/* The published facebook/esmfold_v1 config.json (the fields read here), for
+ * checkpoints that carry no configuration of their own (static text). */
+const char *cfg_published_json(void);
+
 #endif

@@ -25,7 +25,8 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 {
 	const cfg_t *c = weights_cfg(w);
 	static const char *const unused_ok[] = {
-		"esm.contact_head.", "af2_to_esm", NULL   /* ESMFold never calls these */
+		"esm.contact_head.", "af2_to_esm",   /* ESMFold never calls these */
+		"esm.lm_head.", NULL                 /* fair-esm ESM-2 files: the masked-LM head */
 	};
 	int rc = 0, extra;
 

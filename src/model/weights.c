@@ -4,13 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
 #include "util/hash.h"
 #include "util/log.h"
 #include "io/safetensors.h"
+#include "io/torch_zip.h"
 #include "model/weights.h"
+
+/* at most this many files make one weights_t (esmfold + its language model) */
+#define WEIGHTS_MAX_FILES 2
 
 typedef struct {
 	const char *name;
@@ -19,15 +24,26 @@ typedef struct {
 	int         used;
 } weights_entry_t;
 
+/* a tensor of a file under the model's (Hugging Face) name */
+typedef struct {
+	char       *name;      /* owned */
+	const safetensors_tensor_t *t;
+	int         file;      /* index into st[] / tz[] */
+	int         used;
+} weights_tensor_t;
+
 struct wt {
 	char       *path;
-	safetensors_t       *st;        /* NULL for a manifest */
+	safetensors_t       *st;        /* a safetensors file, or NULL */
+	torch_zip_t *tz[WEIGHTS_MAX_FILES]; /* PyTorch checkpoints, or NULL */
+	weights_tensor_t *tt;  /* a file's tensors (either kind), sorted by name */
+	int         ntt;
 	json_t     *manifest;  /* owns manifest names */
 	weights_entry_t *e;         /* manifest or recorded entries */
 	int         ne, cape;
 	int         recording; /* weights_open_record: e[].name owned, appended */
-	char       *used;      /* [safetensors_count] for a file */
 	cfg_t       cfg;
+	char       *cfg_json;  /* the configuration's text */
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	struct { be_t *be; void *p; } *buf;
@@ -41,10 +57,157 @@ uint64_t weights_fnv(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
-/* config.json beside PATH, else __metadata__["config"] */
-static int weights_load_cfg(weights_t *w)
+/* fair-esm's names of the language model's tensors and the model's (Hugging
+ * Face) names: the one table of the mapping (the role of HF's
+ * convert_esm.py).  %d is a layer number.  fair-esm's folding tensors
+ * (esm_s_combine, trunk.*, heads, af2_to_esm, ...) have the model's names. */
+static const struct { const char *fair, *hf; } weights_fair_esm[] = {
+	{ "esm.embed_tokens.weight", "esm.embeddings.word_embeddings.weight" },
+	{ "esm.layers.%d.self_attn.q_proj.weight", "esm.encoder.layer.%d.attention.self.query.weight" },
+	{ "esm.layers.%d.self_attn.q_proj.bias", "esm.encoder.layer.%d.attention.self.query.bias" },
+	{ "esm.layers.%d.self_attn.k_proj.weight", "esm.encoder.layer.%d.attention.self.key.weight" },
+	{ "esm.layers.%d.self_attn.k_proj.bias", "esm.encoder.layer.%d.attention.self.key.bias" },
+	{ "esm.layers.%d.self_attn.v_proj.weight", "esm.encoder.layer.%d.attention.self.value.weight" },
+	{ "esm.layers.%d.self_attn.v_proj.bias", "esm.encoder.layer.%d.attention.self.value.bias" },
+	{ "esm.layers.%d.self_attn.rot_emb.inv_freq", "esm.encoder.layer.%d.attention.self.rotary_embeddings.inv_freq" },
+	{ "esm.layers.%d.self_attn.out_proj.weight", "esm.encoder.layer.%d.attention.output.dense.weight" },
+	{ "esm.layers.%d.self_attn.out_proj.bias", "esm.encoder.layer.%d.attention.output.dense.bias" },
+	{ "esm.layers.%d.self_attn_layer_norm.weight", "esm.encoder.layer.%d.attention.LayerNorm.weight" },
+	{ "esm.layers.%d.self_attn_layer_norm.bias", "esm.encoder.layer.%d.attention.LayerNorm.bias" },
+	{ "esm.layers.%d.fc1.weight", "esm.encoder.layer.%d.intermediate.dense.weight" },
+	{ "esm.layers.%d.fc1.bias", "esm.encoder.layer.%d.intermediate.dense.bias" },
+	{ "esm.layers.%d.fc2.weight", "esm.encoder.layer.%d.output.dense.weight" },
+	{ "esm.layers.%d.fc2.bias", "esm.encoder.layer.%d.output.dense.bias" },
+	{ "esm.layers.%d.final_layer_norm.weight", "esm.encoder.layer.%d.LayerNorm.weight" },
+	{ "esm.layers.%d.final_layer_norm.bias", "esm.encoder.layer.%d.LayerNorm.bias" },
+	{ "esm.emb_layer_norm_after.weight", "esm.encoder.emb_layer_norm_after.weight" },
+	{ "esm.emb_layer_norm_after.bias", "esm.encoder.emb_layer_norm_after.bias" },
+};
+
+/* prefixes of a fair-esm language-model file's names (fairseq's), dropped
+ * as fair-esm's loader drops them; then "esm." is prepended */
+static const char *const weights_lm_prefixes[] = { "encoder.sentence_encoder.", "encoder.", NULL };
+
+/* name matches pattern (one %d = a decimal number)?  *num gets it */
+static int weights_match(const char *pat, const char *name, long *num)
 {
-	char *dir = strdup(w->path), *slash, *cpath = NULL;
+	const char *d = strstr(pat, "%d");
+	size_t n;
+	char *end;
+
+	if (!d) return !strcmp(pat, name);
+	n = (size_t)(d - pat);
+	if (strncmp(pat, name, n) || name[n] < '0' || name[n] > '9') return 0;
+	*num = strtol(name + n, &end, 10);
+	return !strcmp(d + 2, end);
+}
+
+/* the model's name for a checkpoint's tensor NAME: a new string.  lm: the
+ * file is fair-esm's language model (its names carry no "esm.") */
+static char *weights_canonical(const char *name, int lm)
+{
+	char *full = NULL, *out = NULL;
+	long num = 0;
+
+	if (lm) {
+		for (const char *const *p = weights_lm_prefixes; *p; p++)
+			if (!strncmp(name, *p, strlen(*p))) { name += strlen(*p); break; }
+		if (asprintf(&full, "esm.%s", name) < 0) return NULL;
+	} else if (!(full = strdup(name))) {
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof weights_fair_esm / sizeof *weights_fair_esm; i++)
+		if (weights_match(weights_fair_esm[i].fair, full, &num)) {
+			if (asprintf(&out, weights_fair_esm[i].hf, (int)num) < 0) out = NULL;
+			free(full);
+			return out;
+		}
+	return full;
+}
+
+static int weights_cmp_tensor(const void *a, const void *b)
+{
+	return strcmp(((const weights_tensor_t *)a)->name, ((const weights_tensor_t *)b)->name);
+}
+
+static weights_tensor_t *weights_find(const weights_t *w, const char *name)
+{
+	weights_tensor_t key = { .name = (char *)name };
+	return w->ntt ? bsearch(&key, w->tt, w->ntt, sizeof *w->tt, weights_cmp_tensor) : NULL;
+}
+
+/* append the tensors of one file under their model names */
+static int weights_add_file(weights_t *w, int file, int count, const safetensors_tensor_t *(*at)(const void *, int),
+                            const void *src, int lm)
+{
+	weights_tensor_t *nt = realloc(w->tt, (w->ntt + count + 1) * sizeof *nt);
+
+	if (!nt) return -1;
+	w->tt = nt;
+	for (int i = 0; i < count; i++) {
+		weights_tensor_t *x = &w->tt[w->ntt];
+		memset(x, 0, sizeof *x);
+		x->t = at(src, i);
+		x->file = file;
+		if (!(x->name = weights_canonical(x->t->name, lm))) return -1;
+		w->ntt++;
+	}
+	return 0;
+}
+
+static const safetensors_tensor_t *weights_st_at(const void *st, int i) { return safetensors_at(st, i); }
+static const safetensors_tensor_t *weights_tz_at(const void *tz, int i) { return torch_zip_at(tz, i); }
+
+/* a fair-esm language model file: its token embedding under fairseq's or fair-esm's name */
+static int weights_is_lm(const torch_zip_t *tz)
+{
+	return torch_zip_find(tz, "encoder.sentence_encoder.embed_tokens.weight") ||
+	       torch_zip_find(tz, "encoder.embed_tokens.weight") || torch_zip_find(tz, "embed_tokens.weight");
+}
+
+/* the published configuration overlaid with what the checkpoints' cfg say
+ * (fair-esm: the folding file's cfg.model is esmfold_config, the language
+ * model file's cfg.model has encoder_layers, encoder_embed_dim,
+ * encoder_ffn_embed_dim, encoder_attention_heads); 0, or -1 if no cfg was
+ * usable (then *text is the published configuration alone) */
+static int weights_cfg_from_checkpoints(const weights_t *w, char **text)
+{
+	static const struct { const char *fair, *hf; } lm_keys[] = {
+		{ "encoder_layers", "num_hidden_layers" }, { "encoder_embed_dim", "hidden_size" },
+		{ "encoder_ffn_embed_dim", "intermediate_size" }, { "encoder_attention_heads", "num_attention_heads" },
+	};
+	json_t *root = json_loads(cfg_published_json(), 0, NULL), *c, *m;
+	int found = 0;
+
+	*text = NULL;
+	if (!root) return -1;
+	for (int f = 0; f < WEIGHTS_MAX_FILES && w->tz[f]; f++) {
+		const char *js = torch_zip_cfg_json(w->tz[f]);
+		if (!js || !(c = json_loads(js, 0, NULL))) continue;
+		m = json_object_get(c, "model");
+		if (json_is_object(m) && json_is_object(json_object_get(m, "trunk"))) {
+			json_object_update_recursive(json_object_get(root, "esmfold_config"), m);
+			found = 1;
+		} else if (json_is_object(m)) {
+			for (size_t k = 0; k < sizeof lm_keys / sizeof *lm_keys; k++) {
+				json_t *v = json_object_get(m, lm_keys[k].fair);
+				if (json_is_integer(v)) {
+					json_object_set(root, lm_keys[k].hf, v);
+					found = 1;
+				}
+			}
+		}
+		json_decref(c);
+	}
+	*text = json_dumps(root, JSON_COMPACT);
+	json_decref(root);
+	return *text && found ? 0 : -1;
+}
+
+/* config.json beside PATH, else __metadata__["config"], else the checkpoints' cfg, else the published one */
+static int weights_load_cfg(weights_t *w, const char *first)
+{
+	char *dir = strdup(first), *slash, *cpath = NULL, *text = NULL;
 	const char *meta;
 	FILE *f;
 	int rc = -1;
@@ -54,13 +217,31 @@ static int weights_load_cfg(weights_t *w)
 	if (slash) slash[1] = 0;
 	if (asprintf(&cpath, "%sconfig.json", slash ? dir : "") < 0) cpath = NULL;
 	if (cpath && (f = fopen(cpath, "r"))) {
+		json_t *j;
 		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
-	} else if ((meta = safetensors_meta(w->st, "config"))) {
+		if (rc == 0 && (j = json_load_file(cpath, 0, NULL))) {
+			w->cfg_json = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+			json_decref(j);
+		}
+	} else if (w->st && (meta = safetensors_meta(w->st, "config"))) {
 		rc = cfg_parse(&w->cfg, meta, w->path);
-	} else {
+		w->cfg_json = strdup(meta);
+	} else if (w->st) {
 		log_error("%s: no config.json beside the weights and no \"config\" in its metadata", w->path);
+	} else if (weights_cfg_from_checkpoints(w, &text) == 0) {
+		log_info("%s: no config.json beside it: configuration from the checkpoint's cfg (the rest as published esmfold_v1)",
+		         w->path);
+		rc = cfg_parse(&w->cfg, text, w->path);
+		w->cfg_json = text;
+		text = NULL;
+	} else {
+		log_info("%s: no config.json beside it and no cfg in the checkpoint that esmbatch reads: "
+		         "the published esmfold_v1 configuration", w->path);
+		rc = cfg_parse(&w->cfg, cfg_published_json(), w->path);
+		w->cfg_json = strdup(cfg_published_json());
 	}
+	free(text);
 	free(cpath);
 	free(dir);
 	return rc;
@@ -68,7 +249,8 @@ static int weights_load_cfg(weights_t *w)
 
 /* The fingerprint cache: $ESMBATCH_FP_CACHE, else
  * $XDG_CACHE_HOME/esmbatch/fingerprints, else ~/.cache/esmbatch/fingerprints;
- * lines "DEV INO SIZE MTIME_NS CTIME_NS DIGEST".  NULL when none can be named. */
+ * lines "tensors1 DEV INO SIZE MTIME_NS CTIME_NS [+ the same of a second file]
+ * DIGEST".  NULL when none can be named. */
 static char *weights_cache_path(int mkdirs)
 {
 	const char *env = getenv("ESMBATCH_FP_CACHE"), *xdg = getenv("XDG_CACHE_HOME");
@@ -106,21 +288,52 @@ static int weights_cache_key(const char *path, char *key, size_t n)
 	return 0;
 }
 
-/* the digest of every byte of w's file (safetensors_digest), from the
- * cache when its key matches, else computed and appended to the cache (a
- * cache that cannot be read or written only costs the time) */
-static uint64_t weights_file_digest(weights_t *w)
+/* a tensor's file pages leave the resident set (once copied or hashed) */
+static void weights_release(const weights_t *w, const weights_tensor_t *x)
 {
-	char key[160], line[256], *cp = weights_cache_path(0);
+	if (w->st) safetensors_release(w->st, x->t);
+	else torch_zip_release(w->tz[x->file], x->t);
+}
+
+/* the digest of the tensors: each one's model name, dtype, shape and every
+ * byte of its data, in name order, so that the same weights give the same
+ * digest in either format and naming */
+static uint64_t weights_tensor_digest(const weights_t *w)
+{
+	uint64_t h = 0;
+
+	for (int i = 0; i < w->ntt; i++) {
+		const safetensors_tensor_t *t = w->tt[i].t;
+		h = hash_bytes(h, w->tt[i].name, strlen(w->tt[i].name) + 1);
+		h = hash_bytes(h, &t->dtype, sizeof t->dtype);
+		h = hash_bytes(h, t->shape, t->nd * sizeof *t->shape);
+		h = hash_bytes(h, t->data, t->nbytes);
+		weights_release(w, &w->tt[i]);
+	}
+	return h;
+}
+
+/* the tensor digest of w, opened from files[0..nf), from the cache when
+ * the files' keys match, else computed and appended to the cache (a cache
+ * that cannot be read or written only costs the time) */
+static uint64_t weights_digest(const weights_t *w, char *const *files, int nf)
+{
+	char key[WEIGHTS_MAX_FILES * 96], line[WEIGHTS_MAX_FILES * 96 + 32], *cp;
 	unsigned long long d;
-	uint64_t h;
+	uint64_t h = 0;
+	struct stat cs;
+	size_t kn = 0;
 	FILE *f;
-	size_t kn;
 	int hit = 0;
 
-	if (weights_cache_key(w->path, key, sizeof key) < 0) { free(cp); return safetensors_digest(w->st, 0); }
-	kn = strlen(key);
-	if (cp && (f = fopen(cp, "r"))) {
+	/* the digest's kind first: a cache line of another kind never matches */
+	kn = (size_t)snprintf(key, sizeof key, "tensors1 ");
+	for (int i = 0; i < nf; i++) {
+		if (i) kn += (size_t)snprintf(key + kn, sizeof key - kn, " + ");
+		if (weights_cache_key(files[i], key + kn, sizeof key - kn) < 0) return weights_tensor_digest(w);
+		kn = strlen(key);
+	}
+	if ((cp = weights_cache_path(0)) && (f = fopen(cp, "r"))) {
 		while (fgets(line, sizeof line, f))
 			if (!strncmp(line, key, kn) && line[kn] == ' ' && sscanf(line + kn + 1, "%llx", &d) == 1)
 				hit = 1, h = d;   /* the latest line wins */
@@ -131,9 +344,8 @@ static uint64_t weights_file_digest(weights_t *w)
 		log_debug("%s: fingerprint digest from the cache", w->path);
 		return h;
 	}
-	h = safetensors_digest(w->st, 0);
+	h = weights_tensor_digest(w);
 	/* one short append; a cache grown past 1 MB (some 10000 files) starts afresh */
-	struct stat cs;
 	if ((cp = weights_cache_path(1)) &&
 	    (f = fopen(cp, stat(cp, &cs) == 0 && cs.st_size > (1 << 20) ? "w" : "a"))) {
 		fprintf(f, "%s %016llx\n", key, (unsigned long long)h);
@@ -143,34 +355,106 @@ static uint64_t weights_file_digest(weights_t *w)
 	return h;
 }
 
-/* the fingerprint of a file: every byte of it (header, names, shapes, all
- * tensor data), then the effective config (the parsed cfg_t, whether it
- * came from config.json or the metadata) */
-static void weights_fp_file(weights_t *w)
+/* A checkpoint whose configuration came from elsewhere: a few tensors
+ * that every size hangs on checked first, so that a wrong configuration is
+ * one line, not one per tensor.  0 or -1. */
+static int weights_cfg_fits(const weights_t *w)
 {
-	uint64_t h = weights_file_digest(w);
-	h = hash_bytes(h, &w->cfg, sizeof w->cfg);   /* cfg_parse zeroes it first */
-	snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
+	const cfg_t *c = &w->cfg;
+	const struct { const char *name; int nd; int64_t d0, d1; } key[] = {
+		{ "esm.embeddings.word_embeddings.weight", 2, c->vocab, c->lm_dim },
+		{ "esm.encoder.layer.0.intermediate.dense.weight", 2, c->lm_ffn, c->lm_dim },
+		{ "esm_s_combine", 1, c->lm_layers + 1, 0 },
+		{ "trunk.recycle_s_norm.weight", 1, c->c_s, 0 },
+		{ "trunk.recycle_z_norm.weight", 1, c->c_z, 0 },
+		{ "trunk.structure_module.layer_norm_s.weight", 1, c->sm_c_s, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof key / sizeof *key; i++) {
+		const weights_tensor_t *x = weights_find(w, key[i].name);
+		if (!x) continue;
+		if (x->t->nd != key[i].nd || x->t->shape[0] != key[i].d0 || (key[i].nd == 2 && x->t->shape[1] != key[i].d1)) {
+			log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's config.json beside the weights",
+			          w->path, key[i].name, w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
+			          "the checkpoint's cfg" : "the published esmfold_v1 one");
+			return -1;
+		}
+	}
+	return 0;
 }
 
-static weights_t *weights_open_file(const char *path, int fingerprint)
+/* open one file of PATH (a safetensors file or a PyTorch checkpoint) as file number i */
+static int weights_open_file(weights_t *w, int i, const char *path)
+{
+	if (!torch_zip_sniff(path)) {
+		if (i > 0 || w->tz[0]) {
+			log_error("%s: a safetensors file must be the only weights file", path);
+			return -1;
+		}
+		if (!(w->st = safetensors_open(path))) return -1;
+		return weights_add_file(w, i, safetensors_count(w->st), weights_st_at, w->st, 0);
+	}
+	if (w->st) {
+		log_error("%s: a safetensors file must be the only weights file", path);
+		return -1;
+	}
+	if (!(w->tz[i] = torch_zip_open(path))) return -1;
+	return weights_add_file(w, i, torch_zip_count(w->tz[i]), weights_tz_at, w->tz[i], weights_is_lm(w->tz[i]));
+}
+
+static weights_t *weights_open_files(const char *path, int fingerprint)
 {
 	weights_t *w = calloc(1, sizeof *w);
+	char *list = NULL, *files[WEIGHTS_MAX_FILES] = { NULL }, *save = NULL, *tok;
+	int nf = 0;
 
-	if (!w || !(w->path = strdup(path))) goto fail;
-	if (!(w->st = safetensors_open(path))) goto fail;
-	if (!(w->used = calloc(safetensors_count(w->st) + 1, 1))) goto fail;
-	if (weights_load_cfg(w) < 0) goto fail;
-	if (fingerprint) weights_fp_file(w);
-	else strcpy(w->fp, "-");
+	if (!w || !(w->path = strdup(path)) || !(list = strdup(path))) goto fail;
+	/* PATH, or a comma-separated list (a file whose name has a comma is taken whole) */
+	if (access(path, F_OK) == 0 || !strchr(path, ',')) {
+		files[nf++] = list;
+	} else {
+		for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			if (nf == WEIGHTS_MAX_FILES) {
+				log_error("%s: at most %d weights files (the folding model and its language model)", path,
+				          WEIGHTS_MAX_FILES);
+				goto fail;
+			}
+			files[nf++] = tok;
+		}
+	}
+	if (!nf) {
+		log_error("'%s': no weights file named", path);
+		goto fail;
+	}
+	for (int i = 0; i < nf; i++)
+		if (weights_open_file(w, i, files[i]) < 0) goto fail;
+	qsort(w->tt, w->ntt, sizeof *w->tt, weights_cmp_tensor);
+	for (int i = 1; i < w->ntt; i++)
+		if (!strcmp(w->tt[i - 1].name, w->tt[i].name)) {
+			log_error("%s: tensor '%s' is given twice (as '%s' and '%s')", path, w->tt[i].name,
+			          w->tt[i - 1].t->name, w->tt[i].t->name);
+			goto fail;
+		}
+	if (weights_load_cfg(w, files[0]) < 0) goto fail;
+	if (!w->st && weights_cfg_fits(w) < 0) goto fail;
+	/* fingerprint: the tensors (weights_tensor_digest), then the effective
+	 * config (the parsed cfg_t, wherever it came from) */
+	if (fingerprint) {
+		uint64_t h = hash_bytes(weights_digest(w, files, nf), &w->cfg, sizeof w->cfg);
+		snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
+	} else {
+		strcpy(w->fp, "-");
+	}
+	free(list);
 	return w;
 fail:
+	free(list);
 	weights_close(w);
 	return NULL;
 }
 
-weights_t *weights_open(const char *path) { return weights_open_file(path, 1); }
-weights_t *weights_open_shapes(const char *path) { return weights_open_file(path, 0); }
+weights_t *weights_open(const char *path) { return weights_open_files(path, 1); }
+weights_t *weights_open_shapes(const char *path) { return weights_open_files(path, 0); }
 
 weights_t *weights_open_manifest(const char *path)
 {
@@ -271,14 +555,25 @@ void weights_close(weights_t *w)
 	for (int i = 0; i < w->nbuf; i++) w->buf[i].be->free(w->buf[i].be, w->buf[i].p);
 	free(w->buf);
 	safetensors_close(w->st);
+	for (int i = 0; i < WEIGHTS_MAX_FILES; i++) torch_zip_close(w->tz[i]);
+	for (int i = 0; i < w->ntt; i++) free(w->tt[i].name);
+	free(w->tt);
 	json_decref(w->manifest);
 	free(w->e);
-	free(w->used);
+	free(w->cfg_json);
 	free(w->path);
 	free(w);
 }
 
 const cfg_t *weights_cfg(const weights_t *w) { return &w->cfg; }
+const char  *weights_cfg_json(const weights_t *w) { return w->cfg_json; }
+int          weights_tensor_count(const weights_t *w) { return w->ntt; }
+
+const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char **name)
+{
+	*name = w->tt[i].name;
+	return w->tt[i].t;
+}
 const char *weights_fingerprint(const weights_t *w) { return w->fp; }
 int64_t     weights_f32_bytes(const weights_t *w) { return w->f32_bytes; }
 const char *weights_path(const weights_t *w) { return w->path; }
@@ -299,6 +594,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 	const int64_t *hs;
 	int hnd = 0;
 	const safetensors_tensor_t *t = NULL;
+	weights_tensor_t *x = NULL;
 	weights_entry_t *m = NULL;
 	float *host = NULL;
 	void *p = NULL;
@@ -307,13 +603,13 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 
 	*dst = NULL;
 	vsnprintf(name, sizeof name, fmt, ap);
-	if (w->st) {
-		t = safetensors_find(w->st, name);
-		if (t) {
+	if (w->tt) {
+		if ((x = weights_find(w, name))) {
+			t = x->t;
 			hs = t->shape;
 			hnd = t->nd;
-			fresh = !w->used[t - safetensors_at(w->st, 0)];
-			w->used[t - safetensors_at(w->st, 0)] = 1;
+			fresh = !x->used;
+			x->used = 1;
 		}
 	} else {
 		for (int i = 0; i < w->ne && !m; i++)
@@ -371,7 +667,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 	w->buf[w->nbuf].p = p;
 	w->nbuf++;
 	if (host != t->data) free(host);
-	safetensors_release(w->st, t);   /* copied: its file pages leave the resident set */
+	weights_release(w, x);   /* copied */
 	*dst = p;
 	return 0;
 oom:
@@ -450,10 +746,10 @@ static int weights_ignored(const char *name, const char *const *ignore)
 int weights_unused(const weights_t *w, const char *const *ignore)
 {
 	int n = 0;
-	if (w->st) {
-		for (int i = 0; i < safetensors_count(w->st); i++)
-			if (!w->used[i] && !weights_ignored(safetensors_at(w->st, i)->name, ignore)) {
-				log_debug("%s: tensor '%s' is not used by the model", w->path, safetensors_at(w->st, i)->name);
+	if (w->tt) {
+		for (int i = 0; i < w->ntt; i++)
+			if (!w->tt[i].used && !weights_ignored(w->tt[i].name, ignore)) {
+				log_debug("%s: tensor '%s' is not used by the model", w->path, w->tt[i].name);
 				n++;
 			}
 	} else {

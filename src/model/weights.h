@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 
+#include "io/safetensors.h"
 #include "backend/backend.h"
 #include "model/hparams.h"
 #include "compute/ops.h"
@@ -43,11 +44,23 @@ int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
 const cfg_t *weights_cfg(const weights_t *w);
+/* The configuration's JSON text: config.json's, the metadata's, or the one
+ * built from a checkpoint's cfg or the published defaults (owned by w). */
+const char  *weights_cfg_json(const weights_t *w);
+
+/* The tensors of a weights file (safetensors or checkpoints; 0 for a
+ * manifest or a recorder) in model-name order: 0..weights_tensor_count()-1.
+ * *name gets the model's name (t->name is the file's own); owned by w. */
+int                         weights_tensor_count(const weights_t *w);
+const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char **name);
 /* 16 hex digits identifying the weights: a hash (util/hash.h) of every
- * byte of the file, then of the effective config.  The file's part is
- * cached by device, inode, size, mtime and ctime in $ESMBATCH_FP_CACHE, else
+ * tensor's model name, dtype, shape and data in name order (so the same
+ * weights give the same fingerprint as safetensors or as a checkpoint),
+ * then of the effective config.  The tensors' part is cached by the files'
+ * device, inode, size, mtime and ctime in $ESMBATCH_FP_CACHE, else
  * $XDG_CACHE_HOME/esmbatch/fingerprints, else ~/.cache/esmbatch/fingerprints.
- * A manifest's or recorder's: the hash of its config text. */
+ * "-" for weights_open_shapes; a manifest's or recorder's: the hash of its
+ * config text. */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
 /* Float32 bytes of the tensors the loaders asked for so far (each counted

@@ -214,7 +214,8 @@ static int dbg_gemm(be_t *be, const be_gemm_t *g)
 	    (g->bias && dbg_dev(c, "gemm", "bias", g->bias, g->n * F)) ||
 	    dbg_apart(c, "gemm", "c and a", g->c, nc, g->a, na, 0) ||
 	    dbg_apart(c, "gemm", "c and b", g->c, nc, g->b, nb, 0) ||
-	    dbg_apart(c, "gemm", "c and bias", g->c, nc, g->bias, g->n, 0))
+	    dbg_apart(c, "gemm", "c and bias", g->c, nc, g->bias, g->n, 0) ||
+	    ((unsigned)g->prec >= BE_PREC_COUNT && dbg_fail(c, "gemm", "prec", "is no be_prec_t")))
 		return -EFAULT;
 	if ((rc = dbg_enter(c))) return rc;
 	return dbg_leave(c, c->cpu->gemm(c->cpu, g));

@@ -2,6 +2,7 @@
  * random inputs of awkward shapes, within a normalised-mean-square-error
  * bound per op (float32 unless a case says otherwise).  Exits 77 (skip)
  * when there is no CUDA device, so `make check` skips it on such hosts. */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,8 +47,8 @@ static void pair_free(pair_t *p)
 	gpu->free(gpu, p->g);
 }
 
-/* NMSE of the GPU copy against the CPU copy, printed and checked */
-static void pair_check(const pair_t *p, double bound, const char *what)
+/* NMSE of the GPU copy against the CPU copy, printed, checked and returned */
+static double pair_check(const pair_t *p, double bound, const char *what)
 {
 	float *h = malloc(sizeof *h * (size_t)(p->n ? p->n : 1));
 	double num = 0.0, den = 0.0;
@@ -64,12 +65,14 @@ static void pair_check(const pair_t *p, double bound, const char *what)
 	double nmse = den > 0.0 ? num / den : num;
 	printf("  %-48s nmse %.3g (bound %.1g)\n", what, nmse, bound);
 	assert_true(nmse <= bound);   /* false for NaN too */
+	return nmse;
 }
 
 /* --- gemm --- */
 
-static void gemm_case(int ta, int tb, int m, int n, int k, int batch, int shared_a,
-                      int bias, float beta, double bound, const char *tag)
+/* one GEMM on both backends, the call's precision prec; its NMSE */
+static double gemm_case(int ta, int tb, int m, int n, int k, int batch, int shared_a,
+                        int bias, float beta, be_prec_t prec, double bound, const char *tag)
 {
 	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
 	int64_t lda = ca + 3, ldb = cb + 1, ldc = n + 2;
@@ -78,8 +81,9 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int batch, int shared
 	       C = pair_new(sc * batch), bi = pair_new(n);
 	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
 	                .beta = beta, .lda = lda, .stride_a = sa, .ldb = ldb, .stride_b = sb,
-	                .ldc = ldc, .stride_c = sc, .batch = batch };
+	                .ldc = ldc, .stride_c = sc, .batch = batch, .prec = prec };
 	char what[128];
+	double nmse;
 
 	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
@@ -88,41 +92,73 @@ static void gemm_case(int ta, int tb, int m, int n, int k, int batch, int shared
 	snprintf(what, sizeof what, "gemm%s %c%c m%d n%d k%d b%d%s%s beta%g", tag, ta ? 'T' : 'N',
 	         tb ? 'T' : 'N', m, n, k, batch, shared_a ? " sharedA" : "", bias ? " bias" : "",
 	         beta);
-	pair_check(&C, bound, what);
+	nmse = pair_check(&C, bound, what);
 	pair_free(&A); pair_free(&B); pair_free(&C); pair_free(&bi);
+	return nmse;
 }
 
-static void gemm_cases(const char *tag, double bound)
+/* the cases at the call precision prec; the smallest NMSE of those with
+ * more than one product */
+static double gemm_cases(const char *tag, be_prec_t prec, double bound)
 {
+	double least = INFINITY, e;
+
 	for (int ta = 0; ta < 2; ta++)
 		for (int tb = 0; tb < 2; tb++) {
-			gemm_case(ta, tb, 37, 53, 29, 1, 0, 1, 0.0f, bound, tag);
-			gemm_case(ta, tb, 130, 7, 200, 3, 0, 0, 0.5f, bound, tag);
-			gemm_case(ta, tb, 65, 129, 33, 2, 1, 1, 1.0f, bound, tag);
+			e = gemm_case(ta, tb, 37, 53, 29, 1, 0, 1, 0.0f, prec, bound, tag);
+			least = fmin(least, e);
+			e = gemm_case(ta, tb, 130, 7, 200, 3, 0, 0, 0.5f, prec, bound, tag);
+			least = fmin(least, e);
+			e = gemm_case(ta, tb, 65, 129, 33, 2, 1, 1, 1.0f, prec, bound, tag);
+			least = fmin(least, e);
 		}
-	gemm_case(0, 1, 1, 1, 1, 1, 0, 1, 0.0f, bound, tag);
-	gemm_case(0, 1, 1000, 320, 1024, 1, 0, 1, 1.0f, bound, tag);
+	/* 1 x 1 x 1 not counted: its one product may round exactly */
+	gemm_case(0, 1, 1, 1, 1, 1, 0, 1, 0.0f, prec, bound, tag);
+	e = gemm_case(0, 1, 1000, 320, 1024, 1, 0, 1, 1.0f, prec, bound, tag);
+	return fmin(least, e);
 }
 
 static void test_gemm(void **state)
 {
-	gemm_cases("", 1e-10);
+	gemm_cases("", BE_PREC_AUTO, 1e-10);
 }
 
 /* the reduced-precision GEMMs: looser bounds, same results otherwise */
 static void test_gemm_lowp(void **state)
 {
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_TF32), 0);
-	gemm_cases(" tf32", 1e-5);
+	gemm_cases(" tf32", BE_PREC_AUTO, 1e-5);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
 	assert_string_equal(gpu->precision, "bf16");
-	gemm_cases(" bf16", 1e-4);
+	gemm_cases(" bf16", BE_PREC_AUTO, 1e-4);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP16), 0);
 	assert_string_equal(gpu->precision, "fp16");
-	gemm_cases(" fp16", 1e-5);
+	gemm_cases(" fp16", BE_PREC_AUTO, 1e-5);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
 	assert_string_equal(gpu->precision, "fp32");
 	assert_int_not_equal(be_cuda_set_precision(cpu, BE_CUDA_FP32), 0);
+}
+
+/* A GEMM's own precision (be_gemm_t.prec) overrides the backend's: fp32
+ * on a bf16 or fp16 device is fp32 within fp32's bound; bf16 on an fp32
+ * device rounds its inputs (the CPU, fp32 only, accepts every prec); a
+ * prec that names none is refused. */
+static void test_gemm_prec(void **state)
+{
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	gemm_cases(" bf16 device, fp32 call", BE_PREC_FP32, 1e-10);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP16), 0);
+	gemm_cases(" fp16 device, fp32 call", BE_PREC_FP32, 1e-10);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_true(gemm_cases(" fp32 device, bf16 call", BE_PREC_BF16, 1e-4) > 1e-8);
+	assert_true(gemm_cases(" fp32 device, fp16 call", BE_PREC_FP16, 1e-5) > 1e-10);
+	assert_string_equal(gpu->precision, "fp32");
+
+	pair_t A = pair_new(4), B = pair_new(4), C = pair_new(4);
+	be_gemm_t g = { .transb = 1, .m = 2, .n = 2, .k = 2, .alpha = 1.0f, .a = A.g, .lda = 2,
+	                .b = B.g, .ldb = 2, .c = C.g, .ldc = 2, .batch = 1, .prec = BE_PREC_COUNT };
+	assert_int_equal(gpu->gemm(gpu, &g), -EINVAL);
+	pair_free(&A); pair_free(&B); pair_free(&C);
 }
 
 /* --- attention --- */
@@ -408,6 +444,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm),
 		cmocka_unit_test(test_gemm_lowp),
+		cmocka_unit_test(test_gemm_prec),
 		cmocka_unit_test(test_attn),
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_softmax),

@@ -18,8 +18,24 @@
 
 typedef struct be be_t;
 
+/* what a device computes with (--precision): auto lets the backend choose */
+typedef enum {
+	BE_PREC_AUTO = 0, BE_PREC_FP32, BE_PREC_BF16, BE_PREC_FP16, BE_PREC_COUNT
+} be_prec_t;
+
+/* "auto", "fp32", "bf16", "fp16"; "?" for anything else */
+static inline const char *be_prec_name(be_prec_t p)
+{
+	static const char *const names[BE_PREC_COUNT] = { "auto", "fp32", "bf16", "fp16" };
+	return (unsigned)p < BE_PREC_COUNT ? names[p] : "?";
+}
+
 /* C[b] = alpha * op(A[b]) op(B[b]) + beta * C[b] (+ bias[n] on every row),
- * b = 0..batch-1; op(X) = X or X^T; row-major. */
+ * b = 0..batch-1; op(X) = X or X^T; row-major.  prec: what this GEMM's
+ * inputs are rounded to; BE_PREC_AUTO (0, so a GEMM that leaves it out)
+ * takes the backend's precision (be->precision, --precision), BE_PREC_FP32
+ * keeps fp32 inputs whatever the backend's; a backend that computes in fp32
+ * only (the CPU) runs every GEMM in fp32.  Accumulation is fp32 always. */
 typedef struct {
 	int transa, transb;
 	int m, n, k;
@@ -29,6 +45,7 @@ typedef struct {
 	float       *c; int64_t ldc, stride_c;
 	int batch;
 	const float *bias;       /* [n] or NULL */
+	be_prec_t    prec;       /* BE_PREC_AUTO: the backend's */
 } be_gemm_t;
 
 /* o = softmax(scale * q k^T + bias + mask) v, per batch b and head h, with
@@ -51,18 +68,6 @@ typedef struct {
 	const float *bias; int64_t bias_sb, bias_sh, bias_sq;
 	const float *mask; int64_t mask_sb;
 } be_attn_t;
-
-/* what a device computes with (--precision): auto lets the backend choose */
-typedef enum {
-	BE_PREC_AUTO = 0, BE_PREC_FP32, BE_PREC_BF16, BE_PREC_FP16, BE_PREC_COUNT
-} be_prec_t;
-
-/* "auto", "fp32", "bf16", "fp16"; "?" for anything else */
-static inline const char *be_prec_name(be_prec_t p)
-{
-	static const char *const names[BE_PREC_COUNT] = { "auto", "fp32", "bf16", "fp16" };
-	return (unsigned)p < BE_PREC_COUNT ? names[p] : "?";
-}
 
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
@@ -94,8 +99,9 @@ struct be {
 	/* 1: backend memory is host memory (the CPU): a pass's host buffers
 	 * (fwd_host) lie in its arena, and its figures cover them */
 	int         host_mem;
-	/* what the GEMMs take as inputs: "fp32", "bf16", "fp16" (or "tf32",
-	 * tests only); they accumulate in fp32, and every tensor stays fp32 */
+	/* what the GEMMs take as inputs where their prec is BE_PREC_AUTO:
+	 * "fp32", "bf16", "fp16" (or "tf32", tests only); they accumulate in
+	 * fp32, and every tensor stays fp32 */
 	const char *precision;
 
 	/* ops; shapes in comments, n = element count */

@@ -257,6 +257,7 @@ static int cpu_gemm_few(const be_gemm_t *g)
 	       8 * pad <= g->m;
 }
 
+/* every GEMM in fp32, whatever g->prec asks for */
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;

@@ -174,14 +174,33 @@ static int be_cuda_sync(be_t *be)
 	return be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
 }
 
+/* *ct = the cuBLAS compute type of a GEMM asking for prec (BE_PREC_AUTO:
+ * the backend's); -1 for a prec that names none */
+static int be_cuda_compute(const be_cuda_ctx_t *c, be_prec_t prec, cublasComputeType_t *ct)
+{
+	switch (prec) {
+	case BE_PREC_AUTO: *ct = c->compute; return 0;
+	case BE_PREC_FP32: *ct = CUBLAS_COMPUTE_32F; return 0;
+	case BE_PREC_BF16: *ct = CUBLAS_COMPUTE_32F_FAST_16BF; return 0;
+	case BE_PREC_FP16: *ct = CUBLAS_COMPUTE_32F_FAST_16F; return 0;
+	default: return -1;
+	}
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
- * operands swap, the transpose flags stay, m and n swap. */
+ * operands swap, the transpose flags stay, m and n swap.  The compute type
+ * is the backend's unless g->prec names one. */
 static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	cublasComputeType_t ct;
 	float beta = g->beta;
 	int rc;
 
+	if (be_cuda_compute(c, g->prec, &ct) < 0) {
+		log_error("cuda backend: gemm: no precision %d", (int)g->prec);
+		return -EINVAL;
+	}
 	if (g->batch <= 0 || g->m <= 0 || g->n <= 0) return 0;
 	if (g->lda > INT_MAX || g->ldb > INT_MAX || g->ldc > INT_MAX) {
 		log_error("cuda backend: gemm: leading dimension over INT_MAX");
@@ -199,7 +218,7 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		g->b, CUDA_R_32F, (int)g->ldb, g->stride_b,
 		g->a, CUDA_R_32F, (int)g->lda, g->stride_a,
 		&beta, g->c, CUDA_R_32F, (int)g->ldc, g->stride_c,
-		g->batch, c->compute, CUBLAS_GEMM_DEFAULT), "gemm");
+		g->batch, ct, CUBLAS_GEMM_DEFAULT), "gemm");
 }
 
 static int be_cuda_attn(be_t *be, const be_attn_t *a)

@@ -136,6 +136,7 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
+	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;
 	if (!op_run(fx) || !g->m || !g->n || !g->batch) return;
 	op_status(fx, fx->be->gemm(fx->be, g), "gemm");
 }

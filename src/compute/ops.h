@@ -41,7 +41,9 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
-/* raw strided-batched GEMM and fused attention (pointers from tensors) */
+/* raw strided-batched GEMM and fused attention (pointers from tensors);
+ * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
+ * --precision says, BE_PREC_AUTO (0) for the device's precision */
 void op_gemm(fwd_t *fx, const be_gemm_t *g);
 void op_attn(fwd_t *fx, const be_attn_t *a);
 

@@ -44,10 +44,12 @@ void heads_plddt(fwd_t *fx, const heads_t *hd, tensor_t states, float *plddt, fl
 	op_softmax(fx, lg);
 	tensor_t bins = fwd_new2(fx, HEADS_LDDT_BINS, 1), p = fwd_new2(fx, na, 1);
 	fwd_set(fx, bins, centre);
+	/* the expectation over the bins in fp32, whatever the device's precision:
+	 * p: [L 37, 1] = lg: [L 37, bins] x bins: [bins, 1] */
 	op_gemm(fx, &(be_gemm_t){
 		.m = (int)na, .n = 1, .k = HEADS_LDDT_BINS, .alpha = 1.0f, .beta = 0.0f,
 		.a = lg.d, .lda = HEADS_LDDT_BINS, .b = bins.d, .ldb = 1, .c = p.d, .ldc = 1,
-		.batch = 1 });
+		.batch = 1, .prec = BE_PREC_FP32 });
 	fwd_get(fx, p, plddt);
 	fwd_drop(fx, &p);
 	fwd_drop(fx, &bins);
@@ -91,11 +93,13 @@ void heads_pae(fwd_t *fx, const heads_t *hd, tensor_t s_z, int chunk, float *pae
 		tensor_t lgm = tensor_rows(lg, 0, m), evm = tensor_rows(ev, 0, (int64_t)m * L);
 		op_linear(fx, lgm, tensor_rows(s_z, i0, m), &hd->ptm, 0.0f);
 		op_softmax(fx, lgm);
-		/* (expected error, expected TM term) of every pair */
+		/* (expected error, expected TM term) of every pair, in fp32
+		 * whatever the device's precision: evm: [m L, 2] =
+		 * lgm: [m L, bins] x tab: [bins, 2] */
 		op_gemm(fx, &(be_gemm_t){
 			.m = m * L, .n = 2, .k = HEADS_PAE_BINS, .alpha = 1.0f, .beta = 0.0f,
 			.a = lgm.d, .lda = HEADS_PAE_BINS, .b = tab.d, .ldb = 2, .c = evm.d, .ldc = 2,
-			.batch = 1 });
+			.batch = 1, .prec = BE_PREC_FP32 });
 		fwd_get(fx, evm, buf);
 		if (!run || fx->err) continue;
 		for (int64_t r = 0; r < (int64_t)m * L; r++) {

@@ -356,12 +356,16 @@ static void structure_ipa(fwd_t *fx, const structure_t *sm, const cfg_t *c, tens
 		.a = q.d, .lda = H * d, .stride_a = d,
 		.b = kv.d, .ldb = 2 * H * d, .stride_b = 2 * d,
 		.c = a.d, .ldc = L, .stride_c = LL, .batch = H });
-	op_gemm(fx, &(be_gemm_t){   /* + point term and the linear_b bias */
+	/* + point term and the linear_b bias, in fp32 whatever the device's
+	 * precision: w Tq.Tk - w/2 |Tq|^2 - w/2 |Tk|^2 cancels terms of
+	 * 10-100 nm^2 down to the distances it measures, which bf16 inputs
+	 * (8 bits) would bury in rounding */
+	op_gemm(fx, &(be_gemm_t){
 		.transa = 0, .transb = 1, .m = L, .n = L, .k = Dp,
 		.alpha = 1.0f, .beta = 1.0f,
 		.a = qa.d, .lda = H * Dp, .stride_a = Dp,
 		.b = ka.d, .ldb = H * Dp, .stride_b = Dp,
-		.c = a.d, .ldc = L, .stride_c = LL, .batch = H });
+		.c = a.d, .ldc = L, .stride_c = LL, .batch = H, .prec = BE_PREC_FP32 });
 	fwd_drop(fx, &qa);
 	fwd_drop(fx, &ka);
 	fwd_drop(fx, &q);

@@ -259,14 +259,16 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 }
 
 /* y: [out][rows] = (x: [rows, in] W^T + b)^T, channel-major straight from
- * the GEMM (W x^T, after the bias b ones^T as a k = 1 product); ones: [rows]
- * of 1 */
+ * the GEMM (W x^T, after the bias b ones^T as a k = 1 product, in fp32 as
+ * every other bias is added, not rounded to the device's precision);
+ * ones: [rows] of 1 */
 static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, tensor_t ones)
 {
 	int64_t rows = tensor_numel(x) / l->in;
 	be_gemm_t b = {
 		.transa = 0, .transb = 0, .m = l->out, .n = (int)rows, .k = 1, .alpha = 1.0f, .beta = 0.0f,
 		.a = l->b, .lda = 1, .b = ones.d, .ldb = rows, .c = y.d, .ldc = rows, .batch = 1,
+		.prec = BE_PREC_FP32,
 	};
 	be_gemm_t w = {
 		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 1.0f,

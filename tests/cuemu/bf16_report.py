@@ -6,8 +6,9 @@ usage: bf16_report.py FP32.safetensors BF16.safetensors
 
 Prints, per tensor group, the largest |bf16 - fp32| and that deviation
 relative to the group's largest |fp32|; then per record the mean pLDDT of
-both and the C-alpha RMSD between the two structures (same frame, no
-superposition).  Exits 1 when a tensor is missing or not finite.
+both, the largest |bf16 - fp32| of the per-atom pLDDT (0-1 scale), of the
+PAE (A) and of the pTM, and the C-alpha RMSD between the two structures
+(same frame, no superposition).  Exits 1 when a tensor is missing or not finite.
 """
 import math
 import os
@@ -33,6 +34,13 @@ def group_of(tensor):
     return None
 
 
+def maxdev(x, y):
+    """largest |y - x| of two equal-length tensors; NaN if either is missing"""
+    if x is None or y is None or len(x) != len(y):
+        return float("nan")
+    return max((abs(u - v) for u, v in zip(x, y)), default=0.0)
+
+
 def main():
     a, b = read_safetensors(sys.argv[1]), read_safetensors(sys.argv[2])
     dev, ref, bad = {}, {}, 0
@@ -51,7 +59,8 @@ def main():
     for g, _ in GROUPS:
         if g in dev:
             print("%-18s %14.3g %14.3g" % (g, dev[g], dev[g] / ref[g] if ref[g] else 0.0))
-    print("%-18s %10s %10s %14s" % ("record", "pLDDT fp32", "pLDDT bf16", "CA RMSD (A)"))
+    print("%-18s %10s %10s %11s %9s %9s %12s" % ("record", "pLDDT fp32", "pLDDT bf16",
+          "|dpLDDT|", "|dPAE|", "|dpTM|", "CA RMSD (A)"))
     for key in sorted(k for k in a if k.endswith("/atom37_positions")):
         rec = key.rsplit("/", 1)[0]
         x, y = a[key], b.get(key)
@@ -60,7 +69,10 @@ def main():
         ca = [i for i in range(len(x) // 3) if i % 37 == 1]
         rmsd = math.sqrt(sum((x[3 * i + c] - y[3 * i + c]) ** 2 for i in ca for c in range(3)) / len(ca))
         pa, pb = a.get(rec + "/mean_plddt", [float("nan")]), b.get(rec + "/mean_plddt", [float("nan")])
-        print("%-18s %10.3f %10.3f %14.3g" % (rec, pa[0], pb[0], rmsd))
+        dev = [maxdev(a.get(rec + "/" + t), b.get(rec + "/" + t))
+               for t in ("plddt", "predicted_aligned_error", "ptm")]
+        print("%-18s %10.3f %10.3f %11.3g %9.3g %9.3g %12.3g" % (rec, pa[0], pb[0], dev[0], dev[1],
+                                                             dev[2], rmsd))
     return 1 if bad else 0
 
 

@@ -4,8 +4,12 @@
  * with CBLAS.  Arguments are checked as cuBLAS documents; for the
  * CUBLAS_COMPUTE_32F_FAST_16BF / _16F / _TF32 compute types the inputs are
  * rounded to bfloat16 / float16 / TF32 first (accumulation stays float32),
- * so results deviate from float32 as a tensor core's would. */
+ * so results deviate from float32 as a tensor core's would.  With
+ * CUEMU_GEMM_LOG=FILE every GEMM accepted appends one line to FILE,
+ * "m n k batch compute" (cuBLAS's column-major sizes; compute: 32F,
+ * 16BF, 16F or TF32), so a test can see which precision each ran at. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +167,25 @@ static int operand_ok(const void *x, int rows, int cols, int ld, long long strid
 	return cuemu_check_range(x, one + sizeof(float) * (size_t)stride * (size_t)(batch - 1), dev);
 }
 
+/* one line "m n k batch compute" on CUEMU_GEMM_LOG, where it is set */
+static void gemm_log(int m, int n, int k, int batch, cublasComputeType_t compute)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	const char *path = getenv("CUEMU_GEMM_LOG");
+	FILE *f;
+
+	if (!path || !*path) return;
+	pthread_mutex_lock(&lock);
+	if ((f = fopen(path, "a"))) {
+		fprintf(f, "%d %d %d %d %s\n", m, n, k, batch,
+		        compute == CUBLAS_COMPUTE_32F_FAST_16BF ? "16BF" :
+		        compute == CUBLAS_COMPUTE_32F_FAST_16F ? "16F" :
+		        compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32" : "32F");
+		fclose(f);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* float32 data only; alpha and beta on the host */
 cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
                                           cublasOperation_t tb, int m, int n, int k,
@@ -194,6 +217,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta
 		        dev);
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
+	gemm_log(m, n, k, batch, compute);
 	cuemu_gemm_t *g = malloc(sizeof *g);
 	if (!g) return CUBLAS_STATUS_ALLOC_FAILED;
 	*g = (cuemu_gemm_t){ ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,

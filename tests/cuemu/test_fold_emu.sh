@@ -6,7 +6,12 @@
 # every PDB within the fixture's atom tolerance (tests/check_pdb.py).
 # The same folds at --precision bf16 print what bf16 costs against fp32
 # (tests/cuemu/bf16_report.py: deviation per tensor group, pLDDT, C-alpha
-# RMSD; informative, failing only on a missing or non-finite tensor).
+# RMSD; informative, failing only on a missing or non-finite tensor).  A
+# bf16 fold of one record must run in fp32 exactly the GEMMs the precision
+# policy names (the emulator's CUEMU_GEMM_LOG): the IPA point term
+# (k = 3 Pq + 2), the triangle-multiplication biases (k = 1), the pLDDT
+# expectation (m = 1, k = 50 bins) and the PAE / pTM one (m = 2, k = 64
+# bins); every other GEMM at bf16.
 # The blocks, warps and lanes of every kernel in reverse order
 # (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
 # a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
@@ -52,5 +57,32 @@ for rev in 0 1; do
 done
 cmp -s "$tmp/rev0.dump" "$tmp/rev1.dump" || fail "reversed schedule: dumped tensors differ"
 cmp -s "$tmp/rev0/len33.pdb" "$tmp/rev1/len33.pdb" || fail "reversed schedule: PDB differs"
+
+# the same record at bf16: the GEMMs the precision policy names in fp32,
+# every other one in bf16 (one record of L > 1: at L = 1 other GEMMs have
+# k = 1 too)
+CUEMU_GEMM_LOG=$tmp/len33.gemms "$bin" -q -i "$tmp/len33.fa" -o "$tmp/len33.bf16" \
+	--weights "$d/weights.safetensors" --devices cuda --precision bf16 ||
+	fail "len33 bf16: esmbatch-cuemu exited $?"
+dp=$("$py" -c "import json, sys
+c = json.load(open(sys.argv[1]))['esmfold_config']['trunk']['structure_module']
+print(3 * c['num_qk_points'] + 2)" "$d/config.json")
+# per GEMM (cuBLAS sizes m n k batch, compute): its class, 32F or 16BF as the policy says
+if policy=$(awk -v dp="$dp" '{
+	if ($3 == dp) c = "ipa"; else if ($3 == 1) c = "bias"
+	else if ($1 == 1 && $3 == 50) c = "plddt"; else if ($1 == 2 && $3 == 64) c = "pae"
+	else c = "other"
+	seen[c]++
+	if ($5 != (c == "other" ? "16BF" : "32F")) { bad++; if (!ex) ex = $0 " (" c ")" }
+} END {
+	printf "%d ipa, %d bias, %d plddt, %d pae in fp32, %d other in bf16, %d off the policy%s",
+	       seen["ipa"], seen["bias"], seen["plddt"], seen["pae"], seen["other"], bad,
+	       ex ? ", e.g. " ex : ""
+	exit !(seen["ipa"] && seen["bias"] && seen["plddt"] && seen["pae"] && seen["other"] && !bad)
+}' "$tmp/len33.gemms"); then
+	echo "len33 bf16 GEMMs: $policy"
+else
+	fail "len33 bf16 GEMMs: $policy"
+fi
 
 finish

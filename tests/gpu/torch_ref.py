@@ -2,17 +2,24 @@
 """torch_ref.py - the PyTorch side of tests/gpu/check.sh (never a build or
 test dependency).
 
-usage: torch_ref.py MODEL FASTA [DEVICE]
+usage: torch_ref.py MODEL FASTA [DEVICE [CHUNK]]
 
 Builds the public EsmForProteinFolding (Hugging Face transformers) with
 random weights (its own initialisation) from MODEL, a config.json or a
 manifest whose "config" is one (tests/data/manifest_esmfold_v1.json), on
-DEVICE (default cuda), and folds every record of FASTA with infer(): the
-config's max_recycles trunk passes, as esmbatch runs by default.  Prints
-one JSON line per record: name, length, seconds and, on CUDA, the
-torch.cuda.max_memory_reserved / max_memory_allocated bytes of that fold
-(weights included); a record that fails (e.g. out of memory) gets "error"
-instead.  Exit 0, 1 when torch, transformers or the model cannot be had.
+DEVICE (default cuda), as the published model runs: the language model in
+fp16 where the config says fp16_esm (the published one does), the rest in
+fp32.  CHUNK > 0 sets the trunk's chunk size (model.trunk.set_chunk_size:
+64 is the low-memory setting its users are told to use).  Folds every
+record of FASTA with infer(): the config's max_recycles trunk passes, as
+esmbatch runs by default.  Prints one JSON line per record: name, length,
+chunk, seconds and, on CUDA, the torch.cuda.max_memory_reserved /
+max_memory_allocated bytes of that fold (weights included) and
+device_used, the whole process's device memory as the driver sees it
+(total - free, the CUDA context included) right after the fold, the same
+kind of figure as esmbatch's device_used_bytes; a record that fails (e.g.
+out of memory) gets "error" instead.  Exit 0, 1 when torch, transformers
+or the model cannot be had.
 """
 import json
 import sys
@@ -32,9 +39,10 @@ def read_fasta(path):
 
 
 def main(argv):
-    if len(argv) not in (3, 4):
+    if len(argv) not in (3, 4, 5):
         sys.exit(__doc__)
-    dev = argv[3] if len(argv) == 4 else "cuda"
+    dev = argv[3] if len(argv) >= 4 else "cuda"
+    chunk = int(argv[4]) if len(argv) == 5 else 0
     try:
         import torch
         from transformers import EsmConfig, EsmForProteinFolding
@@ -47,11 +55,15 @@ def main(argv):
     t0 = time.perf_counter()
     with torch.device(dev):
         model = EsmForProteinFolding(EsmConfig.from_dict(cfg)).eval()
+    if model.config.esmfold_config.fp16_esm and model.esm.dtype != torch.float16:
+        model.esm.half()   # as from_pretrained leaves the published model
+    if chunk > 0:
+        model.trunk.set_chunk_size(chunk)
     if cuda:
         torch.cuda.synchronize()
     print(json.dumps(dict(name="(model built)", seconds=time.perf_counter() - t0)), flush=True)
     for name, seq in read_fasta(argv[2]):
-        row = dict(name=name, length=len(seq))
+        row = dict(name=name, length=len(seq), chunk=chunk)
         try:
             if cuda:
                 torch.cuda.reset_peak_memory_stats()
@@ -64,6 +76,8 @@ def main(argv):
             if cuda:
                 row["reserved"] = torch.cuda.max_memory_reserved()
                 row["allocated"] = torch.cuda.max_memory_allocated()
+                free, total = torch.cuda.mem_get_info()
+                row["device_used"] = total - free
         except (RuntimeError, MemoryError) as e:   # torch.cuda.OutOfMemoryError included
             row["error"] = str(e).splitlines()[0][:200]
             if cuda:

@@ -1,4 +1,4 @@
-/* mkweights.c - write random ESMFold weights for any config (see src/wr.h).
+/* mkweights.c - write random ESMFold weights for any config (see src/model/random_weights.h).
  *
  *   mkweights --config FILE -o OUT.safetensors [--seed N] [--dtype f32|f16|bf16]
  *

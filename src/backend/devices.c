@@ -135,8 +135,9 @@ int dev_precision(be_t *be, be_prec_t prec)
 		          be_prec_name(prec), be->name);
 		return -1;
 	}
-	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention and "
-	         "structure geometry in fp32", be->name, be->precision);
+	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention, "
+	         "structure geometry, the IPA point term, the triangle-multiplication biases and "
+	         "the confidence heads in fp32", be->name, be->precision);
 	return 0;
 }
 

@@ -47,6 +47,7 @@ static void test_defaults(void **state)
 	assert_int_equal(o.pae, 0);
 	assert_int_equal(o.no_split, 0);
 	assert_int_equal(o.threads, 0);
+	assert_int_equal(o.workers, 0);               /* auto */
 	assert_int_equal(o.verbosity, LOG_INFO);
 	assert_int_equal(parse(&o, NULL), 0);
 	assert_int_equal(opt_validate(&o), -1);       /* fold needs -i */
@@ -140,6 +141,12 @@ static void test_errors(void **state)
 	assert_int_equal(parse(&o, "--num-recycles", "65", NULL), -1);
 	assert_int_equal(parse(&o, "--threads", "99999999999999", NULL), -1);
 	assert_int_equal(parse(&o, "-o", "", NULL), -1);
+	assert_int_equal(parse(&o, "--workers", "0", NULL), -1);
+	assert_int_equal(parse(&o, "--workers", "Auto", NULL), -1);
+	assert_int_equal(parse(&o, "--workers", "3", NULL), 0);
+	assert_int_equal(o.workers, 3);
+	assert_int_equal(parse(&o, "--workers", "auto", NULL), 0);
+	assert_int_equal(o.workers, 0);
 	/* -q cannot go below errors, -v not above debug */
 	assert_int_equal(parse(&o, "-qqqqq", NULL), 0);
 	assert_int_equal(o.verbosity, LOG_ERROR);

@@ -112,6 +112,15 @@ for d in dev:   # the longest of a device's records starts first on it
     lens = [int(r[4].split("-")[1]) for r in order if r[1] == d]
     assert not lens or lens[0] == max(lens), (d, lens)
 PY
+# --workers auto (the default): budget / the largest quota of the commonest
+# bucket, at most 4 on a card (sim), 1 on the CPU; --workers N forces N
+wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
+	awk -F'\t' '$1=="device"&&$3=="workers"{t=1;next} t&&NF==4{printf "%s=%s ", $1, $3} NF<2{t=0}'; }
+[ "$(wk --devices sim:40M,sim:24M,sim:3M)" = "sim:40M=4 sim:24M=2 sim:3M=1 " ] ||
+	fail "auto workers: $(wk --devices sim:40M,sim:24M,sim:3M)"
+[ "$(wk --devices sim:40M --workers auto)" = "sim:40M=4 " ] || fail "--workers auto"
+[ "$(wk --devices sim:40M --workers 3)" = "sim:40M=3 " ] || fail "--workers 3 not forced"
+[ "$(wk --devices cpu)" = "cpu=1 " ] || fail "auto workers on the CPU: not 1"
 "$bin" plan -q -i "$tmp/mix.fa" --cpu-memory 12Q >/dev/null 2>&1
 [ $? -eq 2 ] || fail "bad --cpu-memory: expected exit 2"
 "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --devices cpu --cpu-memory 1K >"$tmp/plan1k.tsv" ||

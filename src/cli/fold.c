@@ -738,6 +738,7 @@ int fold_main(const opt_t *o)
 			r.res_todo += x->job.len;
 		}
 	}
+	sched_auto_workers(s);
 	fold_log_plan(s);
 	if (r.nskipped)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",

@@ -30,7 +30,7 @@ void opt_init(opt_t *o)
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
 	o->threads = 0;
-	o->workers = 1;
+	o->workers = 0;   /* auto */
 }
 
 void opt_free(opt_t *o)
@@ -104,7 +104,9 @@ void opt_usage(FILE *fp)
 "      --exclusive         calibrate for a job alone on its device (safety 1.3)\n"
 "      --force             fold: refold records an earlier run into -o finished;\n"
 "                          calibrate: overwrite another device's or weights' table\n"
-"      --workers N         fold workers per device (default 1)\n"
+"      --workers N|auto    fold workers per device; auto: as many as the\n"
+"                          quotas of the input's commonest bucket allow\n"
+"                          (at most 4 on a card, 1 on the CPU) (default auto)\n"
 "      --cpu-memory SIZE   memory of the cpu device, weights included, e.g.\n"
 "                          64G (default: 90% of the available memory)\n"
 "  -v, --verbose           more log output (repeatable)\n"
@@ -254,7 +256,8 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case O_EXCLUSIVE: o->exclusive = 1; break;
 		case O_FORCE: o->force = 1; break;
 		case O_WORKERS:
-			if (parse_int("--workers", optarg, 1, 256, &o->workers))
+			if (!strcmp(optarg, "auto")) o->workers = 0;
+			else if (parse_int("--workers", optarg, 1, 256, &o->workers))
 				return -1;
 			break;
 		case O_CPUMEM:

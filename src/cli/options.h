@@ -61,7 +61,8 @@ typedef struct {
 	int        force;         /* --force: fold refolds what an earlier run
 	                             finished; calibrate may overwrite a table
 	                             of another device or weights */
-	int        workers;       /* --workers: fold workers per device (default 1) */
+	int        workers;       /* --workers: fold workers per device, 0 = auto
+	                             (default; sched_auto_workers) */
 	int64_t    cpu_memory;    /* --cpu-memory: bytes the CPU device may hold,
 	                             weights included; 0 = 90% of MemAvailable */
 } opt_t;

@@ -56,6 +56,7 @@ static int plan_devices(const opt_t *o, const quota_table_t *qt, char **seq, con
 	if (!(s = sched_init(dev, ndev, &so))) goto done;
 	for (int i = 0; i < n; i++)
 		if (sched_add(s, idx[i], seq[i]) < 0) goto done;
+	sched_auto_workers(s);
 	fputc('\n', out);
 	rc = sched_plan(s, out, 1);
 done:

@@ -32,8 +32,12 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		d->budget = dev_budget(d->be, d->spec, cpu_total, weights_f32_bytes(w), load);
 		if (qt && quota_get(qt, "worker_overhead"))
 			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
-		log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
-		         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
+		if (d->workers > 0)
+			log_info("device %s: budget %.2f GiB for %d worker(s)%s", d->be->name,
+			         d->budget / 1073741824.0, d->workers, load ? "" : " (weights not loaded)");
+		else
+			log_info("device %s: budget %.2f GiB, workers auto%s", d->be->name,
+			         d->budget / 1073741824.0, load ? "" : " (weights not loaded)");
 	}
 	if (*ndev == 0) {
 		log_error("no device left to run on: every device given was refused");

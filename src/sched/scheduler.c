@@ -20,6 +20,7 @@
 
 #define SCHED_MIN_CHUNK 8
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
+#define SCHED_AUTO_CAP 4     /* most auto workers on a card (sched_auto_workers) */
 
 /* an event for the output step: a line of run.jsonl, or a settled record */
 typedef struct sched_ev {
@@ -249,12 +250,48 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 		log_warn("quota table: not used on the CPU with --chunk-size 0 for sequences of more "
 		         "than %d residues (auto chunks them; their quotas are planned); give "
 		         "--chunk-size to use it", SCHED_CPU_CHUNK);
-	for (int i = 0; i < ndev && o->jsonl; i++) {
-		fprintf(o->jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
-		        "\"overhead\":%lld,\"workers\":%d}\n", devs[i].be->name,
-		        (long long)devs[i].budget, (long long)devs[i].overhead, devs[i].workers);
-	}
 	return s;
+}
+
+int sched_auto_workers(sched_t *s)
+{
+	for (int di = 0; di < s->ndev; di++) {
+		sched_dev_t *d = &s->dev[di];
+		int64_t count[BUCKET_MAX + 1] = { 0 }, q = 0, w;
+		/* the CPU: host memory with no driver figures (a sim:SIZE device,
+		 * host memory behind a card's budget, counts as a card) */
+		int cpu = d->be->host_mem && !d->be->mem_info;
+		int b = -1, cap = cpu ? 1 : SCHED_AUTO_CAP;
+		char lab[32];
+
+		if (d->workers > 0) continue;   /* forced (--workers N, --dump-tensors) */
+		/* the commonest bucket among the waiting items that fit d (the
+		 * smaller bucket on a tie) */
+		for (int i = 0; i < s->n; i++) {
+			const sched_item_t *it = &s->it[i];
+			int k = bucket_of(NULL, it->tok.L);
+			if (it->state == SCHED_WAIT && it->quota <= d->budget && k >= 0) count[k]++;
+		}
+		for (int k = 0; k <= BUCKET_MAX; k++)
+			if (count[k] > 0 && (b < 0 || count[k] > count[b])) b = k;
+		for (int i = 0; b >= 0 && i < s->n; i++) {
+			const sched_item_t *it = &s->it[i];
+			if (it->state != SCHED_WAIT || it->quota > d->budget) continue;
+			if (bucket_of(NULL, it->tok.L) == b && it->quota > q) q = it->quota;
+		}
+		w = q > 0 ? d->budget / q : 1;
+		d->workers = (int)(w < 1 ? 1 : w > cap ? cap : w);
+		if (q > 0)
+			log_info("device %s: %d worker(s) (auto): bucket %s, %lld item(s), quota %.1f MiB, "
+			         "budget %.1f MiB (at most %d on %s)", d->be->name, d->workers,
+			         bucket_label(NULL, b, lab, sizeof lab), (long long)count[b],
+			         q / 1048576.0, d->budget / 1048576.0, cap,
+			         cpu ? "the CPU" : "a card");
+		else
+			log_info("device %s: 1 worker (auto): no queued item fits its budget %.2f GiB",
+			         d->be->name, d->budget / 1073741824.0);
+	}
+	return 0;
 }
 
 void sched_free(sched_t *s)
@@ -708,7 +745,16 @@ int sched_run(sched_t *s)
 	int total = 0, stopped = 0;
 
 	s->t_start = sched_now();
-	for (int i = 0; i < s->ndev; i++) total += s->dev[i].workers;
+	for (int i = 0; i < s->ndev; i++) {
+		if (s->dev[i].workers < 1) s->dev[i].workers = 1;   /* auto never resolved */
+		total += s->dev[i].workers;
+	}
+	for (int i = 0; i < s->ndev && s->o.jsonl; i++) {   /* the final counts */
+		fprintf(s->o.jsonl, "{\"event\":\"device\",\"device\":\"%s\",\"budget\":%lld,"
+		        "\"overhead\":%lld,\"workers\":%d}\n", s->dev[i].be->name,
+		        (long long)s->dev[i].budget, (long long)s->dev[i].overhead, s->dev[i].workers);
+		fflush(s->o.jsonl);
+	}
 	if (total <= 1) {
 		sched_worker(s, 0, 0);
 	} else {

@@ -55,7 +55,7 @@ typedef struct {
 	int64_t budget;          /* bytes jobs may hold at once */
 	int64_t granted;         /* quotas of running items */
 	int64_t overhead;        /* per worker, added to every quota */
-	int     workers;
+	int     workers;         /* 0: auto (sched_auto_workers) */
 } sched_dev_t;
 
 typedef struct sched sched_t;
@@ -95,6 +95,16 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
 void     sched_free(sched_t *s);
 /* Queue the record's sequence as one item (planned, maybe split). 0 or -1. */
 int      sched_add(sched_t *s, int rec, const char *seq);
+/* Auto workers: for every device whose workers is 0, as many as the
+ * quotas allow for the queued work: the commonest bucket (bucket_of on
+ * tok.L; the smaller on a tie) among the waiting items that fit the
+ * device, q its largest quota among those items, and workers = budget / q
+ * clamped to [1, 4] on a card (or sim:SIZE), [1, 1] on the CPU (host
+ * memory, no mem_info; its ops use every thread already); 1 when no item
+ * fits.  One log line per device.
+ * Call once every record is added, before sched_plan and sched_run (a
+ * device still at 0 runs one worker).  0. */
+int      sched_auto_workers(sched_t *s);
 /* The plan: a dry run of the workers' policy over the queued items, a
  * fold's duration taken as proportional to L^2 (enough to order the work),
  * nothing folded and every item left waiting.  Writes three TSV tables to

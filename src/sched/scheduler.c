@@ -257,7 +257,7 @@ int sched_auto_workers(sched_t *s)
 {
 	for (int di = 0; di < s->ndev; di++) {
 		sched_dev_t *d = &s->dev[di];
-		int64_t count[BUCKET_MAX + 1] = { 0 }, q = 0, w;
+		int64_t count[BUCKET_MAX + 1] = { 0 }, qmax[BUCKET_MAX + 1] = { 0 }, q = 0, w;
 		/* the CPU: host memory with no driver figures (a sim:SIZE device,
 		 * host memory behind a card's budget, counts as a card) */
 		int cpu = d->be->host_mem && !d->be->mem_info;
@@ -265,20 +265,18 @@ int sched_auto_workers(sched_t *s)
 		char lab[32];
 
 		if (d->workers > 0) continue;   /* forced (--workers N, --dump-tensors) */
-		/* the commonest bucket among the waiting items that fit d (the
-		 * smaller bucket on a tie) */
+		/* per bucket, the waiting items that fit d and their largest quota;
+		 * then the commonest bucket (the smaller on a tie) */
 		for (int i = 0; i < s->n; i++) {
 			const sched_item_t *it = &s->it[i];
 			int k = bucket_of(NULL, it->tok.L);
-			if (it->state == SCHED_WAIT && it->quota <= d->budget && k >= 0) count[k]++;
+			if (it->state != SCHED_WAIT || it->quota > d->budget || k < 0) continue;
+			count[k]++;
+			if (it->quota > qmax[k]) qmax[k] = it->quota;
 		}
 		for (int k = 0; k <= BUCKET_MAX; k++)
 			if (count[k] > 0 && (b < 0 || count[k] > count[b])) b = k;
-		for (int i = 0; b >= 0 && i < s->n; i++) {
-			const sched_item_t *it = &s->it[i];
-			if (it->state != SCHED_WAIT || it->quota > d->budget) continue;
-			if (bucket_of(NULL, it->tok.L) == b && it->quota > q) q = it->quota;
-		}
+		if (b >= 0) q = qmax[b];
 		w = q > 0 ? d->budget / q : 1;
 		d->workers = (int)(w < 1 ? 1 : w > cap ? cap : w);
 		if (q > 0)

@@ -22,7 +22,9 @@
 #define RESIDUE_NUM_GROUPS     8   /* rigid groups per residue */
 #define RESIDUE_NUM_TORSIONS   7   /* omega, phi, psi, chi1..chi4 */
 #define RESIDUE_NUM_CHI        4
+#define RESIDUE_ATOM37_N       0   /* index of N in atom37 */
 #define RESIDUE_ATOM37_CA      1   /* index of CA in atom37 */
+#define RESIDUE_ATOM37_C       2   /* index of C in atom37 */
 
 /* one-letter codes in aatype order, "ARNDCQEGHILKMFPSTWYVX" */
 extern const char residue_restypes[RESIDUE_NUM_RESTYPES + 1];

@@ -11,6 +11,7 @@
 #include "util/log.h"
 #include "cli/options.h"
 #include "cli/plan.h"
+#include "cli/report.h"
 
 static int print_version(void)
 {
@@ -62,6 +63,9 @@ int main(int argc, char **argv)
 		break;
 	case OPT_CMD_CALIBRATE:
 		code = calib_main(&o, stdout);
+		break;
+	case OPT_CMD_REPORT:
+		code = report_main(&o);
 		break;
 	case OPT_CMD_FOLD:
 	default:

@@ -159,6 +159,28 @@ static void test_ca_break_chains(void **state)
 	free(m);
 }
 
+/* arrays of exactly one residue (ASan and valgrind see a read outside):
+ * its first residue has no predecessor */
+static void test_one_residue(void **state)
+{
+	(void)state;
+	float *x = calloc(NA * 3, sizeof *x), *mask = calloc(NA, sizeof *mask);
+	float *plddt = calloc(NA, sizeof *plddt);
+	int *chain = calloc(1, sizeof *chain);
+	qc_input_t in = { .L = 1, .atom37 = x, .atom37_mask = mask, .plddt = plddt, .chain = chain };
+	qc_t q;
+
+	mask[RESIDUE_ATOM37_CA] = 1;
+	assert_int_equal(qc_measure(&in, &q), 0);
+	assert_int_equal(q.ca_breaks, 0);
+	assert_int_equal(q.clashes, 0);
+	assert_int_equal(q.band[QC_VERY_LOW], 1);
+	free(x);
+	free(mask);
+	free(plddt);
+	free(chain);
+}
+
 static void test_clash(void **state)
 {
 	(void)state;
@@ -273,6 +295,7 @@ int main(void)
 		cmocka_unit_test(test_ptm_plddt_mismatch),
 		cmocka_unit_test(test_ca_break),
 		cmocka_unit_test(test_ca_break_chains),
+		cmocka_unit_test(test_one_residue),
 		cmocka_unit_test(test_clash),
 		cmocka_unit_test(test_all_flags),
 		cmocka_unit_test(test_clash_grid),

@@ -37,12 +37,14 @@
 #include "io/fasta.h"
 #include "io/journal.h"
 #include "cli/fold.h"
+#include "cli/report.h"
 #include "cli/setup.h"
 #include "util/log.h"
 #include "util/sysmem.h"
 #include "sched/memory.h"
 #include "model/model.h"
 #include "protein/pdb.h"
+#include "protein/qc.h"
 #include "sched/scheduler.h"
 #include "io/safetensors.h"
 #include "model/tokenizer.h"
@@ -57,6 +59,7 @@ typedef struct {
 	double    ptm_sum;     /* pTM x residues */
 	double    secs;
 	mem_fig_t fig;         /* the largest fragment's figures */
+	qc_t      qc;          /* pLDDT bands and flag counts, over fragments */
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
 	int       finished;    /* fold_finish ran */
@@ -80,6 +83,7 @@ typedef struct {
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
+	double       t_report;   /* report.html last written (sched_now) */
 	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_done) from the workers;
@@ -136,28 +140,45 @@ static char *fold_path(const char *dir, const char *name, const char *ext)
  * split / failed); 0 or -1 (out of memory) */
 static int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
 {
-	char fig[160] = "-\t-\t-\t-\t-\t-\t-";
+	char fig[160] = "-\t-\t-\t-\t-\t-\t-", qc[160] = "-\t-\t-\t-\t-", flags[96] = "-";
+	char crc[17] = "-";
+	int64_t nq = qc_residues(&x->qc);
 	int rc;
 
-	if (x->res_done && strcmp(status, "failed"))
+	if (x->res_done && strcmp(status, "failed")) {
 		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
 		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
 		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
 		         (long long)x->fig.device_used);
+		snprintf(qc, sizeof qc, "%.4f\t%lld\t%lld\t%lld\t%lld",
+		         nq ? (double)(x->qc.band[QC_CONFIDENT] + x->qc.band[QC_VERY_HIGH]) / nq : 0.0,
+		         (long long)x->qc.band[QC_VERY_LOW], (long long)x->qc.band[QC_LOW],
+		         (long long)x->qc.band[QC_CONFIDENT], (long long)x->qc.band[QC_VERY_HIGH]);
+		qc_flags(&x->qc, x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, flags,
+		         sizeof flags);
+	}
+	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
 	free(x->row);
-	rc = asprintf(&x->row, "%s\t%s\t%s\t%s", file ? file : "-", status, reason ? reason : "-",
-	              fig);
+	rc = asprintf(&x->row, "%s\t%s\t%s\t%s\t%s\t%s\t%s", file ? file : "-", status,
+	              reason ? reason : "-", fig, qc, crc, flags);
 	if (rc < 0) x->row = NULL;
 	return rc < 0 ? -1 : 0;
 }
 
-/* a record's line of summary.tsv (x->row; a failed row when it could not be made) */
+/* tabs in a row from column file on: summary.tsv has 21 columns, the row
+ * all but index, name, length and bucket */
+#define FOLD_ROW_TABS 16
+
+/* a record's line of summary.tsv (x->row; a failed row when it could not
+ * be made).  A row an older version left in done.jsonl has fewer columns:
+ * the missing ones at the end are "-". */
 static void fold_summary_line(FILE *f, const fold_rec_t *x)
 {
 	const job_t *j = &x->job;
-	const char *row = x->row ? x->row : "-\tfailed\tout of memory\t-\t-\t-\t-\t-\t-\t-";
+	const char *row = x->row ? x->row : "-\tfailed\tout of memory";
 	const char *tab = strchr(row, '\t');
 	char blabel[16] = "-", index[24] = "-";
+	int tabs = 0;
 
 	if (j->status == JOB_OK)
 		bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
@@ -165,9 +186,12 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	 * "-": a --names name not found), name, file, length, bucket, then
 	 * status onwards */
 	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
-	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s\n", index,
+	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s", index,
 	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
 	        (long long)j->len, blabel, tab + 1);
+	for (const char *c = row; *c; c++) tabs += *c == '\t';
+	for (; tabs < FOLD_ROW_TABS; tabs++) fputs("\t-", f);
+	fputc('\n', f);
 }
 
 /* 16 hex digits of the record's sequence */
@@ -282,7 +306,8 @@ fail:
  * is touched. */
 static void fold_clean_tmp(const fold_run_t *r)
 {
-	static const char *const kind[] = { ".pdb.tmp", ".pae.json.tmp", "summary.tsv.tmp" };
+	static const char *const kind[] = { ".pdb.tmp", ".pae.json.tmp", "summary.tsv.tmp",
+	                                    "report.html.tmp" };
 	DIR *d = opendir(r->o->outdir);
 	struct dirent *e;
 
@@ -388,7 +413,13 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
 	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
 	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
-	if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
+	qc_input_t qin = { .L = t->L, .atom37 = out->atom37, .atom37_mask = out->atom37_mask,
+	                   .plddt = out->plddt, .chain = t->chain };
+	qc_t qc;
+	if (qc_measure(&qin, &qc) < 0) {
+		snprintf(reason, cap, "out of memory checking its structure");
+		rc = -1;
+	} else if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
 	    pdb_write_atomic(path, &pin) < 0) {
 		snprintf(reason, cap, "cannot write %s.pdb (output error)", base ? base : x->job.outname);
 		rc = -1;
@@ -412,6 +443,7 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
 		x->ptm_sum += (double)out->ptm * it->len;
 		x->secs += secs;
+		qc_merge(&x->qc, &qc);
 		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
 	} else {
 		r->io_errors++;
@@ -558,6 +590,8 @@ static long fold_slowio_ms(void)
 	return ms;
 }
 
+static void fold_report(fold_run_t *r);
+
 /* sched_settled_fn: the output step of a record */
 static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
 {
@@ -570,6 +604,7 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 	}
 	fold_finish(r, rec, v, n);
 	fold_progress(r, s, &r->rec[rec]);
+	if (sched_now() - r->t_report >= REPORT_EVERY) fold_report(r);
 }
 
 static void fold_close(fold_run_t *r)
@@ -646,24 +681,54 @@ static void fold_log_plan(sched_t *s)
 	free(buf);
 }
 
+/* summary.tsv's header and rows in input order; settled: only the records
+ * whose row is made (a run under way) */
+static void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
+{
+	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
+	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
+	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
+	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\n", f);
+	for (int i = 0; i < r->nrec; i++)
+		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
+}
+
 /* summary.tsv: every record's row in input order, written to a temporary
  * file renamed into place.  0 or -1 (logged). */
 static int fold_summary(fold_run_t *r)
 {
-	const char *head = "index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
-	                   "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
-	                   "\tdevice_used_bytes\n";
 	char *path = fold_path(r->o->outdir, "summary", ".tsv");
 	atomic_file_t a;
 	int rc = -1;
 
 	if (path && atomic_file_open(&a, path)) {
-		fputs(head, a.f);
-		for (int i = 0; i < r->nrec; i++) fold_summary_line(a.f, &r->rec[i]);
+		fold_summary_rows(a.f, r, 0);
 		rc = atomic_file_close(&a, 1);
 	}
 	free(path);
 	return rc;
+}
+
+/* report.html from the rows settled so far (report.h); a failure is only
+ * logged: the report is a view of the journals, rebuilt by `esmbatch
+ * report`.  On the output step, or after the run. */
+static void fold_report(fold_run_t *r)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	long rows = 0;
+
+	r->t_report = sched_now();
+	if (!f) return;
+	fold_summary_rows(f, r, 1);
+	if (fclose(f) == 0) {
+		for (int i = 0; i < r->nrec; i++) rows += r->rec[i].row != NULL;
+		if (report_write(r->o->outdir, buf, r->nrec - rows) < 0)
+			log_warn("%s/report.html not written; `esmbatch report -o %s` rebuilds it",
+			         r->o->outdir, r->o->outdir);
+	}
+	free(buf);
 }
 
 int fold_main(const opt_t *o)
@@ -720,6 +785,8 @@ int fold_main(const opt_t *o)
 	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
 	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
 	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
+	if (report_run_event(r.jsonl, o, weights_fingerprint(r.wt)) < 0)
+		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
 	for (int i = 0; i < r.nrec; i++) {
 		fold_rec_t *x = &r.rec[i];
 		const char *row;
@@ -744,7 +811,7 @@ int fold_main(const opt_t *o)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r.nskipped, o->outdir);
 	fflush(r.jsonl);
-	r.t_start = r.t_said = sched_now();
+	r.t_start = r.t_said = r.t_report = sched_now();
 	stopped = sched_run(s) < 0;
 	log_status_line(NULL);
 
@@ -758,6 +825,7 @@ int fold_main(const opt_t *o)
 	}
 	/* what can be written is written, whatever could not be before */
 	if (fold_summary(&r) < 0) r.io_errors++;
+	fold_report(&r);
 	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
 	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);

@@ -47,7 +47,8 @@ void opt_free(opt_t *o)
 	memset(o, 0, sizeof *o);
 }
 
-static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert" };
+static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert",
+	                            "report" };
 
 const char *opt_cmd_name(opt_cmd_t c)
 {
@@ -61,6 +62,7 @@ void opt_usage(FILE *fp)
 "       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
+"       esmbatch report -o DIR\n"
 "       esmbatch version [--weights W] | --version | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
@@ -76,11 +78,13 @@ void opt_usage(FILE *fp)
 "              with --weights (or a manifest), the plan per device: budgets,\n"
 "              how many run at once per bucket, expected peak, order of work\n"
 "  calibrate   measure the memory per bucket and write a quota table\n"
+"  report      rebuild DIR/report.html (the run report fold writes) from\n"
+"              DIR's summary.tsv, run.jsonl and done.jsonl\n"
 "  version     print the version and build features\n"
 "\n"
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
-"  -o, --outdir DIR        output directory (fold); the table (calibrate)\n"
+"  -o, --outdir DIR        output directory (fold, report); the table (calibrate)\n"
 "  -w, --weights FILE      ESMFold weights: safetensors, or a PyTorch checkpoint\n"
 "                          (pytorch_model.bin, esmfold_3B_v1.pt); a comma list\n"
 "                          names the language model too (default: $ESMBATCH_WEIGHTS)\n"
@@ -324,6 +328,13 @@ int opt_validate(const opt_t *o)
 	if (o->cmd == OPT_CMD_CONVERT) {
 		if (!o->weights || !o->outdir) {
 			log_error("convert: give --weights IN and -o OUT.safetensors");
+			return -1;
+		}
+		return 0;
+	}
+	if (o->cmd == OPT_CMD_REPORT) {
+		if (!o->outdir) {
+			log_error("report: give -o DIR, the output directory of a fold");
 			return -1;
 		}
 		return 0;

@@ -30,7 +30,8 @@ typedef enum {
 	OPT_CMD_PLAN,
 	OPT_CMD_CALIBRATE,
 	OPT_CMD_VERSION,
-	OPT_CMD_CONVERT
+	OPT_CMD_CONVERT,
+	OPT_CMD_REPORT
 } opt_cmd_t;
 
 typedef struct {

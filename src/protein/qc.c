@@ -122,7 +122,7 @@ int qc_measure(const qc_input_t *in, qc_t *q)
 			continue;
 		}
 		q->band[qc_band(100.0 * in->plddt[(size_t)i * RESIDUE_NUM_ATOM37 + ca])]++;
-		if (prev == i - 1 && in->chain[prev] == in->chain[i] && qc_present(in, prev, ca) &&
+		if (prev >= 0 && prev == i - 1 && in->chain[prev] == in->chain[i] && qc_present(in, prev, ca) &&
 		    qc_present(in, i, ca)) {
 			double d2 = qc_dist2(in->atom37 + ((size_t)prev * RESIDUE_NUM_ATOM37 + ca) * 3,
 			                     in->atom37 + ((size_t)i * RESIDUE_NUM_ATOM37 + ca) * 3);

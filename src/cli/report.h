@@ -1,0 +1,40 @@
+/* report.h (prefix report_) - DIR/report.html, the run report: one
+ * self-contained page (inline CSS and SVG, no script, no external font or
+ * file) built from an output directory's journals:
+ *   summary.tsv  one row per record (status, pLDDT, time, bands, flags)
+ *   run.jsonl    the run's settings ("run" event, report_run_event), its
+ *                devices, every fold (device, worker, times, memory) and
+ *                every record skipped as done before
+ *   done.jsonl   the weights and options of every finished record
+ * It shows the settings and fingerprints; records folded / split / failed /
+ * skipped; a histogram of mean pLDDT in the AlphaFold DB bands; pLDDT and
+ * time against length (with the planner's model of time, t ~ L^2, scaled
+ * to the run); predicted and measured memory per bucket; each device's
+ * workers over time; the failed, split and flagged records.
+ *
+ * `esmbatch fold` writes it at the end of a run and every REPORT_EVERY
+ * seconds during one (from the output step, with the rows settled so
+ * far); `esmbatch report -o DIR` rebuilds it from the files.
+ */
+#ifndef ESMBATCH_REPORT_H
+#define ESMBATCH_REPORT_H
+
+#include <stdio.h>
+
+#include "cli/options.h"
+
+#define REPORT_EVERY 180.0   /* seconds between refreshes during a run */
+
+/* One "run" line on run.jsonl: version, start time, host and the options
+ * that shape the run (o), with the weights' fingerprint.  0 or -1. */
+int report_run_event(FILE *jsonl, const opt_t *o, const char *weights_fp);
+
+/* Write DIR/report.html atomically.  summary: summary.tsv's text (header
+ * line first), or NULL to read DIR/summary.tsv; pending: records of a run
+ * still under way (0 once it ended).  0, or -1 after one logged line. */
+int report_write(const char *dir, const char *summary, long pending);
+
+/* esmbatch report -o DIR: rebuild DIR/report.html; a process exit code. */
+int report_main(const opt_t *o);
+
+#endif

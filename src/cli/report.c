@@ -387,7 +387,8 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 		}
 	}
 	c = sl4 > 0 ? stl2 / sl4 : 0;
-	svg_plot_init(&p, 520, 300, 0, svg_nice(xmax), 0, which ? svg_nice(ymax) : 100);
+	/* room above the slowest record */
+	svg_plot_init(&p, 520, 300, 0, svg_nice(xmax), 0, which ? svg_nice(1.15 * ymax) : 100);
 	fputs("<figure>", f);
 	svg_plot_open(f, &p, which ? "time-length" : "plddt-length", "length (residues)",
 	              which ? "seconds" : "mean pLDDT");
@@ -399,8 +400,10 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 	if (which && c > 0) {
 		fputs("<path class=\"model\" fill=\"none\" stroke=\"#999\" stroke-width=\"1.5\" "
 		      "stroke-dasharray=\"5 3\" d=\"", f);
+		/* up to the length where it leaves the plot */
+		double lmax = fmin(p.x1, sqrt(p.y1 / c));
 		for (int k = 0; k <= 50; k++) {
-			double l = p.x1 * k / 50;
+			double l = lmax * k / 50;
 			fprintf(f, "%s%.1f %.1f", k ? " L" : "M", svg_x(&p, l), svg_y(&p, c * l * l));
 		}
 		fputs("\"/>\n", f);
@@ -442,7 +445,7 @@ static void report_memory(FILE *f, const report_t *rp)
 	static const char *const colour[5] = { "#9b9b9b", "#4a90d9", "#1c5fa8", "#e39c39",
 		                               "#c0392b" };
 	int nb = bucket_over(NULL) + 1, used = 0, folds[BUCKET_MAX + 1] = { 0 };
-	double v[BUCKET_MAX + 1][5] = { { 0 } }, vmax = 0;
+	double v[BUCKET_MAX + 1][5] = { { 0 } }, vmax = 0, vmin = HUGE_VAL;
 	svg_plot_t p;
 
 	for (int i = 0; i < rp->nfold; i++) {
@@ -455,6 +458,7 @@ static void report_memory(FILE *f, const report_t *rp)
 			double m = fig[k] / 1048576.0;
 			if (m > v[b][k]) v[b][k] = m;
 			if (m > vmax) vmax = m;
+			if (m > 0 && m < vmin) vmin = m;
 		}
 	}
 	for (int b = 0; b < nb; b++) used += folds[b] > 0;
@@ -463,9 +467,14 @@ static void report_memory(FILE *f, const report_t *rp)
 		fputs("<p class=\"sub\">No fold of this run measured its memory.</p>\n", f);
 		return;
 	}
-	svg_plot_init(&p, 140 + 130.0 * used, 300, 0, used, 0, svg_nice(vmax));
+	/* a log scale: the device's use (weights, context; the process on the
+	 * CPU) may dwarf a fold's arena */
+	svg_plot_init(&p, 160 + 150.0 * used, 300, 0, used, pow(10, floor(log10(vmin))),
+	              pow(10, ceil(log10(vmax))));
+	p.ylog = 1;
+	p.no_xticks = 1;
 	fputs("<figure>", f);
-	svg_plot_open(f, &p, "memory", "bucket (model length up to)", "MiB (largest fold)");
+	svg_plot_open(f, &p, "memory", "bucket (model length up to)", "MiB (largest fold, log scale)");
 	for (int b = 0, slot = 0; b < nb; b++) {
 		char label[16];
 		if (!folds[b]) continue;
@@ -478,7 +487,7 @@ static void report_memory(FILE *f, const report_t *rp)
 		}
 		bucket_label(NULL, b, label, sizeof label);
 		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-weight=\"600\">%s"
-		        "</text>\n", svg_x(&p, slot + 0.5), p.t + 12, label);
+		        "</text>\n", svg_x(&p, slot + 0.5), svg_y(&p, p.y0) + 16, label);
 		slot++;
 	}
 	svg_close(f);
@@ -527,9 +536,13 @@ static void report_timelines(FILE *f, const report_t *rp)
 		if (!n) continue;
 		if (lanes < 1) lanes = 1;
 		snprintf(id, sizeof id, "timeline-%d", d);
-		svg_plot_init(&p, 1000, 70 + 26.0 * lanes, 0, svg_nice(tmax), 0, lanes);
+		svg_plot_init(&p, 1000, 60 + 26.0 * lanes, 0, svg_nice(tmax), 0, lanes);
+		p.no_yticks = 1;
 		fputs("<figure>", f);
-		svg_plot_open(f, &p, id, "seconds since the run began", "worker");
+		svg_plot_open(f, &p, id, "seconds since the run began", "");
+		for (int w = 0; w < lanes; w++)
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">worker %d</text>\n",
+			        p.l - 6, svg_y(&p, lanes - w - 0.5) + 4, w);
 		for (int i = 0; i < rp->nfold; i++) {
 			const report_fold_t *x = &rp->fold[i];
 			double x0, x1, y;

@@ -30,7 +30,8 @@ double svg_x(const svg_plot_t *p, double x)
 
 double svg_y(const svg_plot_t *p, double y)
 {
-	double u = (y - p->y0) / (p->y1 - p->y0);
+	double u = p->ylog ? (log10(y > p->y0 ? y : p->y0) - log10(p->y0)) / log10(p->y1 / p->y0)
+	                   : (y - p->y0) / (p->y1 - p->y0);
 	u = u < 0 ? 0 : u > 1 ? 1 : u;
 	return p->h - p->b - u * (p->h - p->t - p->b);
 }
@@ -67,11 +68,13 @@ void svg_plot_open(FILE *f, const svg_plot_t *p, const char *id, const char *xla
 	fprintf(f, "<g class=\"axis\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
 	        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", ly, bx, p->w - p->r, bx,
 	        ly, bx, ly, p->t);
-	for (double v = ceil(p->x0 / sx) * sx; v <= p->x1 + 1e-9 * sx; v += sx)
+	for (double v = ceil(p->x0 / sx) * sx; !p->no_xticks && v <= p->x1 + 1e-9 * sx; v += sx)
 		fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
 		        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g</text>\n", svg_x(p, v), bx,
 		        svg_x(p, v), bx + 4, svg_x(p, v), bx + 16, v);
-	for (double v = ceil(p->y0 / sy) * sy; v <= p->y1 + 1e-9 * sy; v += sy)
+	if (p->ylog) sy = 10;   /* a factor */
+	for (double v = p->ylog ? pow(10, ceil(log10(p->y0) - 1e-9)) : ceil(p->y0 / sy) * sy;
+	     !p->no_yticks && v <= p->y1 * (1 + 1e-9) + 1e-9 * sy; v = p->ylog ? v * sy : v + sy)
 		fprintf(f, "<line class=\"grid\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
 		        "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ly, svg_y(p, v),
 		        p->w - p->r, svg_y(p, v), ly - 6, svg_y(p, v) + 4, v);

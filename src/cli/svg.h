@@ -6,11 +6,14 @@
 
 #include <stdio.h>
 
-/* a plot: the data range shown, the picture's size and margins (px) */
+/* a plot: the data range shown, the picture's size and margins (px);
+ * set the flags after svg_plot_init */
 typedef struct {
 	double x0, x1, y0, y1;
 	double w, h;
 	double l, r, t, b;
+	int    ylog;                 /* y on a log scale (y0 > 0): ticks at powers of 10 */
+	int    no_xticks, no_yticks; /* an axis of categories: the caller labels it */
 } svg_plot_t;
 
 /* p = a w x h picture of [x0, x1] x [y0, y1] with room for the axes */

@@ -222,7 +222,7 @@ static const char report_css[] =
 	"svg .axis line.grid{stroke:#eee}svg text{fill:#333}"
 	".legend span{display:inline-block;width:11px;height:11px;margin:0 4px 0 12px;"
 	"vertical-align:-1px}.legend{font-size:12px}"
-	"code{font-size:12px}";
+	"code{font-size:12px}figure.mem{max-width:540px}figure.mem table{font-size:12px}";
 
 static void report_kv(FILE *f, const char *k, const char *v)
 {
@@ -462,7 +462,6 @@ static void report_memory(FILE *f, const report_t *rp)
 		}
 	}
 	for (int b = 0; b < nb; b++) used += folds[b] > 0;
-	fputs("<h2>Memory per bucket</h2>\n", f);
 	if (!used) {
 		fputs("<p class=\"sub\">No fold of this run measured its memory.</p>\n", f);
 		return;
@@ -473,7 +472,7 @@ static void report_memory(FILE *f, const report_t *rp)
 	              pow(10, ceil(log10(vmax))));
 	p.ylog = 1;
 	p.no_xticks = 1;
-	fputs("<figure>", f);
+	fputs("<figure class=\"mem\">", f);
 	svg_plot_open(f, &p, "memory", "bucket (model length up to)", "MiB (largest fold, log scale)");
 	for (int b = 0, slot = 0; b < nb; b++) {
 		char label[16];
@@ -494,7 +493,10 @@ static void report_memory(FILE *f, const report_t *rp)
 	fputs("<div class=\"legend\">", f);
 	for (int k = 0; k < 5; k++)
 		fprintf(f, "<span style=\"background:%s\"></span>%s", colour[k], what[k]);
-	fputs("</div>\n<table><tr><th>bucket</th><th class=\"n\">folds</th>", f);
+	fputs("</div>\n<figcaption>Memory per bucket: the largest figure of its folds: the "
+	      "planner's prediction, the peak of live tensors (allocated), the arena taken "
+	      "(reserved), the device's use (CUDA: total - free; CPU: peak resident set) and the "
+	      "quota granted.</figcaption>\n<table><tr><th>bucket</th><th class=\"n\">folds</th>", f);
 	for (int k = 0; k < 5; k++) fprintf(f, "<th class=\"n\">%s MiB</th>", what[k]);
 	fputs("<th class=\"n\">reserved / predicted</th></tr>\n", f);
 	for (int b = 0; b < nb; b++) {
@@ -505,10 +507,7 @@ static void report_memory(FILE *f, const report_t *rp)
 		for (int k = 0; k < 5; k++) fprintf(f, "<td class=\"n\">%.2f</td>", v[b][k]);
 		fprintf(f, "<td class=\"n\">%.3f</td></tr>\n", v[b][0] > 0 ? v[b][2] / v[b][0] : 0.0);
 	}
-	fputs("</table>\n<p class=\"sub\">Per bucket the largest figure of its folds: the planner's "
-	      "prediction, the peak of live tensors (allocated), the arena taken (reserved), the "
-	      "device's use (CUDA: total - free; CPU: peak resident set) and the quota granted.</p>\n",
-	      f);
+	fputs("</table></figure>\n", f);
 }
 
 static const char *report_status_colour(const char *s)
@@ -626,10 +625,10 @@ static void report_page(FILE *f, const report_t *rp, const char *dir)
 	fputs("<div class=\"charts\">\n", f);
 	report_hist(f, rp);
 	report_scatter(f, rp, 0);
-	fputs("</div>\n<h2>Time</h2>\n<div class=\"charts\">\n", f);
+	fputs("</div>\n<h2>Time and memory</h2>\n<div class=\"charts\">\n", f);
 	report_scatter(f, rp, 1);
-	fputs("</div>\n", f);
 	report_memory(f, rp);
+	fputs("</div>\n", f);
 	report_timelines(f, rp);
 	report_lists(f, rp);
 	report_settings(f, rp);

@@ -15,7 +15,8 @@
 #   `esmbatch report -o DIR` rebuilds it, and headless Chromium renders it
 #   with no console message: each chart has as many points as summary.tsv
 #   has rows with that figure, the timeline a bar per fold of run.jsonl,
-#   the list of failed and split records a line per such row.
+#   the list of failed and split records a line per such row; during a run
+#   it is rewritten with the records settled so far.
 #   The page's PNG stays in the build directory (tests/test_report.png).
 #   Without chromium the rendering is skipped, with a message (CI installs
 #   it: .ci/run).
@@ -191,6 +192,23 @@ rc=$?
 [ "$(awk -F'\t' '$2 == "long200" { print $6 }' "$tmp/mix/summary.tsv")" = split ] ||
 	fail "mix: long200 not split"
 check_summary "$tmp/mix.fa" "$tmp/mix" mix
+
+# --- refreshed during a run (after every record: ESMBATCH_REPORT_EVERY=0;
+# each record's output step 1 s longer) -----------------------------------
+ESMBATCH_REPORT_EVERY=0 ESMBATCH_FAULT=slowio:1000 run -i "$srcdir/data/example.fa" -o "$tmp/live" &
+pid=$!
+pending=
+for i in $(seq 200); do
+	pending=$(sed -n 's|.*<b>\([0-9]*\)</b>pending.*|\1|p' "$tmp/live/report.html" 2>/dev/null)
+	[ -n "$pending" ] && break
+	sleep 0.1
+done
+wait $pid || fail "live: exited $?"
+[ -n "$pending" ] && [ "$pending" -ge 1 ] && [ "$pending" -le 4 ] ||
+	fail "live: no report with 1-4 records pending while the run was under way ('$pending')"
+grep -q 'run under way\|pending' "$tmp/live/report.html" && fail "live: the last report still says under way"
+[ "$(grep -c '<tr class="flagged">' "$tmp/live/report.html")" -eq "$(awk -F'\t' 'NR > 1 && $21 != "-"' "$tmp/live/summary.tsv" | wc -l)" ] ||
+	fail "live: the last report does not list every flagged record"
 
 # --- report.html ----------------------------------------------------------
 page=$out/report.html

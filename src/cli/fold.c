@@ -604,7 +604,7 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 	}
 	fold_finish(r, rec, v, n);
 	fold_progress(r, s, &r->rec[rec]);
-	if (sched_now() - r->t_report >= REPORT_EVERY) fold_report(r);
+	if (sched_now() - r->t_report >= report_every()) fold_report(r);
 }
 
 static void fold_close(fold_run_t *r)

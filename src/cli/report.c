@@ -13,6 +13,7 @@
 #include "config.h"
 #include "io/atomic_file.h"
 #include "io/journal.h"
+#include "protein/qc.h"
 #include "cli/report.h"
 #include "cli/svg.h"
 #include "sched/bucket.h"
@@ -69,6 +70,21 @@ static void report_free(report_t *rp)
 	json_decref(rp->done);
 }
 
+/* room for one more of n items of size sz in *p (capacity *cap, doubled
+ * from first); 0 or -1 (out of memory, *p kept) */
+static int report_grow(void *p, int *cap, int n, size_t sz, int first)
+{
+	void **pp = p, *np;
+	int nc;
+
+	if (n < *cap) return 0;
+	nc = *cap ? 2 * *cap : first;
+	if (!(np = realloc(*pp, sz * nc))) return -1;
+	*pp = np;
+	*cap = nc;
+	return 0;
+}
+
 static double report_num(const char *s)
 {
 	char *end;
@@ -104,13 +120,7 @@ static int report_parse_summary(report_t *rp, const char *summary)
 		const char *fld[NW];
 		int c = 0;
 		report_rec_t *x;
-		if (rp->nrec == cap) {
-			int nc = cap ? 2 * cap : 64;
-			report_rec_t *nr = realloc(rp->rec, sizeof *nr * nc);
-			if (!nr) return -1;
-			rp->rec = nr;
-			cap = nc;
-		}
+		if (report_grow(&rp->rec, &cap, rp->nrec, sizeof *rp->rec, 64) < 0) return -1;
 		for (int w = 0; w < NW; w++) fld[w] = "-";
 		/* fields split in place; empty fields kept (strsep) */
 		for (char *p = line, *f; (f = strsep(&p, "\t")); c++)
@@ -161,12 +171,9 @@ static int report_parse_run(report_t *rp, FILE *f)
 		} else if (!strcmp(ev, "skip")) {
 			rp->skipped++;
 		} else if (!strcmp(ev, "device")) {
-			if (rp->ndev == dcap) {
-				int nc = dcap ? 2 * dcap : 4;
-				report_dev_t *nd = realloc(rp->dev, sizeof *nd * nc);
-				if (!nd) { rc = -1; break; }
-				rp->dev = nd;
-				dcap = nc;
+			if ((rc = report_grow(&rp->dev, &dcap, rp->ndev, sizeof *rp->dev, 4)) < 0) {
+				json_decref(e);
+				break;
 			}
 			report_dev_t *d = &rp->dev[rp->ndev++];
 			report_copy(d->name, sizeof d->name, e, "device");
@@ -174,12 +181,9 @@ static int report_parse_run(report_t *rp, FILE *f)
 			d->budget = report_int(e, "budget");
 			d->overhead = report_int(e, "overhead");
 		} else if (!strcmp(ev, "fold")) {
-			if (rp->nfold == fcap) {
-				int nc = fcap ? 2 * fcap : 64;
-				report_fold_t *nf = realloc(rp->fold, sizeof *nf * nc);
-				if (!nf) { rc = -1; break; }
-				rp->fold = nf;
-				fcap = nc;
+			if ((rc = report_grow(&rp->fold, &fcap, rp->nfold, sizeof *rp->fold, 64)) < 0) {
+				json_decref(e);
+				break;
 			}
 			report_fold_t *x = &rp->fold[rp->nfold++];
 			x->rec = (int)report_int(e, "record");
@@ -313,11 +317,6 @@ static void report_counts(FILE *f, const report_t *rp)
 	        (long long)res);
 }
 
-static int report_band_of(double p)
-{
-	return p < 50 ? 0 : p <= 70 ? 1 : p <= 90 ? 2 : 3;
-}
-
 static void report_legend(FILE *f)
 {
 	fputs("<div class=\"legend\">pLDDT:", f);
@@ -352,7 +351,7 @@ static void report_hist(FILE *f, const report_t *rp)
 		fprintf(f, "<rect class=\"bar\" data-n=\"%d\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
 		        "height=\"%.1f\" fill=\"%s\"><title>%d-%d: %d record(s)</title></rect>\n", bin[k],
 		        x0 + 0.5, y, x1 - x0 - 1, svg_y(&p, 0) - y,
-		        report_band_colour[report_band_of(5 * k + 2.5)], 5 * k, 5 * k + 5, bin[k]);
+		        report_band_colour[qc_band(5 * k + 2.5)], 5 * k, 5 * k + 5, bin[k]);
 	}
 	svg_close(f);
 	fputs("<figcaption>Mean pLDDT per record (whole or split), in the AlphaFold DB "
@@ -414,7 +413,7 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 		if (isnan(y)) continue;
 		fprintf(f, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" "
 		        "fill-opacity=\"0.85\" stroke=\"#333\" stroke-width=\"0.5\"><title>", svg_x(&p, x->length),
-		        svg_y(&p, y), isnan(x->plddt) ? "#999" : report_band_colour[report_band_of(x->plddt)]);
+		        svg_y(&p, y), isnan(x->plddt) ? "#999" : report_band_colour[qc_band(x->plddt)]);
 		svg_esc(f, x->name);
 		fprintf(f, ": %ld residues, %s %.2f%s</title></circle>\n", x->length,
 		        which ? "" : "pLDDT", y, which ? " s" : "");
@@ -743,6 +742,17 @@ int report_run_event(FILE *jsonl, const opt_t *o, const char *weights_fp)
 	free(line);
 	json_decref(e);
 	return rc;
+}
+
+double report_every(void)
+{
+	const char *e = getenv("ESMBATCH_REPORT_EVERY");
+	char *end;
+	double v;
+
+	if (!e || !*e) return REPORT_EVERY;
+	v = strtod(e, &end);
+	return *end || !(v >= 0) ? REPORT_EVERY : v;
 }
 
 int report_main(const opt_t *o)

@@ -12,7 +12,7 @@
  * to the run); predicted and measured memory per bucket; each device's
  * workers over time; the failed, split and flagged records.
  *
- * `esmbatch fold` writes it at the end of a run and every REPORT_EVERY
+ * `esmbatch fold` writes it at the end of a run and every report_every()
  * seconds during one (from the output step, with the rows settled so
  * far); `esmbatch report -o DIR` rebuilds it from the files.
  */
@@ -24,6 +24,10 @@
 #include "cli/options.h"
 
 #define REPORT_EVERY 180.0   /* seconds between refreshes during a run */
+
+/* Seconds between refreshes: $ESMBATCH_REPORT_EVERY when it is a number
+ * >= 0 (0: after every record), else REPORT_EVERY. */
+double report_every(void);
 
 /* One "run" line on run.jsonl: version, start time, host and the options
  * that shape the run (o), with the weights' fingerprint.  0 or -1. */

@@ -16,7 +16,7 @@ typedef struct {
 	int64_t cell[3];
 } qc_atom_t;
 
-static int qc_band(double p)
+int qc_band(double p)
 {
 	if (p < 50.0) return QC_VERY_LOW;
 	if (p <= 70.0) return QC_LOW;

@@ -55,6 +55,8 @@ typedef struct {
  * out; so are atoms with a coordinate that is not finite).  0, or -1 when
  * out of memory (the clash grid; *q then zero). */
 int  qc_measure(const qc_input_t *in, qc_t *q);
+/* the band (QC_VERY_LOW ..) of a pLDDT on the 0-100 scale */
+int  qc_band(double p);
 /* into += q (a split record's fragments) */
 void qc_merge(qc_t *into, const qc_t *q);
 /* residues counted in the bands */

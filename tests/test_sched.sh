@@ -94,7 +94,8 @@ done
 [ "$(tail -n +2 "$tmp/fault/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "fault run: not all ok"
 
 # the plan without folding: per device within its budget, every record
-# in the order of work, the longest first on each device
+# in the order of work, the longest first on each device, the arenas its
+# workers keep counted in its peak
 "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --devices sim:12M,sim:8M \
 	--workers 2 >"$tmp/plan.tsv" || fail "plan exited $?"
 python3 - "$tmp/plan.tsv" <<'PY' || fail "plan: bad tables"
@@ -102,8 +103,10 @@ import sys
 tables = [[l.split("\t") for l in t.strip().split("\n")] for t in open(sys.argv[1]).read().split("\n\n")]
 assert len(tables) == 4, len(tables)
 dev = {r[0]: r for r in tables[1][1:]}
-for name, budget, workers, peak in dev.values():
+for name, budget, workers, peak, kept in dev.values():
     assert int(peak) <= int(budget), (name, peak, budget)
+    # a card's workers keep their arenas: held at the end, within the peak
+    assert 0 < int(kept) <= int(peak), (name, kept, peak)
 for r in tables[2][1:]:
     assert int(r[6]) <= int(dev[r[0]][1]) and int(r[5]) >= 1, r
 order = tables[3][1:]
@@ -115,7 +118,7 @@ PY
 # --workers auto (the default): budget / the largest quota of the commonest
 # bucket, at most 4 on a card (sim), 1 on the CPU; --workers N forces N
 wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
-	awk -F'\t' '$1=="device"&&$3=="workers"{t=1;next} t&&NF==4{printf "%s=%s ", $1, $3} NF<2{t=0}'; }
+	awk -F'\t' '$1=="device"&&$3=="workers"{t=1;next} t&&NF==5{printf "%s=%s ", $1, $3} NF<2{t=0}'; }
 [ "$(wk --devices sim:40M,sim:24M,sim:3M)" = "sim:40M=4 sim:24M=2 sim:3M=1 " ] ||
 	fail "auto workers: $(wk --devices sim:40M,sim:24M,sim:3M)"
 [ "$(wk --devices sim:40M --workers auto)" = "sim:40M=4 " ] || fail "--workers auto"
@@ -125,7 +128,7 @@ wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
 [ $? -eq 2 ] || fail "bad --cpu-memory: expected exit 2"
 "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --devices cpu --cpu-memory 1K >"$tmp/plan1k.tsv" ||
 	fail "plan --cpu-memory 1K exited $?"
-grep -q $'^cpu\t0\t1\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
+grep -q $'^cpu\t0\t1\t0\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
 
 # the input is checked before the weights are loaded
 "$bin" -q -i "$tmp/none.fa" -o "$tmp/none" --weights "$tmp/none.safetensors" 2>"$tmp/none.err"

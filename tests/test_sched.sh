@@ -130,6 +130,26 @@ wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
 	fail "plan --cpu-memory 1K exited $?"
 grep -q $'^cpu\t0\t1\t0\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
 
+# esmfold_v1 (its manifest) planned on a sim:32G card: the weights take
+# 13.1 GiB at fp32 (3.5 B parameters) and 6.6 GiB at bf16 (Linear matrices
+# in bf16, the rest fp32), the budget the rest of the card
+for p in fp32:13.0:13.2 bf16:6.5:6.7; do
+	IFS=: read prec lo hi <<<"$p"
+	b=$("$bin" plan -q -i "$tmp/mix.fa" --weights "$srcdir/tests/data/manifest_esmfold_v1.json" \
+		--devices sim:32G --precision $prec | awk -F'\t' '$1 == "sim:32G" && NF == 5 { print $2; exit }')
+	awk -v b="$b" -v lo=$lo -v hi=$hi 'BEGIN { wt = (32 * 2^30 - b) / 2^30; exit !(wt >= lo && wt <= hi) }' ||
+		fail "esmfold_v1 on sim:32G at $prec: budget $b, not 32 GiB less $lo-$hi GiB of weights"
+done
+# a sim card at bf16 holds its weights in bf16: more budget, every record folded
+run -o "$tmp/bf16" --devices sim:12M --precision bf16 --workers 1 || fail "sim bf16 run exited $?"
+[ "$(tail -n +2 "$tmp/bf16/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "sim bf16: not all ok"
+run -o "$tmp/fp32" --devices sim:12M --precision fp32 --workers 1 || fail "sim fp32 run exited $?"
+python3 - "$tmp/fp32/run.jsonl" "$tmp/bf16/run.jsonl" <<'PY' || fail "sim bf16: weights not smaller"
+import json, sys
+b = [next(e["budget"] for e in map(json.loads, open(f)) if e["event"] == "device") for f in sys.argv[1:]]
+assert b[1] > b[0], b
+PY
+
 # the input is checked before the weights are loaded
 "$bin" -q -i "$tmp/none.fa" -o "$tmp/none" --weights "$tmp/none.safetensors" 2>"$tmp/none.err"
 [ $? -eq 1 ] || fail "missing input: expected exit 1"

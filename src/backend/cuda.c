@@ -430,12 +430,11 @@ static be_prec_t be_cuda_prec(const be_t *be)
 	       c->compute == CUBLAS_COMPUTE_32F_FAST_16F ? BE_PREC_FP16 : BE_PREC_FP32;
 }
 
-int be_cuda_set_precision(be_t *be, be_prec_t prec)
+/* be's GEMM precision prec, its workspace following (be_cuda_workspace) */
+static int be_cuda_prec_set(be_t *be, be_prec_t prec)
 {
-	be_cuda_ctx_t *c;
+	be_cuda_ctx_t *c = be->ctx;
 
-	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
-	c = be->ctx;
 	switch (prec) {
 	case BE_PREC_AUTO: /* fall through: bf16 */
 	case BE_PREC_BF16: prec = BE_PREC_BF16; c->compute = CUBLAS_COMPUTE_32F_FAST_16BF; break;
@@ -447,20 +446,20 @@ int be_cuda_set_precision(be_t *be, be_prec_t prec)
 	return be_cuda_workspace(be, prec);
 }
 
-static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop);
+int be_cuda_set_precision(be_t *be, be_prec_t prec)
+{
+	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
+	return be_cuda_prec_set(be, prec);
+}
+
+static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec);
 
 /* one more worker on the parent's device: own stream, cuBLAS handle and
  * workspace, the parent's GEMM precision and weights */
 static be_t *be_cuda_worker(be_t *parent)
 {
 	be_cuda_ctx_t *pc = parent->ctx;
-	be_t *be = be_cuda_open(pc->device, NULL);
-
-	if (be && be_cuda_set_precision(be, be_cuda_prec(parent)) < 0) {
-		be_free(be);
-		return NULL;
-	}
-	return be;
+	return be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
 }
 
 /* 1 when kernels built for the architectures archs ("80,86,90", PTX of
@@ -517,9 +516,10 @@ int be_cuda_count(void)
 	return n;
 }
 
-/* the backend of device `device` at fp32 (its properties in *prop when
- * prop is not NULL); NULL after one logged line */
-static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop)
+/* the backend of device `device` at precision prec, its workspace made
+ * for it (its properties in *prop when prop is not NULL); NULL after one
+ * logged line */
+static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -563,7 +563,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop)
 	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
 	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
 	    /* after cublasSetStream, which resets the workspace */
-	    be_cuda_workspace(be, BE_PREC_FP32)) {
+	    be_cuda_prec_set(be, prec)) {
 		be_cuda_release(c);
 		free(be);
 		return NULL;
@@ -574,7 +574,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop)
 be_t *be_cuda_init(int device)
 {
 	struct cudaDeviceProp prop;
-	be_t *be = be_cuda_open(device, &prop);
+	be_t *be = be_cuda_open(device, &prop, BE_PREC_FP32);
 
 	/* once per device: its workers' backends (be_cuda_worker) say nothing */
 	if (be)

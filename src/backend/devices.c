@@ -194,8 +194,8 @@ int dev_precision(be_t *be, be_prec_t prec)
 	log_info("device %s: GEMM inputs %s, fp32 accumulation; %s; norms, softmax, attention, "
 	         "structure geometry, the IPA point term, the triangle-multiplication biases and "
 	         "the confidence heads in fp32", be->name, be->precision,
-	         be->weights_bf16 ? "Linear weights held in bf16, biases, norms and embeddings in fp32" :
-	         "weights in fp32");
+	         be->weights_bf16 ? "Linear weight matrices held in bf16 (biases, norm and embedding "
+	         "weights in fp32)" : "weights in fp32");
 	return 0;
 }
 

@@ -576,7 +576,6 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
 	return w->tt[i].t;
 }
 const char *weights_fingerprint(const weights_t *w) { return w->fp; }
-int64_t     weights_f32_bytes(const weights_t *w) { return w->f32_bytes; }
 int64_t     weights_bytes(const weights_t *w, int bf16)
 {
 	return w->f32_bytes - (bf16 ? 2 * w->mat_elems : 0);

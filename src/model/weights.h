@@ -64,12 +64,11 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
  * config text. */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
-/* Float32 bytes of the tensors the loaders asked for so far (each counted
- * once): what the model occupies on each device it is loaded on, known
- * after model_load, also with be == NULL or from a manifest. */
-int64_t      weights_f32_bytes(const weights_t *w);
-/* The same as a device holds them: Linear matrices at 2 bytes an element
- * where bf16 (be->weights_bf16), every other tensor at 4. */
+/* Bytes of the tensors the loaders asked for so far (each counted once)
+ * as a device holds them: Linear matrices at 2 bytes an element where
+ * bf16 (be->weights_bf16), every other tensor at 4 (float32).  What the
+ * model occupies on each device it is loaded on, known after model_load,
+ * also with be == NULL or from a manifest. */
 int64_t      weights_bytes(const weights_t *w, int bf16);
 
 /* FNV-1a (64 bits) of data[0..n) continuing from h; start from WEIGHTS_FNV_SEED.

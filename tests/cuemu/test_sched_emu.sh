@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_sched_emu.sh - the scheduler over emulated CUDA devices
 # (tests/esmbatch-cuemu, demo model, --num-recycles 0):
-#  1. two devices of different sizes (CUEMU_MEM=80M,76M): each budget comes
+#  1. two devices of different sizes (CUEMU_MEM=128M,120M): each budget comes
 #     from the device (below its size), every record has one row, ok or split;
 #  2. one device, the worker's arena refused (CUEMU_FAIL_MALLOC, its
 #     number read from a traced clean run) as the first record reserves it:
@@ -40,19 +40,19 @@ run() { "$bin" -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --workers 1 "
 rows() { tail -n +2 "$1/summary.tsv" | cut -f2,6 | tr '\t\n' ': '; }
 
 # 1. two devices, budgets from the devices
-CUEMU_DEVICES=2 CUEMU_MEM=80M,76M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
+CUEMU_DEVICES=2 CUEMU_MEM=128M,120M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
 	fail "two devices: exit $?"
 python3 - "$tmp/two/run.jsonl" <<'PY' || fail "two devices: budgets not from the devices"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 b = {e["device"]: e["budget"] for e in ev if e["event"] == "device"}
-assert 0 < b["cuda:0"] < 80 << 20 and 0 < b["cuda:1"] < 76 << 20 and b["cuda:1"] < b["cuda:0"], b
+assert 0 < b["cuda:0"] < 128 << 20 and 0 < b["cuda:1"] < 120 << 20 and b["cuda:1"] < b["cuda:0"], b
 PY
 [ "$(tail -n +2 "$tmp/two/summary.tsv" | cut -f6 | grep -cvE '^(ok|split)$')" -eq 0 ] ||
 	fail "two devices: $(rows "$tmp/two")"
 
 # the clean run on one device, traced
-export CUEMU_DEVICES=1 CUEMU_MEM=80M
+export CUEMU_DEVICES=1 CUEMU_MEM=128M
 CUEMU_TRACE=1 run -o "$tmp/clean" --devices cuda:0 2> "$tmp/clean.err" || fail "clean: exit $?"
 # the worker's cuBLAS workspace: the largest cudaMalloc of the trace
 ws=$(awk '$2 == "cudaMalloc" && $4 > m { m = $4 } END { print m }' "$tmp/clean.err")
@@ -60,7 +60,8 @@ ws=$(awk '$2 == "cudaMalloc" && $4 > m { m = $4 } END { print m }' "$tmp/clean.e
 # only, and it is released only when the worker ends (before its workspace)
 nfold=$(grep -c '"event":"fold"' "$tmp/clean/run.jsonl")
 extra=$(awk -v ws="$ws" '$2 == "cudaMalloc" { n++; if ($4 == ws) n = 0 } END { print n }' "$tmp/clean.err")
-freed=$(awk -v ws="$ws" '$2 == "cudaFree:" { if ($3 == ws) exit; n++ } END { print n + 0 }' "$tmp/clean.err")
+freed=$(awk -v ws="$ws" '$2 == "cudaMalloc" && $4 == ws { n = 0; on = 1 }
+	$2 == "cudaFree:" && on { if ($3 == ws) exit; n++ } END { print n + 0 }' "$tmp/clean.err")
 [ "$nfold" -eq 5 ] && [ "$extra" -eq 1 ] && [ "$freed" -eq 1 ] ||
 	fail "$extra cudaMalloc and $freed cudaFree for the arenas of $nfold folds on one worker, expected 1 and 1"
 # the arena's cudaMalloc number; the launch number 10 into the third fold
@@ -100,7 +101,7 @@ grep -q 'no device left' "$tmp/sticky/summary.tsv" || fail "sticky: no reason in
 grep -qi 'out of memory\|retrying smaller' "$tmp/sticky.err" && fail "sticky: treated as out of memory"
 
 # 4. two devices, a sticky launch failure on the second one's first record
-CUEMU_DEVICES=2 CUEMU_MEM=80M,76M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
+CUEMU_DEVICES=2 CUEMU_MEM=128M,120M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
 	2> "$tmp/lost.err"
 rc=$?
 [ $rc -eq 0 ] || fail "device lost: exit $rc, expected 0"

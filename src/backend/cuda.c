@@ -3,12 +3,15 @@
  *
  * One backend = one device, one non-blocking stream, one cuBLAS handle bound
  * to it, and one workspace allocation (be->workspace, counted in every
- * quota): the cuBLAS workspace and a fixed device buffer for gather
- * indices.  Every entry selects the device first (workers may live on other
- * host threads) and queues its work on the stream; only download, sync and
- * the host-memory copies wait for it.  Workers may share a backend: their
- * work then runs in turn on its one stream, and the index buffer is taken
- * by one gather at a time.  Every CUDA and cuBLAS error becomes a
+ * quota): the cuBLAS workspace, a fixed device buffer for gather indices
+ * and, at bf16, the stage a GEMM rounds its activation operand into when
+ * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
+ * held in bf16, shared by the device's workers).  Every entry selects the
+ * device first (workers may live on other host threads) and queues its
+ * work on the stream; only download, sync and the host-memory copies wait
+ * for it.  Workers may share a backend: their work then runs in turn on
+ * its one stream, and the index buffer and the stage are each taken by one
+ * op at a time.  Every CUDA and cuBLAS error becomes a
  * negative status with one log line: -ENOMEM for an allocation the device
  * refused (the job can be retried smaller), -EINVAL for a shape the kernels
  * do not support, STATUS_DEVICE for a sticky error (an illegal address, a
@@ -395,8 +398,8 @@ static void be_cuda_destroy(be_t *be)
 	free(be);
 }
 
-/* c's workspace for GEMM precision prec (a be_prec_t other than auto),
- * replacing the one it has: the cuBLAS workspace, the gather indices and,
+/* be's workspace for GEMM precision prec (a be_prec_t other than auto),
+ * replacing the one it has when its size differs: the cuBLAS workspace, the gather indices and,
  * at bf16 (weight matrices in bf16), the bf16 stage; be's precision,
  * weights_bf16 and workspace follow.  0 or negative, logged. */
 static int be_cuda_workspace(be_t *be, be_prec_t prec)

@@ -1,10 +1,13 @@
 /* elementwise.cu - pointwise and data-movement kernels: activations, binary
  * ops, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
- * outer features and the GEMM prologue (beta * C + bias).
+ * outer features, the GEMM prologue (beta * C + bias) and the bfloat16
+ * conversion of a GEMM's activation operand.
  *
  * Flat kernels use grid-stride loops over int64 indices, so any n fits in a
  * bounded grid.
  */
+#include <string.h>
+
 #include "common.cuh"
 
 #define EW_THREADS 256
@@ -184,6 +187,35 @@ static __global__ void k_gemm_prologue(float *c, int64_t ldc, int64_t stride_c, 
 		float *p = c + b * stride_c + i * ldc + j;
 		*p = (beta == 0.0f ? 0.0f : beta * *p) + (bias ? bias[j] : 0.0f);
 	}
+}
+
+/* x rounded to bfloat16, to nearest even (as __float2bfloat16_rn); a NaN
+ * stays a NaN */
+static __device__ __forceinline__ uint16_t cu_bf16_rne(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, sizeof u);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (uint16_t)(u >> 16);
+}
+
+/* y: [rows, cols] packed = bf16(x: [rows, cols] rows of stride ld) */
+static __global__ void k_to_bf16(uint16_t *y, const float *x, int64_t rows, int cols, int64_t ld)
+{
+	GRID_STRIDE(e, rows * cols) {
+		int64_t r = e / cols;
+		y[e] = cu_bf16_rne(x[r * ld + e % cols]);
+	}
+}
+
+extern "C" int cu_to_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t rows, int cols,
+                          int64_t ld)
+{
+	if (rows < 0 || cols < 0 || ld < cols) return -EINVAL;
+	if (rows * cols == 0) return 0;
+	CU_LAUNCH(ew_blocks(rows * cols), EW_THREADS, 0, s, k_to_bf16)(y, x, rows, cols, ld);
+	return cu_launched();
 }
 
 extern "C" int cu_act(cudaStream_t s, float *x, int64_t n, be_act_t kind)

@@ -57,6 +57,9 @@ int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, i
  * c = beta * c + bias[n] (beta == 0 ignores c; bias may be NULL) */
 int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,
                      int m, int n, float beta, const float *bias);
+/* y: [rows, cols] packed bfloat16 (round to nearest even) = x: [rows, cols]
+ * float32 rows of stride ld >= cols: a GEMM operand for a bf16 weight */
+int cu_to_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t rows, int cols, int64_t ld);
 
 /* --- attn.cu --- */
 /* fused streaming attention as described by be_attn_t (backend.h); D <= CU_ATTN_DMAX */

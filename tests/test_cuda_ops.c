@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
+#include "io/safetensors.h"
 
 static be_t *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -126,17 +127,82 @@ static void test_gemm(void **state)
 /* the reduced-precision GEMMs: looser bounds, same results otherwise */
 static void test_gemm_lowp(void **state)
 {
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_TF32), 0);
-	gemm_cases(" tf32", BE_PREC_AUTO, 1e-5);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
 	assert_string_equal(gpu->precision, "bf16");
 	gemm_cases(" bf16", BE_PREC_AUTO, 1e-4);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP16), 0);
 	assert_string_equal(gpu->precision, "fp16");
 	gemm_cases(" fp16", BE_PREC_AUTO, 1e-5);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 	assert_string_equal(gpu->precision, "fp32");
-	assert_int_not_equal(be_cuda_set_precision(cpu, BE_CUDA_FP32), 0);
+	assert_int_not_equal(be_cuda_set_precision(cpu, BE_PREC_FP32), 0);
+}
+
+/* float32 x rounded to bfloat16 (to nearest even) and back */
+static float bf16_round(float x)
+{
+	return safetensors_bf16_to_f32(safetensors_f32_to_bf16(x));
+}
+
+/* one GEMM with a bf16 weight operand (a when wa, else b) against the CPU
+ * on the same operands rounded to bf16: the GPU stages the fp32 operand as
+ * bf16 and accumulates in fp32, so only the summation order differs */
+static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias, float beta)
+{
+	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+	int64_t lda = ca + 3, ldb = cb + 1, ldc = n + 2, nw = wa ? ra * lda : rb * ldb;
+	pair_t A = pair_new(ra * lda), B = pair_new(rb * ldb), C = pair_new(m * ldc), bi = pair_new(n);
+	pair_t *W = wa ? &A : &B, *X = wa ? &B : &A;
+	uint16_t *w16 = malloc(sizeof *w16 * (size_t)nw), *g16;
+	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
+	                .beta = beta, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1 };
+	char what[128];
+
+	assert_non_null(w16);
+	for (int64_t i = 0; i < nw; i++) {
+		w16[i] = safetensors_f32_to_bf16(W->c[i]);
+		W->c[i] = safetensors_bf16_to_f32(w16[i]);
+	}
+	assert_int_equal(gpu->alloc(gpu, sizeof *g16 * (size_t)nw, (void **)&g16), 0);
+	assert_int_equal(gpu->upload(gpu, g16, w16, sizeof *g16 * (size_t)nw), 0);
+	for (int64_t i = 0; i < X->n; i++) X->c[i] = bf16_round(X->c[i]);   /* the GPU keeps fp32 */
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	assert_int_equal(cpu->gemm(cpu, &g), 0);
+	g.a = wa ? (const float *)g16 : A.g; g.b = wa ? B.g : (const float *)g16;
+	g.a_bf16 = wa; g.b_bf16 = !wa; g.c = C.g; g.bias = bias ? bi.g : NULL;
+	assert_int_equal(gpu->gemm(gpu, &g), 0);
+	snprintf(what, sizeof what, "gemm bf16 %s %c%c m%d n%d k%d%s beta%g", wa ? "A" : "B",
+	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, bias ? " bias" : "", beta);
+	pair_check(&C, 1e-10, what);
+	gpu->free(gpu, g16);
+	free(w16);
+	pair_free(&A); pair_free(&B); pair_free(&C); pair_free(&bi);
+}
+
+/* bf16 weights (be->weights_bf16, at bf16): a weight as A or B, every
+ * transpose, bias and beta, and a product larger than the bf16 stage
+ * (sliced); refused with batch > 1 and on an fp32 device (no stage) */
+static void test_gemm_bf16_weight(void **state)
+{
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	assert_true(gpu->weights_bf16);
+	for (int wa = 0; wa < 2; wa++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++)
+				gemm_bf16_case(wa, ta, tb, 37, 53, 29, (ta + tb) & 1, ta ? 0.5f : 0.0f);
+	gemm_bf16_case(0, 0, 1, 2100, 9, 4096, 1, 0.0f);   /* 2100 x 4096 > the 8 Mi stage */
+	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 0, 1.0f);
+
+	pair_t A = pair_new(64), C = pair_new(64);
+	be_gemm_t g = { .transb = 1, .m = 4, .n = 4, .k = 4, .alpha = 1.0f, .a = A.g, .lda = 4,
+	                .b = A.g, .ldb = 4, .c = C.g, .ldc = 4, .stride_c = 16, .batch = 2,
+	                .b_bf16 = 1 };
+	assert_int_equal(gpu->gemm(gpu, &g), -EINVAL);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	assert_false(gpu->weights_bf16);
+	g.batch = 1;
+	assert_int_equal(gpu->gemm(gpu, &g), -EINVAL);
+	pair_free(&A); pair_free(&C);
 }
 
 /* A GEMM's own precision (be_gemm_t.prec) overrides the backend's: fp32
@@ -145,11 +211,11 @@ static void test_gemm_lowp(void **state)
  * prec that names none is refused. */
 static void test_gemm_prec(void **state)
 {
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
 	gemm_cases(" bf16 device, fp32 call", BE_PREC_FP32, 1e-10);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP16), 0);
 	gemm_cases(" fp16 device, fp32 call", BE_PREC_FP32, 1e-10);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 	assert_true(gemm_cases(" fp32 device, bf16 call", BE_PREC_BF16, 1e-4) > 1e-8);
 	assert_true(gemm_cases(" fp32 device, fp16 call", BE_PREC_FP16, 1e-5) > 1e-10);
 	assert_string_equal(gpu->precision, "fp32");
@@ -445,6 +511,7 @@ int main(void)
 		cmocka_unit_test(test_gemm),
 		cmocka_unit_test(test_gemm_lowp),
 		cmocka_unit_test(test_gemm_prec),
+		cmocka_unit_test(test_gemm_bf16_weight),
 		cmocka_unit_test(test_attn),
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_softmax),

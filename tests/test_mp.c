@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "compute/arena.h"
 #include "compute/forward.h"
 #include "compute/placement.h"
 #include "compute/ops.h"
@@ -559,6 +560,52 @@ static void test_fx_host(void **state)
 	be_free(cpu);
 }
 
+/* backend allocations and releases, counted (test_fx_kept) */
+static int kept_allocs, kept_frees;
+static be_t *kept_cpu;
+static int count_alloc(be_t *be, size_t n, void **p) { kept_allocs++; return kept_cpu->alloc(kept_cpu, n, p); }
+static void count_free(be_t *be, void *p) { kept_frees++; kept_cpu->free(kept_cpu, p); }
+
+/* A worker's kept arena (arena.h): passes that fit reuse it with no
+ * allocation or release; a larger one grows it (one release, one
+ * reservation); fwd_end leaves it, and a host buffer kept from it is not
+ * handed over (the arena still owns it); arena_free releases it once. */
+static void test_fx_kept(void **state)
+{
+	(void)state;
+	assert_non_null(kept_cpu = be_cpu_init(1));
+	be_t be = *kept_cpu;
+	be.alloc = count_alloc;
+	be.free = count_free;
+	kept_allocs = kept_frees = 0;
+	arena_t a;
+	arena_init(&a, &be);
+	static const size_t sizes[] = { 1 << 16, 1 << 14, 1 << 16, 1 << 18, 1 << 12 };
+	void *first = NULL;
+	for (int i = 0; i < 5; i++) {
+		fwd_t fx;
+		be_t *owner = &be;
+		assert_int_equal(fwd_exec_begin_kept(&fx, &a, sizes[i]), 0);
+		tensor_t t = fwd_new2(&fx, 16, 16);
+		assert_int_equal(fx.err, 0);
+		assert_ptr_equal(t.d, a.base);
+		if (i == 0) first = a.base;
+		if (i < 3) assert_ptr_equal(a.base, first);
+		assert_null(fwd_host_keep(&fx, &owner));
+		assert_null(owner);
+		fwd_end(&fx);
+		assert_non_null(a.base);
+	}
+	assert_int_equal(kept_allocs, 2);   /* 64 KiB, then grown to 256 KiB */
+	assert_int_equal(kept_frees, 1);
+	assert_int_equal(a.size, 1 << 18);
+	assert_int_equal(a.reserves, 2);
+	arena_free(&a);
+	assert_int_equal(kept_frees, 2);
+	assert_null(a.base);
+	be_free(kept_cpu);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -570,6 +617,7 @@ int main(void)
 		cmocka_unit_test(test_fx_zero_arena),
 		cmocka_unit_test(test_fx_arena_refused),
 		cmocka_unit_test(test_fx_host),
+		cmocka_unit_test(test_fx_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

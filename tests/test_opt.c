@@ -163,7 +163,7 @@ static void test_errors(void **state)
 static void test_precision_devices(void **state)
 {
 	static const struct { const char *prec, *devices; int ok; } cases[] = {
-		{ "bf16", "cpu", 0 }, { "fp16", "sim:8G", 0 }, { "bf16", "cuda:1", 1 },
+		{ "bf16", "cpu", 0 }, { "fp16", "sim:8G", 0 }, { "bf16", "cuda:1", 1 }, { "bf16", "sim:8G", 1 },
 		{ "fp16", NULL, 1 }, { "fp32", "cpu", 1 }, { "auto", "cpu", 1 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -94,7 +94,8 @@ done
 [ "$(tail -n +2 "$tmp/fault/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "fault run: not all ok"
 
 # the plan without folding: per device within its budget, every record
-# in the order of work, the longest first on each device
+# in the order of work, the longest first on each device, the arenas its
+# workers keep counted in its peak
 "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --devices sim:12M,sim:8M \
 	--workers 2 >"$tmp/plan.tsv" || fail "plan exited $?"
 python3 - "$tmp/plan.tsv" <<'PY' || fail "plan: bad tables"
@@ -102,8 +103,10 @@ import sys
 tables = [[l.split("\t") for l in t.strip().split("\n")] for t in open(sys.argv[1]).read().split("\n\n")]
 assert len(tables) == 4, len(tables)
 dev = {r[0]: r for r in tables[1][1:]}
-for name, budget, workers, peak in dev.values():
+for name, budget, workers, peak, kept in dev.values():
     assert int(peak) <= int(budget), (name, peak, budget)
+    # a card's workers keep their arenas: held at the end, within the peak
+    assert 0 < int(kept) <= int(peak), (name, kept, peak)
 for r in tables[2][1:]:
     assert int(r[6]) <= int(dev[r[0]][1]) and int(r[5]) >= 1, r
 order = tables[3][1:]
@@ -115,7 +118,7 @@ PY
 # --workers auto (the default): budget / the largest quota of the commonest
 # bucket, at most 4 on a card (sim), 1 on the CPU; --workers N forces N
 wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
-	awk -F'\t' '$1=="device"&&$3=="workers"{t=1;next} t&&NF==4{printf "%s=%s ", $1, $3} NF<2{t=0}'; }
+	awk -F'\t' '$1=="device"&&$3=="workers"{t=1;next} t&&NF==5{printf "%s=%s ", $1, $3} NF<2{t=0}'; }
 [ "$(wk --devices sim:40M,sim:24M,sim:3M)" = "sim:40M=4 sim:24M=2 sim:3M=1 " ] ||
 	fail "auto workers: $(wk --devices sim:40M,sim:24M,sim:3M)"
 [ "$(wk --devices sim:40M --workers auto)" = "sim:40M=4 " ] || fail "--workers auto"
@@ -125,7 +128,27 @@ wk() { "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@" |
 [ $? -eq 2 ] || fail "bad --cpu-memory: expected exit 2"
 "$bin" plan -q -i "$tmp/mix.fa" --weights "$w" --devices cpu --cpu-memory 1K >"$tmp/plan1k.tsv" ||
 	fail "plan --cpu-memory 1K exited $?"
-grep -q $'^cpu\t0\t1\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
+grep -q $'^cpu\t0\t1\t0\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget not 0"
+
+# esmfold_v1 (its manifest) planned on a sim:32G card: the weights take
+# 13.1 GiB at fp32 (3.5 B parameters) and 6.6 GiB at bf16 (Linear matrices
+# in bf16, the rest fp32), the budget the rest of the card
+for p in fp32:13.0:13.2 bf16:6.5:6.7; do
+	IFS=: read prec lo hi <<<"$p"
+	b=$("$bin" plan -q -i "$tmp/mix.fa" --weights "$srcdir/tests/data/manifest_esmfold_v1.json" \
+		--devices sim:32G --precision $prec | awk -F'\t' '$1 == "sim:32G" && NF == 5 { print $2; exit }')
+	awk -v b="$b" -v lo=$lo -v hi=$hi 'BEGIN { wt = (32 * 2^30 - b) / 2^30; exit !(wt >= lo && wt <= hi) }' ||
+		fail "esmfold_v1 on sim:32G at $prec: budget $b, not 32 GiB less $lo-$hi GiB of weights"
+done
+# a sim card at bf16 holds its weights in bf16: more budget, every record folded
+run -o "$tmp/bf16" --devices sim:12M --precision bf16 --workers 1 || fail "sim bf16 run exited $?"
+[ "$(tail -n +2 "$tmp/bf16/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "sim bf16: not all ok"
+run -o "$tmp/fp32" --devices sim:12M --precision fp32 --workers 1 || fail "sim fp32 run exited $?"
+python3 - "$tmp/fp32/run.jsonl" "$tmp/bf16/run.jsonl" <<'PY' || fail "sim bf16: weights not smaller"
+import json, sys
+b = [next(e["budget"] for e in map(json.loads, open(f)) if e["event"] == "device") for f in sys.argv[1:]]
+assert b[1] > b[0], b
+PY
 
 # the input is checked before the weights are loaded
 "$bin" -q -i "$tmp/none.fa" -o "$tmp/none" --weights "$tmp/none.safetensors" 2>"$tmp/none.err"

@@ -35,7 +35,11 @@ static inline const char *be_prec_name(be_prec_t p)
  * inputs are rounded to; BE_PREC_AUTO (0, so a GEMM that leaves it out)
  * takes the backend's precision (be->precision, --precision), BE_PREC_FP32
  * keeps fp32 inputs whatever the backend's; a backend that computes in fp32
- * only (the CPU) runs every GEMM in fp32.  Accumulation is fp32 always. */
+ * only (the CPU) runs every GEMM in fp32.  Accumulation is fp32 always.
+ * a_bf16 / b_bf16: that operand is a weight matrix held as bfloat16
+ * (be->weights_bf16; the pointer is to its uint16_t data): the other
+ * operand is rounded to bf16 too and the product accumulates in fp32;
+ * only with batch 1 and prec BE_PREC_AUTO. */
 typedef struct {
 	int transa, transb;
 	int m, n, k;
@@ -46,6 +50,7 @@ typedef struct {
 	int batch;
 	const float *bias;       /* [n] or NULL */
 	be_prec_t    prec;       /* BE_PREC_AUTO: the backend's */
+	int          a_bf16, b_bf16;   /* 1: a (b) is bf16 weight data */
 } be_gemm_t;
 
 /* o = softmax(scale * q k^T + bias + mask) v, per batch b and head h, with
@@ -100,9 +105,14 @@ struct be {
 	 * (fwd_host) lie in its arena, and its figures cover them */
 	int         host_mem;
 	/* what the GEMMs take as inputs where their prec is BE_PREC_AUTO:
-	 * "fp32", "bf16", "fp16" (or "tf32", tests only); they accumulate in
-	 * fp32, and every tensor stays fp32 */
+	 * "fp32", "bf16", "fp16"; they accumulate in fp32, and every
+	 * activation stays fp32 */
 	const char *precision;
+	/* 1: Linear weight matrices are held as bfloat16, converted once at
+	 * load (weights.h) and shared by the device's workers; GEMMs read
+	 * them as bf16 operands (be_gemm_t.a_bf16 / b_bf16).  Every other
+	 * weight (biases, norms, embeddings) stays fp32. */
+	int         weights_bf16;
 
 	/* ops; shapes in comments, n = element count */
 	int (*gemm)(be_t *be, const be_gemm_t *g);

@@ -3,12 +3,15 @@
  *
  * One backend = one device, one non-blocking stream, one cuBLAS handle bound
  * to it, and one workspace allocation (be->workspace, counted in every
- * quota): the cuBLAS workspace and a fixed device buffer for gather
- * indices.  Every entry selects the device first (workers may live on other
- * host threads) and queues its work on the stream; only download, sync and
- * the host-memory copies wait for it.  Workers may share a backend: their
- * work then runs in turn on its one stream, and the index buffer is taken
- * by one gather at a time.  Every CUDA and cuBLAS error becomes a
+ * quota): the cuBLAS workspace, a fixed device buffer for gather indices
+ * and, at bf16, the stage a GEMM rounds its activation operand into when
+ * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
+ * held in bf16, shared by the device's workers).  Every entry selects the
+ * device first (workers may live on other host threads) and queues its
+ * work on the stream; only download, sync and the host-memory copies wait
+ * for it.  Workers may share a backend: their work then runs in turn on
+ * its one stream, and the index buffer and the stage are each taken by one
+ * op at a time.  Every CUDA and cuBLAS error becomes a
  * negative status with one log line: -ENOMEM for an allocation the device
  * refused (the job can be retried smaller), -EINVAL for a shape the kernels
  * do not support, STATUS_DEVICE for a sticky error (an illegal address, a
@@ -37,19 +40,25 @@
 
 #define BE_CUDA_BLAS_WS (32u << 20)   /* cuBLAS workspace bytes */
 #define BE_CUDA_IDX_ROWS (1 << 16)     /* gather indices a worker holds at once (256 KiB) */
+#define BE_CUDA_STAGE (8 << 20)        /* bf16 elements of a GEMM operand staged at once (16 MiB) */
 /* a worker's one allocation outside the arenas (be->workspace): the cuBLAS
- * workspace, then the gather indices */
-#define BE_CUDA_WS (BE_CUDA_BLAS_WS + sizeof(int32_t) * BE_CUDA_IDX_ROWS)
+ * workspace, the gather indices, then the bf16 stage (where the weights
+ * are bf16: be->weights_bf16) */
+#define BE_CUDA_WS_F32 (BE_CUDA_BLAS_WS + sizeof(int32_t) * BE_CUDA_IDX_ROWS)
+#define BE_CUDA_WS_BF16 (BE_CUDA_WS_F32 + sizeof(uint16_t) * BE_CUDA_STAGE)
 
 typedef struct {
 	int                 device;
 	char                name[16];     /* "cuda:N", the backend's name */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
-	void               *ws;           /* [BE_CUDA_WS] bytes: cuBLAS's, then idx */
+	void               *ws;           /* [be->workspace] bytes: cuBLAS's, idx, stage */
 	int32_t            *idx;          /* [BE_CUDA_IDX_ROWS] gather indices, in ws */
 	pthread_mutex_t     idx_lock;     /* held by the gather using idx */
-	cublasComputeType_t compute;      /* of every GEMM */
+	uint16_t           *stage;        /* [BE_CUDA_STAGE] bf16 operand, in ws; NULL
+	                                     where the weights are fp32 */
+	pthread_mutex_t     stage_lock;   /* held by the GEMM using stage */
+	cublasComputeType_t compute;      /* of every GEMM of fp32 operands */
 } be_cuda_ctx_t;
 
 /* the devices a sticky error has poisoned, so that the error is logged
@@ -187,9 +196,61 @@ static int be_cuda_compute(const be_cuda_ctx_t *c, be_prec_t prec, cublasCompute
 	}
 }
 
+/* One GEMM with a bf16 weight operand (g->a_bf16 / g->b_bf16; batch 1):
+ * the other, fp32 operand is rounded into the worker's bf16 stage, as
+ * many rows of C (A fp32) or columns (B fp32) as the stage holds at a
+ * time, and each slice runs as bf16 x bf16 with fp32 accumulation
+ * (CUBLAS_COMPUTE_32F), C in fp32.  The stage is taken by one GEMM at a
+ * time; the stream orders each slice's conversion after the previous
+ * slice's product. */
+static int be_cuda_gemm_bf16(be_cuda_ctx_t *c, const be_gemm_t *g, float beta)
+{
+	int64_t span = g->a_bf16 ? g->n : g->m, step = BE_CUDA_STAGE / (g->k > 0 ? g->k : 1);
+	int rc = 0;
+
+	if (!c->stage || g->batch != 1 || step < 1) {
+		log_error("cuda:%d: gemm: a bf16 weight needs bf16 weights, batch 1 and k <= %d",
+		          c->device, BE_CUDA_STAGE);
+		return -EINVAL;
+	}
+	if (g->a_bf16 && g->b_bf16) step = span;   /* nothing to stage */
+	pthread_mutex_lock(&c->stage_lock);
+	for (int64_t p0 = 0; p0 < span && !rc; p0 += step) {
+		int np = (int)(span - p0 < step ? span - p0 : step), m = g->m, n = g->n;
+		const void *a = g->a, *b = g->b;
+		int64_t lda = g->lda, ldb = g->ldb;
+		float *cp = g->c;
+		if (g->b_bf16 && !g->a_bf16) {
+			/* rows p0.. of op(A): [np, k] */
+			rc = g->transa ? cu_to_bf16(c->stream, c->stage, g->a + p0, g->k, np, g->lda)
+			               : cu_to_bf16(c->stream, c->stage, g->a + p0 * g->lda, np, g->k, g->lda);
+			a = c->stage;
+			lda = g->transa ? np : g->k;
+			m = np;
+			cp = g->c + p0 * g->ldc;
+		} else if (!g->b_bf16) {
+			/* columns p0.. of op(B): [k, np] */
+			rc = g->transb ? cu_to_bf16(c->stream, c->stage, g->b + p0 * g->ldb, np, g->k, g->ldb)
+			               : cu_to_bf16(c->stream, c->stage, g->b + p0, g->k, np, g->ldb);
+			b = c->stage;
+			ldb = g->transb ? g->k : np;
+			n = np;
+			cp = g->c + p0;
+		}
+		if ((rc = be_cuda_k(c, rc, "gemm bf16 operand"))) break;
+		rc = be_cuda_blas(c, cublasGemmEx(c->blas,
+			g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, g->transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+			n, m, g->k, &g->alpha, b, CUDA_R_16BF, (int)ldb, a, CUDA_R_16BF, (int)lda,
+			&beta, cp, CUDA_R_32F, (int)g->ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT), "gemm bf16");
+	}
+	pthread_mutex_unlock(&c->stage_lock);
+	return rc;
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
  * operands swap, the transpose flags stay, m and n swap.  The compute type
- * is the backend's unless g->prec names one. */
+ * is the backend's unless g->prec names one; a bf16 weight operand takes
+ * be_cuda_gemm_bf16. */
 static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -212,6 +273,7 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		if (rc) return rc;
 		beta = 1.0f;
 	}
+	if (g->a_bf16 || g->b_bf16) return be_cuda_gemm_bf16(c, g, beta);
 	return be_cuda_blas(c, cublasGemmStridedBatchedEx(c->blas,
 		g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, g->transa ? CUBLAS_OP_T : CUBLAS_OP_N,
 		g->n, g->m, g->k, &g->alpha,
@@ -326,6 +388,7 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
 	pthread_mutex_destroy(&c->idx_lock);
+	pthread_mutex_destroy(&c->stage_lock);
 	free(c);
 }
 
@@ -335,32 +398,71 @@ static void be_cuda_destroy(be_t *be)
 	free(be);
 }
 
+/* be's workspace for GEMM precision prec (a be_prec_t other than auto),
+ * replacing the one it has when its size differs: the cuBLAS workspace, the gather indices and,
+ * at bf16 (weight matrices in bf16), the bf16 stage; be's precision,
+ * weights_bf16 and workspace follow.  0 or negative, logged. */
+static int be_cuda_workspace(be_t *be, be_prec_t prec)
+{
+	be_cuda_ctx_t *c = be->ctx;
+	int bf16 = prec == BE_PREC_BF16, rc;
+	size_t n = bf16 ? BE_CUDA_WS_BF16 : BE_CUDA_WS_F32;
+
+	if (c->ws && n == be->workspace) return 0;
+	if (c->ws) {
+		if ((rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "workspace"))) return rc;
+		cudaFree(c->ws);
+		c->ws = NULL;
+		be->workspace = 0;
+	}
+	if ((rc = be_cuda_rt(c, cudaMalloc(&c->ws, n), "workspace")) ||
+	    (rc = be_cuda_blas(c, cublasSetWorkspace(c->blas, c->ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")))
+		return rc;
+	c->idx = (int32_t *)((char *)c->ws + BE_CUDA_BLAS_WS);
+	c->stage = bf16 ? (uint16_t *)((char *)c->ws + BE_CUDA_WS_F32) : NULL;
+	be->workspace = n;
+	be->weights_bf16 = bf16;
+	return 0;
+}
+
+/* the be_prec_t a CUDA backend computes with (never auto) */
+static be_prec_t be_cuda_prec(const be_t *be)
+{
+	const be_cuda_ctx_t *c = be->ctx;
+	return c->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? BE_PREC_BF16 :
+	       c->compute == CUBLAS_COMPUTE_32F_FAST_16F ? BE_PREC_FP16 : BE_PREC_FP32;
+}
+
+/* be's GEMM precision prec, its workspace following (be_cuda_workspace) */
+static int be_cuda_prec_set(be_t *be, be_prec_t prec)
+{
+	be_cuda_ctx_t *c = be->ctx;
+
+	switch (prec) {
+	case BE_PREC_AUTO: /* fall through: bf16 */
+	case BE_PREC_BF16: prec = BE_PREC_BF16; c->compute = CUBLAS_COMPUTE_32F_FAST_16BF; break;
+	case BE_PREC_FP16: c->compute = CUBLAS_COMPUTE_32F_FAST_16F; break;
+	case BE_PREC_FP32: c->compute = CUBLAS_COMPUTE_32F; break;
+	default: return -EINVAL;
+	}
+	be->precision = be_prec_name(prec);
+	return be_cuda_workspace(be, prec);
+}
+
+int be_cuda_set_precision(be_t *be, be_prec_t prec)
+{
+	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
+	return be_cuda_prec_set(be, prec);
+}
+
+static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec);
+
 /* one more worker on the parent's device: own stream, cuBLAS handle and
- * workspace, the parent's GEMM precision */
+ * workspace, the parent's GEMM precision and weights */
 static be_t *be_cuda_worker(be_t *parent)
 {
 	be_cuda_ctx_t *pc = parent->ctx;
-	be_t *be = be_cuda_init(pc->device);
-
-	if (be) {
-		((be_cuda_ctx_t *)be->ctx)->compute = pc->compute;
-		be->precision = parent->precision;
-	}
-	return be;
-}
-
-int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
-{
-	if (!be || be->destroy != be_cuda_destroy) return -EINVAL;
-	be_cuda_ctx_t *c = be->ctx;
-	switch (prec) {
-	case BE_CUDA_FP32: c->compute = CUBLAS_COMPUTE_32F; be->precision = "fp32"; break;
-	case BE_CUDA_TF32: c->compute = CUBLAS_COMPUTE_32F_FAST_TF32; be->precision = "tf32"; break;
-	case BE_CUDA_BF16: c->compute = CUBLAS_COMPUTE_32F_FAST_16BF; be->precision = "bf16"; break;
-	case BE_CUDA_FP16: c->compute = CUBLAS_COMPUTE_32F_FAST_16F; be->precision = "fp16"; break;
-	default: return -EINVAL;
-	}
-	return 0;
+	return be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
 }
 
 /* 1 when kernels built for the architectures archs ("80,86,90", PTX of
@@ -417,11 +519,13 @@ int be_cuda_count(void)
 	return n;
 }
 
-be_t *be_cuda_init(int device)
+/* the backend of device `device` at precision prec, its workspace made
+ * for it (its properties in *prop when prop is not NULL); NULL after one
+ * logged line */
+static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
-	struct cudaDeviceProp prop;
 	be_cuda_ctx_t *c;
 	be_t *be;
 
@@ -444,22 +548,9 @@ be_t *be_cuda_init(int device)
 	snprintf(c->name, sizeof c->name, "cuda:%d", device);
 	c->compute = CUBLAS_COMPUTE_32F;
 	pthread_mutex_init(&c->idx_lock, NULL);
-	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
-	    be_cuda_rt(c, cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties") ||
-	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
-	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
-	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
-	    be_cuda_rt(c, cudaMalloc(&c->ws, BE_CUDA_WS), "workspace") ||
-	    /* after cublasSetStream, which resets the workspace */
-	    be_cuda_blas(c, cublasSetWorkspace(c->blas, c->ws, BE_CUDA_BLAS_WS), "cublasSetWorkspace")) {
-		be_cuda_release(c);
-		free(be);
-		return NULL;
-	}
-	c->idx = (int32_t *)((char *)c->ws + BE_CUDA_BLAS_WS);
+	pthread_mutex_init(&c->stage_lock, NULL);
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
-		.workspace = BE_CUDA_WS,
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,
@@ -469,7 +560,28 @@ be_t *be_cuda_init(int device)
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .rotary = be_cuda_rotary, .outer = be_cuda_outer,
 	};
-	log_info("cuda backend: device %d, %s, %.1f GiB, sm_%d%d", device, prop.name,
-	         prop.totalGlobalMem / 1073741824.0, prop.major, prop.minor);
+	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
+	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||
+	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
+	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
+	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
+	    /* after cublasSetStream, which resets the workspace */
+	    be_cuda_prec_set(be, prec)) {
+		be_cuda_release(c);
+		free(be);
+		return NULL;
+	}
+	return be;
+}
+
+be_t *be_cuda_init(int device)
+{
+	struct cudaDeviceProp prop;
+	be_t *be = be_cuda_open(device, &prop, BE_PREC_FP32);
+
+	/* once per device: its workers' backends (be_cuda_worker) say nothing */
+	if (be)
+		log_info("cuda backend: device %d, %s, %.1f GiB, sm_%d%d", device, prop.name,
+		         prop.totalGlobalMem / 1073741824.0, prop.major, prop.minor);
 	return be;
 }

@@ -4,24 +4,19 @@
 
 #include "backend/backend.h"
 
-/* What the GEMMs compute with; inputs and outputs stay float32 either way,
- * and so do every other op (norms, softmax, attention, elementwise). */
-typedef enum {
-	BE_CUDA_FP32,   /* float32 (default) */
-	BE_CUDA_TF32,   /* tensor-core TF32 inputs, float32 accumulation */
-	BE_CUDA_BF16,   /* tensor-core bfloat16 inputs, float32 accumulation */
-	BE_CUDA_FP16,   /* tensor-core float16 inputs, float32 accumulation */
-} be_cuda_prec_t;
-
 /* Number of CUDA devices this process sees (CUDA_VISIBLE_DEVICES applies;
  * they are numbered 0..n-1 as cuda:N); 0 without a driver, a device or a
  * CUDA build. */
 int be_cuda_count(void);
 
-/* Set the GEMM precision of a backend made by be_cuda_init (and its
- * be->precision).  Returns 0, or negative for another backend (or a build
- * without CUDA). */
-int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec);
+/* Set the precision of a backend made by be_cuda_init (and its
+ * be->precision): the GEMMs of fp32 operands compute with prec's inputs
+ * (BE_PREC_AUTO: bf16), accumulating in fp32; at bf16 the Linear weight
+ * matrices are held as bf16 too (be->weights_bf16) and the workspace grows
+ * by the bf16 stage (be->workspace).  Every other op stays fp32.  Call it
+ * before loading weights.  Returns 0, or negative for another backend (or
+ * a build without CUDA). */
+int be_cuda_set_precision(be_t *be, be_prec_t prec);
 
 /* 0 when this binary's kernels run on CUDA device `device` (or there is no
  * such device: be_cuda_init reports that); -1, with one log line naming the

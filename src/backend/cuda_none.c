@@ -16,7 +16,7 @@ int be_cuda_count(void)
 	return 0;
 }
 
-int be_cuda_set_precision(be_t *be, be_cuda_prec_t prec)
+int be_cuda_set_precision(be_t *be, be_prec_t prec)
 {
 	return -EINVAL;
 }

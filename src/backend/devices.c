@@ -1,4 +1,5 @@
 /* devices.c - devices and their backends (see devices.h). */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +7,7 @@
 
 #include "backend/cuda.h"
 #include "backend/devices.h"
+#include "io/safetensors.h"
 #include "util/log.h"
 #include "util/sysmem.h"
 #include "util/status.h"
@@ -79,6 +81,49 @@ static void dev_sim_destroy(be_t *be)
 	free(s);
 }
 
+/* x: [n] float32 (bf16 0) or bfloat16 (bf16 1) values as float32 rounded to
+ * bfloat16 (to nearest even), malloc'ed; NULL when out of memory */
+static float *dev_sim_bf16(const void *x, int64_t n, int bf16)
+{
+	float *y = malloc(sizeof *y * (size_t)(n > 0 ? n : 1));
+
+	for (int64_t i = 0; y && i < n; i++)
+		y[i] = safetensors_bf16_to_f32(bf16 ? ((const uint16_t *)x)[i] :
+		                               safetensors_f32_to_bf16(((const float *)x)[i]));
+	return y;
+}
+
+/* elements a GEMM operand spans: batch x [rows, cols] rows of stride ld */
+static int64_t dev_sim_span(int batch, int64_t stride, int rows, int cols, int64_t ld)
+{
+	return batch > 0 && rows > 0 && cols > 0 ? (batch - 1) * stride + (rows - 1) * ld + cols : 0;
+}
+
+/* A GEMM on a sim: card at bf16 (weights_bf16), as the card computes it:
+ * both operands rounded to bf16 (a bf16 weight widened), fp32
+ * accumulation, on the CPU backend; a GEMM asking for fp32 stays fp32. */
+static int dev_sim_gemm(be_t *be, const be_gemm_t *g)
+{
+	dev_sim_t *s = (dev_sim_t *)be;
+	be_gemm_t r = *g;
+	float *a, *b;
+	int rc;
+
+	if (g->prec == BE_PREC_FP32 && !g->a_bf16 && !g->b_bf16) return s->cpu->gemm(s->cpu, g);
+	a = dev_sim_bf16(g->a, dev_sim_span(g->batch, g->stride_a, g->transa ? g->k : g->m,
+	                                    g->transa ? g->m : g->k, g->lda), g->a_bf16);
+	b = dev_sim_bf16(g->b, dev_sim_span(g->batch, g->stride_b, g->transb ? g->n : g->k,
+	                                    g->transb ? g->k : g->n, g->ldb), g->b_bf16);
+	r.a = a;
+	r.b = b;
+	r.a_bf16 = r.b_bf16 = 0;
+	r.prec = BE_PREC_FP32;
+	rc = a && b ? s->cpu->gemm(s->cpu, &r) : STATUS_OOM;
+	free(a);
+	free(b);
+	return rc;
+}
+
 int64_t dev_parse_size(const char *s)
 {
 	char *end;
@@ -127,17 +172,30 @@ static be_t *dev_sim_open(const char *spec, int threads)
 
 int dev_precision(be_t *be, be_prec_t prec)
 {
-	be_cuda_prec_t p = prec == BE_PREC_FP32 ? BE_CUDA_FP32 :
-	                   prec == BE_PREC_FP16 ? BE_CUDA_FP16 : BE_CUDA_BF16;
+	int rc;
 
-	if (be_cuda_set_precision(be, p) < 0 && prec != BE_PREC_AUTO && prec != BE_PREC_FP32) {
+	if (be->destroy == dev_sim_destroy && prec == BE_PREC_BF16) {
+		/* a sim: card at bf16: weights and GEMMs as a card holds and runs them */
+		be->weights_bf16 = 1;
+		be->precision = be_prec_name(prec);
+		be->gemm = dev_sim_gemm;
+	}
+	rc = be->weights_bf16 ? 0 : be_cuda_set_precision(be, prec);
+
+	if (rc == -EINVAL && prec != BE_PREC_AUTO && prec != BE_PREC_FP32) {
 		log_error("--precision %s: device %s computes in fp32 only (use fp32 or auto)",
 		          be_prec_name(prec), be->name);
 		return -1;
 	}
-	log_info("device %s: GEMM inputs %s, fp32 accumulation; norms, softmax, attention, "
+	if (rc < 0 && rc != -EINVAL) {
+		log_error("--precision %s: device %s cannot be set up for it", be_prec_name(prec), be->name);
+		return -1;
+	}
+	log_info("device %s: GEMM inputs %s, fp32 accumulation; %s; norms, softmax, attention, "
 	         "structure geometry, the IPA point term, the triangle-multiplication biases and "
-	         "the confidence heads in fp32", be->name, be->precision);
+	         "the confidence heads in fp32", be->name, be->precision,
+	         be->weights_bf16 ? "Linear weight matrices held in bf16 (biases, norm and embedding "
+	         "weights in fp32)" : "weights in fp32");
 	return 0;
 }
 

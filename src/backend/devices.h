@@ -26,11 +26,15 @@ be_t *dev_open(const char *spec, int threads);
 int dev_runnable(const char *spec);
 
 /* Apply --precision to a backend from dev_open and log what it computes
- * with (be->precision).  CUDA: auto = bf16 GEMM inputs, else fp32 or fp16;
- * every GEMM accumulates in fp32, and every other op (norms, softmax
- * statistics, attention, the structure module's geometry) is fp32.  Other
- * backends compute in fp32 only: auto and fp32 are accepted, anything else
- * is one logged line and -1.  0 otherwise. */
+ * with (be->precision).  CUDA: auto = bf16 GEMM inputs and Linear weights
+ * held in bf16 (be_cuda_set_precision), else fp32 or fp16; every GEMM
+ * accumulates in fp32, and every other op (norms, softmax statistics,
+ * attention, the structure module's geometry) is fp32.  A sim: card at
+ * bf16 holds and multiplies its weights as a card at bf16 does (its GEMMs
+ * round both operands to bf16 on the CPU); at auto it computes in fp32.
+ * Other backends compute in fp32 only: auto and fp32 are accepted,
+ * anything else is one logged line and -1.  0 otherwise.  Call it before
+ * loading weights. */
 int   dev_precision(be_t *be, be_prec_t prec);
 
 /* Split a --devices list into *specs (malloc'ed array of malloc'ed

@@ -318,9 +318,10 @@ int opt_validate(const opt_t *o)
 {
 	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
-	/* only CUDA devices compute in bf16 or fp16 (dev_precision) */
+	/* only CUDA devices compute in bf16 or fp16, sim: cards in bf16 too
+	 * (dev_precision) */
 	if ((o->precision == BE_PREC_BF16 || o->precision == BE_PREC_FP16) && o->devices &&
-	    !strstr(o->devices, "cuda")) {
+	    !strstr(o->devices, "cuda") && !(o->precision == BE_PREC_BF16 && strstr(o->devices, "sim:"))) {
 		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
 		          be_prec_name(o->precision), o->devices);
 		return -1;

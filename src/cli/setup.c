@@ -29,7 +29,8 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
 		d->loaded = 1;
 		d->workers = o->dump_tensors ? 1 : o->workers;
-		d->budget = dev_budget(d->be, d->spec, cpu_total, weights_f32_bytes(w), load);
+		d->budget = dev_budget(d->be, d->spec, cpu_total,
+		                       weights_bytes(w, d->be->weights_bf16), load);
 		if (qt && quota_get(qt, "worker_overhead"))
 			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
 		if (d->workers > 0)

@@ -41,7 +41,9 @@ static int fwd_fault_due(void)
 	return fwd_fault_at > 0 && atomic_fetch_add(&fwd_fault_count, 1) + 1 == fwd_fault_at;
 }
 
-int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
+/* the executing pass's arena: kept (in the worker's arena, grown when
+ * short) or, kept NULL, reserved for this pass alone */
+static int fwd_exec_arena(fwd_t *fx, be_t *be, arena_t *kept, size_t arena_size)
 {
 	void *p = NULL;
 	int rc;
@@ -50,10 +52,18 @@ int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
 	fx->be = be;
 	place_init(&fx->mp, arena_size);
 	place_init(&fx->hmp, 0);
-	if (fwd_fault_due())
+	if (fwd_fault_due()) {
+		if (kept) arena_release(kept);   /* as a refused reservation leaves it */
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
 		               arena_size, be->name);
-	if (arena_size && (rc = be->alloc(be, arena_size, &p)) < 0) {
+	}
+	if (kept) {
+		rc = arena_reserve(kept, arena_size);
+		p = kept->base;
+	} else {
+		rc = arena_size ? be->alloc(be, arena_size, &p) : 0;
+	}
+	if (rc < 0) {
 		/* a lost device is not out of memory: smaller would fail too */
 		if (rc == STATUS_DEVICE)
 			return fwd_fail(fx, STATUS_DEVICE, "cannot reserve a %zu-byte arena on %s: the device is lost",
@@ -62,7 +72,18 @@ int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
 	}
 	fx->arena = p;
 	fx->arena_size = arena_size;
+	fx->kept = kept;
 	return 0;
+}
+
+int fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size)
+{
+	return fwd_exec_arena(fx, be, NULL, arena_size);
+}
+
+int fwd_exec_begin_kept(fwd_t *fx, arena_t *kept, size_t arena_size)
+{
+	return fwd_exec_arena(fx, kept->be, kept, arena_size);
 }
 
 int fwd_exec_host(fwd_t *fx, size_t host_size)
@@ -80,7 +101,7 @@ int fwd_exec_host(fwd_t *fx, size_t host_size)
 
 void fwd_end(fwd_t *fx)
 {
-	if (fx->arena) fx->be->free(fx->be, fx->arena);
+	if (fx->arena && !fx->kept) fx->be->free(fx->be, fx->arena);
 	free(fx->host);
 	fx->arena = NULL;
 	fx->host = NULL;
@@ -131,8 +152,8 @@ void *fwd_host_keep(fwd_t *fx, be_t **be)
 	void *p;
 
 	if (fwd_host_shared(fx)) {
-		p = fx->arena;
-		*be = fx->be;
+		p = fx->kept ? NULL : fx->arena;   /* a kept arena stays the worker's */
+		*be = fx->kept ? NULL : fx->be;
 		fx->arena = NULL;
 	} else {
 		p = fx->host;

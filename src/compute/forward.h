@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "compute/arena.h"
 #include "compute/placement.h"
 #include "io/safetensors.h"
 
@@ -44,6 +45,8 @@ typedef struct {
 	int     no_memo;      /* 1: fwd_memo_begin never skips (tests) */
 	place_t    mp;
 	char   *arena;        /* executing: arena base in backend memory */
+	arena_t *kept;        /* executing in a worker's kept arena (not
+	                         released by fwd_end), or NULL */
 	size_t  arena_size;
 	place_t    hmp;          /* host buffers where backend memory is not host memory */
 	char   *host;         /* executing: their host arena (fwd_exec_host) */
@@ -64,6 +67,11 @@ void fwd_plan_begin(fwd_t *fx, be_t *be);
  * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
  * the process (a test hook). */
 int  fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size);
+/* The same in a worker's kept arena (arena.h), on its backend: reserved
+ * only when it holds less than arena_size (released first), else reused;
+ * it stays the worker's after fwd_end.  A refusal (ESMBATCH_FAULT's
+ * included) leaves it holding nothing. */
+int  fwd_exec_begin_kept(fwd_t *fx, arena_t *kept, size_t arena_size);
 /* Reserve the host arena of an executing pass: host_size bytes of host
  * memory (the hmp.high of a planning pass; 0 where the backend's memory is
  * host memory).  0, or STATUS_OOM when the host refuses it. */
@@ -84,7 +92,9 @@ void  fwd_host_drop(fwd_t *fx, void *p, size_t nbytes);
 /* Hand the memory the host buffers lie in to the caller, so that buffers
  * still live (a fold's results) outlive the pass: returns the arena (*be set
  * to the backend, whose free releases it) or the host arena (*be = NULL,
- * free() releases it); fwd_end then leaves it alone.  NULL while planning. */
+ * free() releases it); fwd_end then leaves it alone.  NULL while planning,
+ * and NULL (*be = NULL) for a kept arena: the buffers stay valid in it
+ * until the worker's next pass. */
 void *fwd_host_keep(fwd_t *fx, be_t **be);
 /* Laying out several host buffers in one block: the next nbytes at *off
  * (64-byte aligned; *off advances), base + that offset, or NULL when base

@@ -32,7 +32,7 @@ void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
 		.alpha = 1.0f, .beta = beta,
 		.a = x.d, .lda = l->in, .b = l->w, .ldb = l->in, .c = y.d, .ldc = l->out,
-		.batch = 1, .bias = l->b,
+		.batch = 1, .bias = l->b, .b_bf16 = l->bf16,
 	};
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
 }
@@ -137,6 +137,9 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;
+	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 && g->batch == 1 &&
+	              g->prec == BE_PREC_AUTO), "gemm", "a bf16 weight: batch 1, the device's precision"))
+		return;
 	if (!op_run(fx) || !g->m || !g->n || !g->batch) return;
 	op_status(fx, fx->be->gemm(fx->be, g), "gemm");
 }

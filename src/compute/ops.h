@@ -2,7 +2,8 @@
  *
  * Each op checks shapes (a mismatch is a bug, recorded as fx->err), does
  * nothing while planning or after an error, and otherwise calls the
- * backend.  Weights are float32 in backend memory, described by lin_t / ln_t.
+ * backend.  Weights are float32 in backend memory, described by lin_t / ln_t,
+ * but for Linear matrices held as bfloat16 (lin_t.bf16).
  * Shapes: [..., d] means any leading dimensions, flattened to rows.
  */
 #ifndef ESMBATCH_OP_H
@@ -10,8 +11,10 @@
 
 #include "compute/forward.h"
 
-/* nn.Linear: w [out, in] (checkpoint layout), b [out] or NULL */
-typedef struct { const float *w, *b; int out, in; } lin_t;
+/* nn.Linear: w [out, in] (checkpoint layout), b [out] or NULL; bf16: w
+ * is bfloat16 data (be->weights_bf16), to be passed to GEMMs as such
+ * (be_gemm_t.a_bf16 / b_bf16) */
+typedef struct { const float *w, *b; int out, in, bf16; } lin_t;
 /* nn.LayerNorm over the last dimension: w, b [d] */
 typedef struct { const float *w, *b; int d; float eps; } ln_t;
 

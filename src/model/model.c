@@ -285,7 +285,8 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 		}
 		p = &own;
 	}
-	if (fwd_exec_begin(&fx, m->be, p->arena) < 0 || fwd_exec_host(&fx, p->host) < 0) {
+	rc = r->arena ? fwd_exec_begin_kept(&fx, r->arena, p->arena) : fwd_exec_begin(&fx, m->be, p->arena);
+	if (rc < 0 || fwd_exec_host(&fx, p->host) < 0) {
 		snprintf(err, errcap, "%s", fx.errmsg);
 		rc = fx.err;
 		fwd_end(&fx);

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "backend/backend.h"
+#include "compute/arena.h"
 #include "model/hparams.h"
 #include "model/heads.h"
 #include "model/esm2.h"
@@ -44,6 +45,8 @@ typedef struct {
 	fwd_emit_fn  emit;     /* receives the named intermediates, or NULL */
 	void        *emit_ctx;
 	int          no_memo;  /* planning runs every block (fwd_memo_t; tests) */
+	arena_t     *arena;    /* executing: the worker's kept arena (grown when
+	                          short), or NULL: one reserved for this fold */
 } model_run_t;
 
 /* The emit hook of --dump-tensors: each intermediate as NAME/TENSOR into
@@ -67,7 +70,9 @@ typedef struct {
 
 /* Host results of one fold.  They lie in the fold's own planned host
  * memory (fwd_host_keep: the arena on the CPU, else the host arena), which
- * the model_out_t holds until model_out_free. */
+ * the model_out_t holds until model_out_free; where that is a kept arena
+ * (model_run_t.arena on a host-memory backend) mem is NULL and the results
+ * are valid until the worker's next fold. */
 typedef struct {
 	int    L;
 	float *atom37;         /* [L, 37, 3] Angstrom */

@@ -349,7 +349,8 @@ static void structure_ipa(fwd_t *fx, const structure_t *sm, const cfg_t *c, tens
 	op_gemm(fx, &(be_gemm_t){   /* sqrt(1/3) W_b z_ij: [H, c_z] x [L L, c_z]^T */
 		.transa = 0, .transb = 1, .m = H, .n = (int)LL, .k = Z,
 		.alpha = sqrtf(1.0f / 3.0f), .beta = 0.0f,
-		.a = sm->b.w, .lda = Z, .b = z.d, .ldb = Z, .c = a.d, .ldc = LL, .batch = 1 });
+		.a = sm->b.w, .lda = Z, .a_bf16 = sm->b.bf16, .b = z.d, .ldb = Z, .c = a.d, .ldc = LL,
+		.batch = 1 });
 	op_gemm(fx, &(be_gemm_t){   /* + sqrt(1/(3d)) q_i.k_j per head */
 		.transa = 0, .transb = 1, .m = L, .n = L, .k = d,
 		.alpha = sqrtf(1.0f / (3.0f * d)), .beta = 1.0f,

@@ -151,7 +151,7 @@ static void trunk_pair_bias_rows(fwd_t *fx, const lin_t *lin, tensor_t xv, tenso
 	be_gemm_t g = {
 		.transa = 0, .transb = 1, .m = lin->out, .n = nc * L, .k = c,
 		.alpha = 1.0f, .beta = 0.0f,
-		.a = lin->w, .lda = c, .b = xv.d, .ldb = c,
+		.a = lin->w, .lda = c, .a_bf16 = lin->bf16, .b = xv.d, .ldb = c,
 		.c = bias.d + (int64_t)i0 * L, .ldc = (int64_t)L * L, .batch = 1,
 	};
 
@@ -273,6 +273,7 @@ static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, te
 	be_gemm_t w = {
 		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 1.0f,
 		.a = l->w, .lda = l->in, .b = x.d, .ldb = l->in, .c = y.d, .ldc = rows, .batch = 1,
+		.a_bf16 = l->bf16,
 	};
 
 	if (tensor_numel(y) != rows * l->out || tensor_numel(ones) < rows)

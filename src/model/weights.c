@@ -46,6 +46,7 @@ struct wt {
 	char       *cfg_json;  /* the configuration's text */
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
+	int64_t     mat_elems; /* of which elements of Linear matrices */
 	struct { be_t *be; void *p; } *buf;
 	int         nbuf, capbuf;
 };
@@ -575,7 +576,10 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
 	return w->tt[i].t;
 }
 const char *weights_fingerprint(const weights_t *w) { return w->fp; }
-int64_t     weights_f32_bytes(const weights_t *w) { return w->f32_bytes; }
+int64_t     weights_bytes(const weights_t *w, int bf16)
+{
+	return w->f32_bytes - (bf16 ? 2 * w->mat_elems : 0);
+}
 const char *weights_path(const weights_t *w) { return w->path; }
 
 static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
@@ -587,8 +591,9 @@ static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 	if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
-                   const char *fmt, va_list ap)
+/* mat: a Linear matrix, held as bf16 where be->weights_bf16 */
+static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int mat, int nd,
+                        const int64_t *shape, const char *fmt, va_list ap)
 {
 	char name[256], want[96], have[96];
 	const int64_t *hs;
@@ -599,6 +604,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 	float *host = NULL;
 	void *p = NULL;
 	int64_t numel = 1;
+	size_t esize = sizeof(float);   /* bytes per element on the device */
 	int fresh = 0;   /* not asked for before */
 
 	*dst = NULL;
@@ -636,7 +642,10 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 		return -1;
 	}
 	for (int i = 0; i < nd; i++) numel *= shape[i];
-	if (fresh) w->f32_bytes += (int64_t)sizeof(float) * numel;
+	if (fresh) {
+		w->f32_bytes += (int64_t)sizeof(float) * numel;
+		if (mat) w->mat_elems += numel;
+	}
 	if (!t || !be) return 0;
 	if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 && t->dtype != SAFETENSORS_F64) {
 		log_error("%s: tensor '%s' has dtype %s, expected a float type", w->path, name,
@@ -658,8 +667,18 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int n
 		w->buf = nb;
 		w->capbuf = cap;
 	}
-	if (be->alloc(be, sizeof(float) * (numel ? numel : 1), &p) < 0) goto oom;
-	if (be->upload(be, p, host, sizeof(float) * numel) < 0) {
+	if (mat && be->weights_bf16) {
+		/* bf16, converted once here: in place over a float32 copy of our
+		 * own (element i's two bytes never reach an unread float) */
+		const float *f = host;
+		uint16_t *h16 = host == t->data ? malloc(sizeof *h16 * (numel ? numel : 1)) : (uint16_t *)host;
+		if (!h16) goto oom;
+		for (int64_t i = 0; i < numel; i++) h16[i] = safetensors_f32_to_bf16(f[i]);
+		host = (float *)h16;
+		esize = sizeof *h16;
+	}
+	if (be->alloc(be, esize * (numel ? numel : 1), &p) < 0) goto oom;
+	if (be->upload(be, p, host, esize * numel) < 0) {
 		be->free(be, p);
 		goto oom;
 	}
@@ -676,21 +695,34 @@ oom:
 	return -1;
 }
 
+/* weights_get of a Linear matrix (mat 1) or another required tensor */
+static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
+                        const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
+                        const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = weights_vget(w, be, dst, 0, mat, nd, shape, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
 int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const int64_t *shape,
            const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = weights_vget(w, be, dst, optional, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, optional, 0, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
 
-/* PREFIX.SUFFIX */
-static int weights_sub(weights_t *w, be_t *be, float **dst, int nd, const int64_t *shape,
-                  const char *prefix, const char *suffix)
+/* PREFIX.SUFFIX, a Linear matrix where mat */
+static int weights_sub(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
+                       const char *prefix, const char *suffix)
 {
-	return weights_get(w, be, dst, 0, nd, shape, "%s.%s", prefix, suffix);
+	return weights_getm(w, be, dst, mat, nd, shape, "%s.%s", prefix, suffix);
 }
 
 /* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
@@ -701,8 +733,8 @@ static int weights_pair(weights_t *w, be_t *be, float **wp, float **bp, int nd, 
 	int rc;
 
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
-	rc = weights_sub(w, be, wp, nd, wshape, prefix, "weight");
-	if (bp) rc |= weights_sub(w, be, bp, 1, (int64_t[]){ bdim }, prefix, "bias");
+	rc = weights_sub(w, be, wp, nd == 2, nd, wshape, prefix, "weight");
+	if (bp) rc |= weights_sub(w, be, bp, 0, 1, (int64_t[]){ bdim }, prefix, "bias");
 	return rc ? -1 : 0;
 }
 
@@ -712,12 +744,12 @@ int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, con
 	va_list ap;
 	int rc;
 
-	*l = (lin_t){ NULL, NULL, out, in };
+	*l = (lin_t){ NULL, NULL, out, in, 0 };
 	if (!w) return 0;
 	va_start(ap, fmt);
 	rc = weights_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
 	va_end(ap);
-	*l = (lin_t){ wp, bp, out, in };
+	*l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16 };
 	return rc;
 }
 

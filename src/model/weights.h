@@ -8,8 +8,9 @@
  *
  * The model's loaders ask for every tensor with the shape the config implies
  * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor is
- * one logged error naming it.  Data is converted to float32 and copied into
- * backend memory, and its pages of the file leave the resident set
+ * one logged error naming it.  Data is converted to float32 (Linear
+ * matrices to bfloat16 where the backend holds them so: be->weights_bf16,
+ * lin_t.bf16) and copied into backend memory, and its pages of the file leave the resident set
  * (safetensors_release); the weights_t owns those buffers until weights_close(), which frees them
  * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
@@ -63,10 +64,12 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
  * config text. */
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
-/* Float32 bytes of the tensors the loaders asked for so far (each counted
- * once): what the model occupies on each device it is loaded on, known
- * after model_load, also with be == NULL or from a manifest. */
-int64_t      weights_f32_bytes(const weights_t *w);
+/* Bytes of the tensors the loaders asked for so far (each counted once)
+ * as a device holds them: Linear matrices at 2 bytes an element where
+ * bf16 (be->weights_bf16), every other tensor at 4 (float32).  What the
+ * model occupies on each device it is loaded on, known after model_load,
+ * also with be == NULL or from a manifest. */
+int64_t      weights_bytes(const weights_t *w, int bf16);
 
 /* FNV-1a (64 bits) of data[0..n) continuing from h; start from WEIGHTS_FNV_SEED.
  * The fingerprint's hash, also used for sequences (fold's resume journal). */

@@ -322,9 +322,25 @@ int sched_add(sched_t *s, int rec, const char *seq)
 int sched_count(const sched_t *s) { return s->n; }
 const sched_item_t *sched_item(const sched_t *s, int i) { return &s->it[i]; }
 
-/* the longest waiting item whose quota fits d now; -1 none.  *any: some
+/* 1: d's workers keep their arenas from one fold to the next (a device
+ * with a driver's memory: a card, sim:SIZE); the CPU reserves one per fold
+ * (host pages, whose growth a fold's figures measure) */
+static int sched_keeps(const sched_dev_t *d)
+{
+	return d->be->mem_info != NULL;
+}
+
+/* what a worker holding `hold` (the largest quota it ran since its arena
+ * was last released) adds to its device's grant to run an item of quota q */
+static int64_t sched_extra(int64_t hold, int64_t q)
+{
+	return q > hold ? q - hold : 0;
+}
+
+/* the longest waiting item that a worker of d holding `hold` can take now
+ * (what it adds fits the budget not yet granted); -1 none.  *any: some
  * waiting item could ever run on d */
-static int sched_pick(sched_t *s, sched_dev_t *d, int *any)
+static int sched_pick(sched_t *s, sched_dev_t *d, int64_t hold, int *any)
 {
 	int best = -1;
 	*any = 0;
@@ -332,10 +348,30 @@ static int sched_pick(sched_t *s, sched_dev_t *d, int *any)
 		sched_item_t *it = &s->it[i];
 		if (it->state != SCHED_WAIT || it->quota > d->budget) continue;
 		*any = 1;
-		if (it->quota <= d->budget - d->granted && (best < 0 || it->len > s->it[best].len))
+		if (sched_extra(hold, it->quota) <= d->budget - d->granted &&
+		    (best < 0 || it->len > s->it[best].len))
 			best = i;
 	}
 	return best;
+}
+
+/* A worker of d holding *hold takes item i, or, i < 0 while items wait
+ * that the device could run, gives its kept arena back (*hold -> 0; the
+ * caller releases it) so that the memory serves another worker or a
+ * larger item.  Returns 1 when the arena is to be released.  The same
+ * policy runs the workers and the plan.  Lock held. */
+static int sched_hold(sched_dev_t *d, sched_item_t *it, int any, int64_t *hold)
+{
+	if (it) {
+		int64_t x = sched_extra(*hold, it->quota);
+		d->granted += x;
+		*hold += x;
+		return 0;
+	}
+	if (!any || *hold == 0) return 0;
+	d->granted -= *hold;
+	*hold = 0;
+	return 1;
 }
 
 static int sched_cmp_start(const void *a, const void *b)
@@ -530,16 +566,28 @@ static void sched_worker(sched_t *s, int di, int wi)
 	 * device has per-worker ones (CUDA: stream, cuBLAS handle) */
 	model_t m = d->model;
 	be_t *wbe = d->be->worker ? d->be->worker(d->be) : NULL;
+	/* the worker's kept arena, and the grant it holds for it */
+	arena_t arena;
+	int64_t hold = 0;
 
 	if (wbe) m.be = wbe;
 	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
+	arena_init(&arena, m.be);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		int any, i, retired = 0;
 		if (*s->o.stop || s->gone[di]) break;
-		i = sched_pick(s, d, &any);
+		i = sched_pick(s, d, hold, &any);
 		if (i < 0) {
 			if (!any && s->running == 0) break;   /* nothing will ever come */
+			if (sched_hold(d, NULL, any, &hold)) {
+				/* short of memory: the kept arena goes back first */
+				pthread_mutex_unlock(&s->lock);
+				arena_release(&arena);
+				pthread_mutex_lock(&s->lock);
+				pthread_cond_broadcast(&s->cond);
+				continue;
+			}
 			pthread_cond_wait(&s->cond, &s->lock);
 			continue;
 		}
@@ -548,7 +596,7 @@ static void sched_worker(sched_t *s, int di, int wi)
 		it->dev = di;
 		it->worker = wi;
 		it->t0 = sched_now() - s->t_start;
-		d->granted += it->quota;
+		sched_hold(d, it, 1, &hold);
 		s->running++;
 		/* the item's encoding and plan stay put while it runs; the item
 		 * array may move (another worker splitting): a copy for `done` */
@@ -556,8 +604,9 @@ static void sched_worker(sched_t *s, int di, int wi)
 		const tok_t t = it->tok;
 		const model_plan_t plan = it->plan[di];
 		model_dump_t dump;
-		const model_run_t run = sched_run_of(s, it, it->chunk, &dump);
+		model_run_t run = sched_run_of(s, it, it->chunk, &dump);
 		pthread_mutex_unlock(&s->lock);
+		if (sched_keeps(d)) run.arena = &arena;
 
 		model_out_t out = { 0 };
 		mem_fig_t fig;
@@ -572,7 +621,10 @@ static void sched_worker(sched_t *s, int di, int wi)
 		pthread_mutex_lock(&s->lock);
 		it = &s->it[i];   /* the array may have grown */
 		it->t1 = sched_now() - s->t_start;
-		d->granted -= it->quota;
+		if (!sched_keeps(d) || !arena.base) {   /* none kept (or refused, lost) */
+			d->granted -= hold;
+			hold = 0;
+		}
 		if (rc == 0) {
 			/* the record's files are final before its fold is logged as ok */
 			it->state = SCHED_DONE;
@@ -623,8 +675,10 @@ static void sched_worker(sched_t *s, int di, int wi)
 		sched_drain(s);
 		pthread_mutex_lock(&s->lock);
 	}
+	d->granted -= hold;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	arena_free(&arena);
 	be_free(wbe);
 }
 
@@ -636,7 +690,7 @@ int sched_plan(sched_t *s, FILE *out, int order)
 {
 	int nw = 0, w, nb = BUCKET_MAX + 1, ord = 0, *busy = NULL, *wdev = NULL, *started = NULL;
 	double t = 0, *fin = NULL, *at = NULL;
-	int64_t *peak = calloc(s->ndev, sizeof *peak);
+	int64_t *peak = calloc(s->ndev, sizeof *peak), *hold = NULL;
 	sched_tally_t *tl = NULL;
 	char lab[32];
 	int rc = -1;
@@ -648,7 +702,8 @@ int sched_plan(sched_t *s, FILE *out, int order)
 	started = malloc((s->n + 1) * sizeof *started);
 	at = malloc((s->n + 1) * sizeof *at);
 	tl = calloc((size_t)s->ndev * nb, sizeof *tl);
-	if (!peak || !busy || !wdev || !fin || !started || !at || !tl) goto done;
+	hold = calloc(nw > 0 ? nw : 1, sizeof *hold);
+	if (!peak || !busy || !wdev || !fin || !started || !at || !tl || !hold) goto done;
 	w = 0;
 	for (int i = 0; i < s->ndev; i++)
 		for (int k = 0; k < s->dev[i].workers; k++) wdev[w++] = i;
@@ -658,11 +713,14 @@ int sched_plan(sched_t *s, FILE *out, int order)
 		for (w = 0; w < nw; w++) {
 			sched_dev_t *d = &s->dev[wdev[w]];
 			int i;
-			if (busy[w] >= 0 || (i = sched_pick(s, d, &any)) < 0) continue;
+			if (busy[w] >= 0) continue;
+			if ((i = sched_pick(s, d, hold[w], &any)) < 0 && sched_hold(d, NULL, any, &hold[w]))
+				i = sched_pick(s, d, 0, &any);   /* its kept arena given back */
+			if (i < 0) continue;
 			s->it[i].state = SCHED_RUN;
 			s->it[i].dev = wdev[w];
 			s->it[i].worker = w;
-			d->granted += s->it[i].quota;
+			sched_hold(d, &s->it[i], 1, &hold[w]);
 			busy[w] = i;
 			fin[w] = t + (double)s->it[i].len * s->it[i].len;
 			started[ord] = i;
@@ -686,7 +744,10 @@ int sched_plan(sched_t *s, FILE *out, int order)
 		for (w = 0; w < nw; w++) {
 			if (busy[w] < 0 || fin[w] > t) continue;
 			s->it[busy[w]].state = SCHED_DONE;
-			s->dev[wdev[w]].granted -= s->it[busy[w]].quota;
+			if (!sched_keeps(&s->dev[wdev[w]])) {
+				s->dev[wdev[w]].granted -= hold[w];
+				hold[w] = 0;
+			}
 			busy[w] = -1;
 		}
 	}
@@ -697,10 +758,10 @@ int sched_plan(sched_t *s, FILE *out, int order)
 		if (it->len > x->longest) x->longest = it->len;
 		if (it->quota > x->quota) x->quota = it->quota;
 	}
-	fprintf(out, "device\tbudget\tworkers\tpeak\n");
-	for (int i = 0; i < s->ndev; i++)
-		fprintf(out, "%s\t%lld\t%d\t%lld\n", s->dev[i].be->name, (long long)s->dev[i].budget,
-		        s->dev[i].workers, (long long)peak[i]);
+	fprintf(out, "device\tbudget\tworkers\tpeak\tkept\n");
+	for (int i = 0; i < s->ndev; i++)   /* kept: the workers' arenas at the end */
+		fprintf(out, "%s\t%lld\t%d\t%lld\t%lld\n", s->dev[i].be->name, (long long)s->dev[i].budget,
+		        s->dev[i].workers, (long long)peak[i], (long long)s->dev[i].granted);
 	fprintf(out, "\ndevice\tbucket\titems\tlongest\tquota\tat_once\tpeak\n");
 	for (int i = 0; i < s->ndev; i++)
 		for (int b = 0; b < nb; b++) {
@@ -735,6 +796,7 @@ done:
 	free(started);
 	free(at);
 	free(tl);
+	free(hold);
 	return rc;
 }
 

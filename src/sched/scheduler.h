@@ -9,8 +9,14 @@
  * is what is left of it once its weights are loaded, less a reserve; its
  * workers (OpenMP threads) each take the longest waiting item whose quota
  * fits the budget not yet granted, so running quotas never sum beyond the
- * budget.  An item that fits no device is planned with smaller chunk
- * sizes, then split into two halves, recursively (--no-split: failed).  A
+ * budget.  On a card (or sim:SIZE) a worker keeps its arena from one fold
+ * to the next (arena.h: no device allocation or release per fold) and
+ * holds, granted to it while idle too, the largest quota it has run since
+ * the arena was last released: an item then adds only what its quota
+ * exceeds that; an idle worker that cannot take a waiting item gives its
+ * arena back, and so does a refused one.  An item that fits no device is
+ * planned with smaller chunk sizes, then split into two halves,
+ * recursively (--no-split: failed).  A
  * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
  * quota and is requeued the same way; other workers carry on.
  */
@@ -53,7 +59,8 @@ typedef struct {
 	model_t model;
 	int     loaded;
 	int64_t budget;          /* bytes jobs may hold at once */
-	int64_t granted;         /* quotas of running items */
+	int64_t granted;         /* quotas of running items, and the kept
+	                            arenas' holds (sched_run) */
 	int64_t overhead;        /* per worker, added to every quota */
 	int     workers;         /* 0: auto (sched_auto_workers) */
 } sched_dev_t;
@@ -109,7 +116,10 @@ int      sched_auto_workers(sched_t *s);
  * fold's duration taken as proportional to L^2 (enough to order the work),
  * nothing folded and every item left waiting.  Writes three TSV tables to
  * out, separated by blank lines:
- *   device  budget  workers  peak            (peak: most quota held at once)
+ *   device  budget  workers  peak  kept      (peak: most quota held at once,
+ *                                             kept arenas included; kept:
+ *                                             what the workers' kept arenas
+ *                                             hold at the end)
  *   device  bucket  items  longest  quota  at_once  peak
  *       (per bucket: its largest quota, most of its items running at once
  *        on the device, and the device's quota held while one runs)
@@ -133,7 +143,8 @@ const sched_item_t *sched_item(const sched_t *s, int i);
  * none); their count, or -1 when out of memory.  Not while sched_run runs
  * (its workers use it under the lock). */
 int                 sched_outcome(const sched_t *s, int rec, sched_item_t **v);
-/* Bytes device dev has granted to running items now (takes the lock). */
+/* Bytes device dev has granted now: running items, kept arenas (takes
+ * the lock). */
 int64_t             sched_granted(sched_t *s, int dev);
 
 #endif

@@ -9,7 +9,8 @@
  * launch on device D), CUEMU_CC=86[,90...] gives each device its compute
  * capability (default 90), CUEMU_REVERSE=1
  * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
- * cudaMalloc and kernel launch (number, size or name, device) on stderr. */
+ * cudaMalloc, cudaFree and kernel launch (number, size or name, device) on
+ * stderr. */
 
 #include <pthread.h>
 #include <stdio.h>
@@ -433,9 +434,11 @@ cudaError_t cudaFree(void *p)
 	device_flush(dev);
 	pthread_mutex_lock(&rt.lock);
 	a = alloc_find(p);
-	rt.dev[dev].used -= (a->n + 511) & ~(size_t)511;
+	size_t n = a->n;
+	rt.dev[dev].used -= (n + 511) & ~(size_t)511;
 	*a = rt.alloc[--rt.nalloc];
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: cudaFree: %zu bytes on device %d\n", n, dev);
 	free(p);
 	return cudaSuccess;
 }

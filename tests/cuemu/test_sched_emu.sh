@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # test_sched_emu.sh - the scheduler over emulated CUDA devices
 # (tests/esmbatch-cuemu, demo model, --num-recycles 0):
-#  1. two devices of different sizes (CUEMU_MEM=80M,76M): each budget comes
+#  1. two devices of different sizes (CUEMU_MEM=128M,120M): each budget comes
 #     from the device (below its size), every record has one row, ok or split;
-#  2. one device, the arena of one record refused (CUEMU_FAIL_MALLOC, its
-#     number read from a traced clean run): that record is retried smaller,
-#     exit 0, every other PDB byte-identical to the clean run;
+#  2. one device, the worker's arena refused (CUEMU_FAIL_MALLOC, its
+#     number read from a traced clean run) as the first record reserves it:
+#     that record is retried smaller, exit 0, every other PDB
+#     byte-identical to the clean run;
 #  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
 #     record: exit 3, a row for every record, the two records folded before
 #     it byte-identical to the clean run, the device retired in one line,
@@ -14,8 +15,11 @@
 #     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
 #     goes back and every record is folded on the other, exit 0, every PDB
 #     byte-identical to the clean run;
-#  6. (the clean run) no cudaMalloc during a fold but its arena: the gather
-#     indices live in the worker's workspace, counted in every quota;
+#  6. (the clean run) the worker's arena is reserved once for its five
+#     folds (the longest first) and released once, when the worker ends:
+#     one cudaMalloc after the worker's workspace, one cudaFree before it
+#     (no cudaMalloc or cudaFree per fold; the gather indices live in the
+#     workspace, counted in every quota);
 #  5. two devices of compute capability 3.0 (no build has it) and 12.0 (runs
 #     the PTX), every device by default: the first is refused in one line
 #     naming it and the configure option, every record folded on the other,
@@ -36,38 +40,39 @@ run() { "$bin" -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 --workers 1 "
 rows() { tail -n +2 "$1/summary.tsv" | cut -f2,6 | tr '\t\n' ': '; }
 
 # 1. two devices, budgets from the devices
-CUEMU_DEVICES=2 CUEMU_MEM=80M,76M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
+CUEMU_DEVICES=2 CUEMU_MEM=128M,120M run -o "$tmp/two" --devices cuda:0,cuda:1 2> "$tmp/two.err" ||
 	fail "two devices: exit $?"
 python3 - "$tmp/two/run.jsonl" <<'PY' || fail "two devices: budgets not from the devices"
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 b = {e["device"]: e["budget"] for e in ev if e["event"] == "device"}
-assert 0 < b["cuda:0"] < 80 << 20 and 0 < b["cuda:1"] < 76 << 20 and b["cuda:1"] < b["cuda:0"], b
+assert 0 < b["cuda:0"] < 128 << 20 and 0 < b["cuda:1"] < 120 << 20 and b["cuda:1"] < b["cuda:0"], b
 PY
 [ "$(tail -n +2 "$tmp/two/summary.tsv" | cut -f6 | grep -cvE '^(ok|split)$')" -eq 0 ] ||
 	fail "two devices: $(rows "$tmp/two")"
 
 # the clean run on one device, traced
-export CUEMU_DEVICES=1 CUEMU_MEM=80M
+export CUEMU_DEVICES=1 CUEMU_MEM=128M
 CUEMU_TRACE=1 run -o "$tmp/clean" --devices cuda:0 2> "$tmp/clean.err" || fail "clean: exit $?"
-# the arena sizes in fold order: reserved less the worker's cuBLAS
-# workspace (the largest cudaMalloc of the trace); the cudaMalloc and
-# launch numbers of each
+# the worker's cuBLAS workspace: the largest cudaMalloc of the trace
 ws=$(awk '$2 == "cudaMalloc" && $4 > m { m = $4 } END { print m }' "$tmp/clean.err")
-arenas=$(python3 -c "import json, sys
-print(' '.join(str(e['reserved'] - int(sys.argv[2])) for e in map(json.loads, open(sys.argv[1]))
-               if e['event'] == 'fold'))" "$tmp/clean/run.jsonl" "$ws")
-set -- $arenas
-second=$2 third=$3
-# 6. after the worker's workspace (the last of the largest), the arenas only
-extra=$(awk -v ws="$ws" '$2 == "cudaMalloc" { n++; if ($4 == ws) n = 0 } END { print n }' "$tmp/clean.err")
+# 6. after the worker's workspace (the last of the largest), its arena
+# only, and it is released only when the worker ends (before its workspace)
 nfold=$(grep -c '"event":"fold"' "$tmp/clean/run.jsonl")
-[ "$extra" -eq "$nfold" ] || fail "$extra cudaMalloc after the workspace for $nfold folds (arenas only)"
-nmalloc=$(awk -v b="$second" '$2 == "cudaMalloc" && $4 == b { sub(":", "", $3); print $3; exit }' "$tmp/clean.err")
-nlaunch=$(awk -v b="$third" '$2 == "launch" { sub(":", "", $3); n = $3 }
-	$2 == "cudaMalloc" && $4 == b { print n + 10; exit }' "$tmp/clean.err")
+extra=$(awk -v ws="$ws" '$2 == "cudaMalloc" { n++; if ($4 == ws) n = 0 } END { print n }' "$tmp/clean.err")
+freed=$(awk -v ws="$ws" '$2 == "cudaMalloc" && $4 == ws { n = 0; on = 1 }
+	$2 == "cudaFree:" && on { if ($3 == ws) exit; n++ } END { print n + 0 }' "$tmp/clean.err")
+[ "$nfold" -eq 5 ] && [ "$extra" -eq 1 ] && [ "$freed" -eq 1 ] ||
+	fail "$extra cudaMalloc and $freed cudaFree for the arenas of $nfold folds on one worker, expected 1 and 1"
+# the arena's cudaMalloc number; the launch number 10 into the third fold
+# (each fold makes as many k_gather launches: the third's first starts it)
+nmalloc=$(awk -v ws="$ws" '$2 == "cudaMalloc" { sub(":", "", $3); if (after) n = $3; after = $4 == ws }
+	END { print n }' "$tmp/clean.err")
+gathers=$(awk '$2 == "launch" && $4 == "k_gather" { n++ } END { print n }' "$tmp/clean.err")
+nlaunch=$(awk -v g=$((gathers / nfold)) '$2 == "launch" && $4 == "k_gather" && ++n == 2 * g + 1 {
+	sub(":", "", $3); print $3 + 10; exit }' "$tmp/clean.err")
 
-# 2. the second record's arena refused
+# 2. the worker's arena refused
 CUEMU_FAIL_MALLOC=$nmalloc run -o "$tmp/oom" --devices cuda:0 2> "$tmp/oom.err" ||
 	fail "refused cudaMalloc $nmalloc: exit $?"
 grep -q 'retrying smaller' "$tmp/oom.err" || fail "refused cudaMalloc $nmalloc: no retry"
@@ -96,7 +101,7 @@ grep -q 'no device left' "$tmp/sticky/summary.tsv" || fail "sticky: no reason in
 grep -qi 'out of memory\|retrying smaller' "$tmp/sticky.err" && fail "sticky: treated as out of memory"
 
 # 4. two devices, a sticky launch failure on the second one's first record
-CUEMU_DEVICES=2 CUEMU_MEM=80M,76M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
+CUEMU_DEVICES=2 CUEMU_MEM=128M,120M CUEMU_FAIL_LAUNCH=100@1 run -o "$tmp/lost" --devices cuda:0,cuda:1 \
 	2> "$tmp/lost.err"
 rc=$?
 [ $rc -eq 0 ] || fail "device lost: exit $rc, expected 0"

@@ -10,7 +10,7 @@
 #     else after autoreconf;
 #  1. tests/test_cuda_ops: every backend op on CUDA against the CPU backend,
 #     random inputs of awkward shapes, an NMSE bound per op (fp32; the GEMMs
-#     also with TF32, bf16 and fp16 inputs);
+#     also with bf16 and fp16 inputs, and bf16 weight operands);
 #  2. folds every sequence of both fixtures on the GPU with --precision fp32
 #     and --dump-tensors; tools/check_dump.py holds every dumped tensor to
 #     the fixtures' tolerance (as tests/test_fold.sh does on the CPU).  The

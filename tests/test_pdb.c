@@ -369,7 +369,8 @@ static void test_seqres(void **state)
 	fclose(f);
 }
 
-/* mmCIF needs the run facts; values with quotes or spaces are quoted */
+/* mmCIF needs the run facts; values with quotes or spaces, or beginning
+ * like a reserved word, are quoted */
 static void test_cif(void **state)
 {
 	(void)state;
@@ -383,12 +384,13 @@ static void test_cif(void **state)
 	assert_non_null(f);
 	assert_true(cif_write(f, &in) < 0);   /* no meta */
 	pdb_meta_t meta = { .version = "0.2.0", .weights = "it's", .mean_plddt = 50.0,
-	                    .ptm = 0.25, .recycles = 3, .name = "rec_1" };
+	                    .ptm = 0.25, .recycles = 3, .name = "data_1" };
 	in.meta = &meta;
 	assert_int_equal(cif_write(f, &in), 0);
 	assert_int_equal(fclose(f), 0);
-	assert_true(strncmp(text, "data_rec_1\n", 11) == 0);
-	assert_non_null(strstr(text, "\n_entry.id rec_1\n"));
+	/* a name that is a reserved word's prefix is quoted as a value */
+	assert_true(strncmp(text, "data_data_1\n", 12) == 0);
+	assert_non_null(strstr(text, "\n_entry.id 'data_1'\n"));
 	assert_non_null(strstr(text, "\n_ma_protocol_step.details \"ESMFold v1 (Lin et al. 2023), "
 	                             "weights it's, recycles 3, chunk size none\"\n"));
 	assert_non_null(strstr(text, "\n1 1 1 50.00\n2 1 2 0.2500\n"));

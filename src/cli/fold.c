@@ -1,5 +1,6 @@
-/* fold.c - the `fold` subcommand: read records, fold each, write a PDB per
- * record and one summary.tsv row per record, in input order, and one JSON
+/* fold.c - the `fold` subcommand: read records, fold each, write its
+ * structure (a PDB and/or an mmCIF, --format) and one summary.tsv row per
+ * record, in input order, and one JSON
  * line per fold in run.jsonl with its memory figures (memory.h).
  *
  * Every input record gets exactly one row: ok, split, or failed with a
@@ -10,9 +11,10 @@
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
  * weights fingerprint, the options that change its output (--num-recycles,
- * --chunk-size, --precision, a multimer's numbering) and its summary row.  A rerun into the same
- * directory skips a record whose latest line matches and whose files are
- * all there, keeping that row; --force (or --dump-tensors) refolds all.
+ * --chunk-size, --precision, a multimer's numbering) and its summary row.
+ * A rerun into the same directory skips a record whose latest line matches
+ * and whose files (all that --format and --pae ask for) are there, keeping
+ * that row; --force (or --dump-tensors) refolds all.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -308,9 +310,8 @@ fail:
 /* Remove what killed runs left in the output directory: temporaries of
  * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
  * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, or the older NAME.pdb.tmp
- * form).  Only with the
- * directory's lock held: then no other run is writing them.  Nothing else
- * is touched. */
+ * form).  Only with the directory's lock held: then no other run is
+ * writing them.  Nothing else is touched. */
 static void fold_clean_tmp(const fold_run_t *r)
 {
 	/* the last is a whole name, the others a NAME's ending */
@@ -478,8 +479,7 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 
 /* The outcome of record k from its final items v[0..n) (by ascending
  * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
- * in order) or
- * failed (fragments already written removed); its row, and for ok and
+ * in order) or failed (fragments already written removed); its row, and for ok and
  * split its done.jsonl line.  Called once per record, by one thread at a
  * time: on the scheduler's output step as soon as the record is settled,
  * or after the run for the records that never were. */

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <strings.h>
 
 #include "io/atomic_file.h"
 #include "util/log.h"
@@ -11,26 +12,42 @@
 #define CIF_CA 1   /* atom37 index of CA */
 
 /* a CIF value: bare when it is a plain word, else quoted ('...', or
- * "..." when it holds a quote); "?" for NULL or empty */
+ * "..." when it holds a ', or a text field when it holds both); "?" for
+ * NULL or empty */
 static void cif_value(FILE *f, const char *v)
 {
+	static const char *const reserved[] = { "data_", "loop_", "save_", "global_", "stop_" };
+	int bare = 1;
+
 	if (!v || !*v) {
 		fputs("?", f);
 		return;
 	}
-	if (!strpbrk(v, " \t'\"#") && !strchr("_$;[].?", v[0])) {
-		fputs(v, f);
-		return;
-	}
-	fprintf(f, strchr(v, '\'') ? "\"%s\"" : "'%s'", v);
+	if (strpbrk(v, " \t\n'\"#") || strchr("_$;[].?", v[0])) bare = 0;
+	for (size_t k = 0; k < sizeof reserved / sizeof *reserved; k++)
+		if (!strncasecmp(v, reserved[k], strlen(reserved[k]))) bare = 0;
+	if (bare) fputs(v, f);
+	else if (!strchr(v, '\n') && !strchr(v, '\'')) fprintf(f, "'%s'", v);
+	else if (!strchr(v, '\n') && !strchr(v, '"')) fprintf(f, "\"%s\"", v);
+	else fprintf(f, "\n;%s\n;", v);
 }
 
-/* one "_cat.item value" line */
-static void cif_pair(FILE *f, const char *item, const char *v)
+/* one "_cat.item value" line each; an item NULL: the "#" between categories */
+typedef struct {
+	const char *item, *value;
+} cif_kv_t;
+
+static void cif_pairs(FILE *f, const cif_kv_t *kv, size_t n)
 {
-	fprintf(f, "%s ", item);
-	cif_value(f, v);
-	fputc('\n', f);
+	for (size_t i = 0; i < n; i++) {
+		if (!kv[i].item) {
+			fputs("#\n", f);
+			continue;
+		}
+		fprintf(f, "%s ", kv[i].item);
+		cif_value(f, kv[i].value);
+		fputc('\n', f);
+	}
 }
 
 /* loop_ and its item names, from a list ending in NULL */
@@ -120,37 +137,33 @@ static void cif_protocol(FILE *f, const pdb_meta_t *m)
 	if (m->chunk_size > 0) n += snprintf(details + n, sizeof details - n, "%d", m->chunk_size);
 	else n += snprintf(details + n, sizeof details - n, "none");
 	if (m->fragment) snprintf(details + n, sizeof details - n, "; fragment: %s", m->fragment);
-	fputs("#\n", f);
-	cif_pair(f, "_software.pdbx_ordinal", "1");
-	cif_pair(f, "_software.name", "esmbatch");
-	cif_pair(f, "_software.version", m->version);
-	cif_pair(f, "_software.type", "program");
-	cif_pair(f, "_software.classification", "other");
-	cif_pair(f, "_software.description", "ESMFold structure prediction");
-	fputs("#\n", f);
-	cif_pair(f, "_ma_software_group.ordinal_id", "1");
-	cif_pair(f, "_ma_software_group.group_id", "1");
-	cif_pair(f, "_ma_software_group.software_id", "1");
-	fputs("#\n", f);
-	cif_pair(f, "_ma_data.id", "1");
-	cif_pair(f, "_ma_data.name", "Model");
-	cif_pair(f, "_ma_data.content_type", "model coordinates");
-	fputs("#\n", f);
-	cif_pair(f, "_ma_protocol_step.ordinal_id", "1");
-	cif_pair(f, "_ma_protocol_step.protocol_id", "1");
-	cif_pair(f, "_ma_protocol_step.step_id", "1");
-	cif_pair(f, "_ma_protocol_step.method_type", "modeling");
-	cif_pair(f, "_ma_protocol_step.step_name", "ESMFold");
-	cif_pair(f, "_ma_protocol_step.details", details);
-	cif_pair(f, "_ma_protocol_step.software_group_id", "1");
-	fputs("#\n", f);
-	cif_pair(f, "_ma_model_list.ordinal_id", "1");
-	cif_pair(f, "_ma_model_list.model_id", "1");
-	cif_pair(f, "_ma_model_list.model_group_id", "1");
-	cif_pair(f, "_ma_model_list.model_name", "ESMFold model");
-	cif_pair(f, "_ma_model_list.model_group_name", "ESMFold model");
-	cif_pair(f, "_ma_model_list.model_type", "Ab initio model");
-	cif_pair(f, "_ma_model_list.data_id", "1");
+	const cif_kv_t kv[] = {
+		{ NULL, NULL },
+		{ "_software.pdbx_ordinal", "1" }, { "_software.name", "esmbatch" },
+		{ "_software.version", m->version }, { "_software.type", "program" },
+		{ "_software.classification", "other" },
+		{ "_software.description", "ESMFold structure prediction" },
+		{ NULL, NULL },
+		{ "_ma_software_group.ordinal_id", "1" }, { "_ma_software_group.group_id", "1" },
+		{ "_ma_software_group.software_id", "1" },
+		{ NULL, NULL },
+		{ "_ma_data.id", "1" }, { "_ma_data.name", "Model" },
+		{ "_ma_data.content_type", "model coordinates" },
+		{ NULL, NULL },
+		{ "_ma_protocol_step.ordinal_id", "1" }, { "_ma_protocol_step.protocol_id", "1" },
+		{ "_ma_protocol_step.step_id", "1" }, { "_ma_protocol_step.method_type", "modeling" },
+		{ "_ma_protocol_step.step_name", "ESMFold" },
+		{ "_ma_protocol_step.details", details },
+		{ "_ma_protocol_step.software_group_id", "1" },
+		{ NULL, NULL },
+		{ "_ma_model_list.ordinal_id", "1" }, { "_ma_model_list.model_id", "1" },
+		{ "_ma_model_list.model_group_id", "1" },
+		{ "_ma_model_list.model_name", "ESMFold model" },
+		{ "_ma_model_list.model_group_name", "ESMFold model" },
+		{ "_ma_model_list.model_type", "Ab initio model" },
+		{ "_ma_model_list.data_id", "1" },
+	};
+	cif_pairs(f, kv, sizeof kv / sizeof *kv);
 }
 
 /* _ma_qa_metric, _ma_qa_metric_global, _ma_qa_metric_local */
@@ -232,16 +245,18 @@ int cif_write(FILE *f, const pdb_input_t *in)
 	snprintf(title, sizeof title, "ESMFold prediction by esmbatch %s%s%s",
 	         m->version ? m->version : "(version unknown)",
 	         m->fragment ? ", fragment: " : "", m->fragment ? m->fragment : "");
+	const cif_kv_t kv[] = {
+		{ "_entry.id", name },
+		{ NULL, NULL },
+		{ "_struct.entry_id", name }, { "_struct.title", title },
+		{ NULL, NULL },
+		{ "_audit_conform.dict_name", "mmcif_ma.dic" },
+		{ "_audit_conform.dict_version", "1.4.5" },
+		{ "_audit_conform.dict_location",
+		  "https://raw.githubusercontent.com/ihmwg/ModelCIF/master/dist/mmcif_ma.dic" },
+	};
 	fprintf(f, "data_%s\n#\n", name);
-	cif_pair(f, "_entry.id", name);
-	fputs("#\n", f);
-	cif_pair(f, "_struct.entry_id", name);
-	cif_pair(f, "_struct.title", title);
-	fputs("#\n", f);
-	cif_pair(f, "_audit_conform.dict_name", "mmcif_ma.dic");
-	cif_pair(f, "_audit_conform.dict_version", "1.4.5");
-	cif_pair(f, "_audit_conform.dict_location",
-	         "https://raw.githubusercontent.com/ihmwg/ModelCIF/master/dist/mmcif_ma.dic");
+	cif_pairs(f, kv, sizeof kv / sizeof *kv);
 	cif_chem_comp(f, in);
 	cif_entities(f, in);
 	cif_protocol(f, m);

@@ -104,13 +104,11 @@ static void cif_entities(FILE *f, const pdb_input_t *in)
 
 	cif_loop(f, "entity", ent);
 	for (k = 1, b = 0; b < in->L; b = pdb_chain_end(in, b), k++)
-		fprintf(f, "%d polymer man 'chain %c' 1\n", k,
-		        pdb_chain_id(in->chain_index ? in->chain_index[b] : 0));
+		fprintf(f, "%d polymer man 'chain %c' 1\n", k, pdb_chain_id(in, b));
 	cif_loop(f, "entity_poly", poly);
 	for (k = 1, b = 0; b < in->L; b = e, k++) {
 		e = pdb_chain_end(in, b);
-		fprintf(f, "%d polypeptide(L) no no %c\n", k,
-		        pdb_chain_id(in->chain_index ? in->chain_index[b] : 0));
+		fprintf(f, "%d polypeptide(L) no no %c\n", k, pdb_chain_id(in, b));
 		cif_seq_text(f, in, b, e);
 		cif_seq_text(f, in, b, e);
 	}
@@ -123,7 +121,7 @@ static void cif_entities(FILE *f, const pdb_input_t *in)
 	}
 	cif_loop(f, "struct_asym", asym);
 	for (k = 1, b = 0; b < in->L; b = pdb_chain_end(in, b), k++)
-		fprintf(f, "%c %d ?\n", pdb_chain_id(in->chain_index ? in->chain_index[b] : 0), k);
+		fprintf(f, "%c %d ?\n", pdb_chain_id(in, b), k);
 }
 
 /* _software ... _ma_model_list: what made the model */
@@ -186,7 +184,7 @@ static void cif_qa(FILE *f, const pdb_input_t *in)
 	fprintf(f, "1 1 1 %.2f\n2 1 2 %.4f\n", in->meta->mean_plddt, in->meta->ptm);
 	cif_loop(f, "ma_qa_metric_local", local);
 	for (int b = 0, e; b < in->L; b = e) {
-		char chain = pdb_chain_id(in->chain_index ? in->chain_index[b] : 0);
+		char chain = pdb_chain_id(in, b);
 		e = pdb_chain_end(in, b);
 		for (int i = b, n = 1; i < e; i++) {
 			size_t ca = (size_t)i * RESIDUE_NUM_ATOM37 + CIF_CA;
@@ -211,7 +209,7 @@ static void cif_atoms(FILE *f, const pdb_input_t *in)
 
 	cif_loop(f, "atom_site", items);
 	for (int b = 0, e, k = 1; b < in->L; b = e, k++) {
-		char chain = pdb_chain_id(in->chain_index ? in->chain_index[b] : 0);
+		char chain = pdb_chain_id(in, b);
 		e = pdb_chain_end(in, b);
 		for (int i = b, n = 0; i < e; i++) {
 			const char *res = residue_restype_name3(in->aatype[i]);

@@ -19,9 +19,9 @@ static void record80(FILE *f, const char *text)
 	fprintf(f, "%-80.80s\n", text);
 }
 
-char pdb_chain_id(int c)
+char pdb_chain_id(const pdb_input_t *in, int i)
 {
-	return chain_ids[c];
+	return chain_ids[in->chain_index ? in->chain_index[i] : 0];
 }
 
 int pdb_chain_end(const pdb_input_t *in, int i)
@@ -45,7 +45,7 @@ static void write_seqres(FILE *f, const pdb_input_t *in)
 
 	for (int b = 0, e; b < in->L; b = e) {
 		int n = 0, left, k = 0, ser = 1, len = 0;
-		char chain = chain_ids[in->chain_index ? in->chain_index[b] : 0];
+		char chain = pdb_chain_id(in, b);
 		e = pdb_chain_end(in, b);
 		for (int i = b; i < e; i++) n += pdb_in_seq(in, i);
 		left = n;

@@ -71,8 +71,9 @@ typedef struct {
  * pLDDT. */
 int pdb_check(const pdb_input_t *in);
 
-/* The chain id of chain index c (0 <= c < PDB_MAX_CHAINS): A-Z, a-z, 0-9. */
-char pdb_chain_id(int c);
+/* The chain id of residue i (A-Z, a-z, 0-9 for chain index 0, 1, ...;
+ * A without a chain index); in checked (pdb_check). */
+char pdb_chain_id(const pdb_input_t *in, int i);
 
 /* The end of the chain that begins at residue i: the first residue after
  * i of another chain, or L. */

@@ -32,6 +32,14 @@ need_gemmi() {
 	exit 1
 }
 
+# need_biopython: after need_gemmi, that python3 imports Biopython too
+# (Debian's python3-biopython); without it the test fails at once
+need_biopython() {
+	"$py" -c 'import Bio.PDB' 2>/dev/null && return 0
+	echo "FAIL: $py cannot import Bio.PDB (install python3-biopython)"
+	exit 1
+}
+
 # fixture_fa FX: tests/data/FX's sequences as esmbatch reads them into
 # $tmp/FX.fa (the fixture README: lower-case letters are fed as X)
 fixture_fa() {

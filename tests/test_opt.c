@@ -45,6 +45,8 @@ static void test_defaults(void **state)
 	assert_int_equal(o.num_recycles, -1);
 	assert_int_equal(o.precision, BE_PREC_AUTO);
 	assert_int_equal(o.pae, 0);
+	assert_int_equal(o.formats, OPT_FMT_PDB);
+	assert_int_equal(o.keep_linker_numbering, 0);
 	assert_int_equal(o.no_split, 0);
 	assert_int_equal(o.threads, 0);
 	assert_int_equal(o.workers, 0);               /* auto */
@@ -147,6 +149,17 @@ static void test_errors(void **state)
 	assert_int_equal(o.workers, 3);
 	assert_int_equal(parse(&o, "--workers", "auto", NULL), 0);
 	assert_int_equal(o.workers, 0);
+	/* --format: a comma list of pdb and cif, nothing else, nothing empty */
+	assert_int_equal(parse(&o, "--format", "cif", NULL), 0);
+	assert_int_equal(o.formats, OPT_FMT_CIF);
+	assert_int_equal(parse(&o, "--format", "cif,pdb", "--keep-linker-numbering", NULL), 0);
+	assert_int_equal(o.formats, OPT_FMT_PDB | OPT_FMT_CIF);
+	assert_int_equal(o.keep_linker_numbering, 1);
+	assert_int_equal(parse(&o, "--format", "pdb,", NULL), -1);
+	assert_int_equal(parse(&o, "--format", ",cif", NULL), -1);
+	assert_int_equal(parse(&o, "--format", "PDB", NULL), -1);
+	assert_int_equal(parse(&o, "--format", "mmcif", NULL), -1);
+	assert_int_equal(parse(&o, "--format", "", NULL), -1);
 	/* -q cannot go below errors, -v not above debug */
 	assert_int_equal(parse(&o, "-qqqqq", NULL), 0);
 	assert_int_equal(o.verbosity, LOG_ERROR);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "golden_json.h"
+#include "protein/cif.h"
 #include "protein/pdb.h"
 #include "protein/residue.h"
 #include "io/safetensors.h"
@@ -286,11 +287,19 @@ static void test_meta_and_atomic(void **state)
 	assert_non_null(strstr(text, "REMARK 250 PTM 0.2500"));
 	assert_non_null(strstr(text, "REMARK 250 RECYCLES 3"));
 	assert_non_null(strstr(text, "REMARK 250 CHUNK SIZE NONE"));
-	assert_non_null(strstr(text, "\nTER       5      GLY A   1\nPARENT N/A\n"));
-	assert_non_null(strstr(text, "\nTER      11      ALA B   2\nEND\n"));
-	/* HEADER and REMARK records are full 80-column lines */
-	for (char *p = text; *p && strncmp(p, "PARENT", 6) != 0; p = strchr(p, '\n') + 1)
+	/* SEQRES per chain and the unit cell of predicted models; no PARENT
+	 * lines (no PDB records); END padded like the header records */
+	assert_non_null(strstr(text, "\nSEQRES   1 A    1  GLY    "));
+	assert_non_null(strstr(text, "\nSEQRES   1 B    1  ALA    "));
+	assert_non_null(strstr(text, "\nCRYST1    1.000    1.000    1.000  90.00  90.00  90.00 "
+	                             "P 1           1          \nATOM      1"));
+	assert_null(strstr(text, "PARENT"));
+	assert_non_null(strstr(text, "\nTER       5      GLY A   1\nATOM      6"));
+	assert_non_null(strstr(text, "\nTER      11      ALA B   2\nEND     "));
+	/* the header records and END are full 80-column lines */
+	for (char *p = text; *p && strncmp(p, "ATOM", 4) != 0; p = strchr(p, '\n') + 1)
 		assert_int_equal(strchr(p, '\n') - p, 80);
+	assert_int_equal(strlen(strstr(text, "\nEND ")), 82);
 
 	char dir[] = "/tmp/test_pdb.XXXXXX";
 	assert_non_null(mkdtemp(dir));
@@ -319,6 +328,77 @@ static void test_meta_and_atomic(void **state)
 
 	unlink(path);
 	rmdir(dir);
+	free(text);
+}
+
+/* SEQRES: 13 residues a record, every record with the chain's count, the
+ * linker residues (linker_mask 0) left out; X as UNK.  A linker residue
+ * with an atom is refused. */
+static void test_seqres(void **state)
+{
+	(void)state;
+	enum { L = 32 };   /* chain A: 27 residues and a 3-residue linker; chain B: 2 */
+	int aatype[L], resi[L], chain[L];
+	float xyz[L * RESIDUE_NUM_ATOM37 * 3] = { 0 }, mask[L * RESIDUE_NUM_ATOM37] = { 0 };
+	float plddt[L * RESIDUE_NUM_ATOM37] = { 0 }, linker[L];
+	for (int i = 0; i < L; i++) {
+		aatype[i] = residue_aatype_of(i >= 27 && i < 30 ? 'G' : i == 5 ? 'X' : 'A');
+		resi[i] = i < 30 ? i : i - 30;
+		chain[i] = i < 30 ? 0 : 1;
+		linker[i] = i >= 27 && i < 30 ? 0.0f : 1.0f;
+	}
+	pdb_meta_t meta = { .version = "0.2.0" };
+	pdb_input_t in = { .L = L, .aatype = aatype, .atom37 = xyz, .atom37_mask = mask,
+	                   .plddt = plddt, .residue_index = resi, .chain_index = chain,
+	                   .linker_mask = linker, .meta = &meta };
+	size_t len;
+	char *text = render(&in, &len);
+	assert_non_null(strstr(text, "\nSEQRES   1 A   27  ALA ALA ALA ALA ALA UNK ALA ALA ALA ALA "
+	                             "ALA ALA ALA          \nSEQRES   2 A   27  ALA"));
+	assert_non_null(strstr(text, "\nSEQRES   3 A   27  ALA                "));
+	assert_non_null(strstr(text, "\nSEQRES   1 B    2  ALA ALA    "));
+	assert_null(strstr(text, "SEQRES   4"));
+	*strstr(text, "CRYST1") = 0;   /* the SEQRES records before it */
+	assert_null(strstr(text, "GLY"));
+	free(text);
+	mask[28 * RESIDUE_NUM_ATOM37 + 1] = 1.0f;   /* a CA on the linker */
+	FILE *f = fopen("/dev/null", "w");
+	assert_non_null(f);
+	assert_true(pdb_write(f, &in) < 0);
+	assert_true(cif_write(f, &in) < 0);
+	fclose(f);
+}
+
+/* mmCIF needs the run facts; values with quotes or spaces, or beginning
+ * like a reserved word, are quoted */
+static void test_cif(void **state)
+{
+	(void)state;
+	int aatype[2], resi[2], chain[2];
+	float xyz[2 * RESIDUE_NUM_ATOM37 * 3], mask[2 * RESIDUE_NUM_ATOM37], plddt[2 * RESIDUE_NUM_ATOM37];
+	pdb_input_t in;
+	tiny_input(&in, aatype, resi, chain, xyz, mask, plddt);
+	char *text = NULL;
+	size_t len;
+	FILE *f = open_memstream(&text, &len);
+	assert_non_null(f);
+	assert_true(cif_write(f, &in) < 0);   /* no meta */
+	pdb_meta_t meta = { .version = "0.2.0", .weights = "it's", .mean_plddt = 50.0,
+	                    .ptm = 0.25, .recycles = 3, .name = "data_1" };
+	in.meta = &meta;
+	assert_int_equal(cif_write(f, &in), 0);
+	assert_int_equal(fclose(f), 0);
+	/* a name that is a reserved word's prefix is quoted as a value */
+	assert_true(strncmp(text, "data_data_1\n", 12) == 0);
+	assert_non_null(strstr(text, "\n_entry.id 'data_1'\n"));
+	assert_non_null(strstr(text, "\n_ma_protocol_step.details \"ESMFold v1 (Lin et al. 2023), "
+	                             "weights it's, recycles 3, chunk size none\"\n"));
+	assert_non_null(strstr(text, "\n1 1 1 50.00\n2 1 2 0.2500\n"));
+	/* GLY A 1 and ALA B 2: two entities, the second numbered 1 in its entity, 2 as written */
+	assert_non_null(strstr(text, "\n1 polymer man 'chain A' 1\n2 polymer man 'chain B' 1\n"));
+	assert_non_null(strstr(text, "\nA 1 ?\nB 2 ?\n"));
+	assert_non_null(strstr(text, "\nATOM 5 N N . ALA B 2 1 ? "));
+	assert_non_null(strstr(text, " 1.00 50.00 ? 2 ALA B N 1\n"));
 	free(text);
 }
 
@@ -454,6 +534,8 @@ int main(void)
 		cmocka_unit_test(test_golden_tiny_a),
 		cmocka_unit_test(test_golden_tiny_b),
 		cmocka_unit_test(test_meta_and_atomic),
+		cmocka_unit_test(test_seqres),
+		cmocka_unit_test(test_cif),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_wide_numbers),
 		cmocka_unit_test(test_many_atoms),

@@ -4,7 +4,7 @@
 # each: at no moment do the quotas running on a device exceed its budget
 # (checked from run.jsonl), every record has one row in input order, a
 # record too long for both is split and every fragment written
-# (NAME.partIofN.pdb, original numbering, a FRAGMENT remark), --no-split
+# (NAME.partIofN.pdb, the record's numbering, a FRAGMENT remark), --no-split
 # makes such records failed (exit 3); an injected out-of-memory event
 # (ESMBATCH_FAULT=oom:N) leaves every other output identical to a clean run;
 # `plan` keeps every device within its budget and orders work longest first.
@@ -43,7 +43,7 @@ grep -q $'\tr3\tr3.part1of' "$tmp/small/summary.tsv" || fail "r3 not split"
 for f in $(awk -F'\t' '$2 == "r3" { print $3 }' "$tmp/small/summary.tsv" | tr ',' ' '); do
 	[ -s "$tmp/small/$f" ] || fail "fragment $f missing"
 done
-grep -q 'REMARK 250 FRAGMENT RESIDUES 1-' "$tmp/small/r3.part1of"*.pdb || fail "no FRAGMENT remark"
+grep -q 'REMARK 250 FRAGMENT SEQUENCE 1-' "$tmp/small/r3.part1of"*.pdb || fail "no FRAGMENT remark"
 [ "$(awk -F'\t' '$2 == "r3" { print $6 }' "$tmp/small/summary.tsv")" = split ] || fail "r3 not marked split"
 ls "$tmp/small" | grep -q frag && fail "unrenamed fragment files left"
 

@@ -1,5 +1,6 @@
-/* fold.c - the `fold` subcommand: read records, fold each, write a PDB per
- * record and one summary.tsv row per record, in input order, and one JSON
+/* fold.c - the `fold` subcommand: read records, fold each, write its
+ * structure (a PDB and/or an mmCIF, --format) and one summary.tsv row per
+ * record, in input order, and one JSON
  * line per fold in run.jsonl with its memory figures (memory.h).
  *
  * Every input record gets exactly one row: ok, split, or failed with a
@@ -10,9 +11,10 @@
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
  * weights fingerprint, the options that change its output (--num-recycles,
- * --chunk-size, --precision) and its summary row.  A rerun into the same
- * directory skips a record whose latest line matches and whose files are
- * all there, keeping that row; --force (or --dump-tensors) refolds all.
+ * --chunk-size, --precision, a multimer's numbering) and its summary row.
+ * A rerun into the same directory skips a record whose latest line matches
+ * and whose files (all that --format and --pae ask for) are there, keeping
+ * that row; --force (or --dump-tensors) refolds all.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -43,6 +45,7 @@
 #include "util/sysmem.h"
 #include "sched/memory.h"
 #include "model/model.h"
+#include "protein/cif.h"
 #include "protein/pdb.h"
 #include "protein/qc.h"
 #include "sched/scheduler.h"
@@ -136,6 +139,21 @@ static char *fold_path(const char *dir, const char *name, const char *ext)
 	return p;
 }
 
+/* The files this run writes per record (or fragment), as the extensions
+ * of its name: the structures asked by --format, then with --pae the PAE.
+ * The summary's file column names the first: the PDB, or the mmCIF when
+ * only cif is asked.  Returns how many (at most FOLD_NEXT). */
+#define FOLD_NEXT 3
+static int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
+{
+	int n = 0;
+
+	if (o->formats & OPT_FMT_PDB) ext[n++] = ".pdb";
+	if (o->formats & OPT_FMT_CIF) ext[n++] = ".cif";
+	if (o->pae) ext[n++] = ".pae.json";
+	return n;
+}
+
 /* x->row = the summary row of a record from column file on (status ok /
  * split / failed); 0 or -1 (out of memory) */
 static int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
@@ -201,6 +219,14 @@ static void fold_seq_hash(const fold_rec_t *x, char out[17])
 	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, x->job.seq, strlen(x->job.seq)));
 }
 
+/* A multimer's residue numbering in this run's files, as done.jsonl
+ * names it: "chain" (per chain from 1) or "model" (--keep-linker-numbering;
+ * a line without it: a run before 0.2.0, which numbered so). */
+static const char *fold_numbering(const opt_t *o)
+{
+	return o->keep_linker_numbering ? "model" : "chain";
+}
+
 /* done.jsonl: append the line of a record whose files are in place.  On
  * the output step (one thread at a time). */
 static void fold_journal(fold_run_t *r, const fold_rec_t *x)
@@ -210,10 +236,11 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	char *line = NULL;
 
 	fold_seq_hash(x, h);
-	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s}", "name", x->job.outname, "sequence", h,
-	              "weights", weights_fingerprint(r->wt), "recycles", r->o->num_recycles,
-	              "chunk_size", r->o->chunk_size, "precision", be_prec_name(r->o->precision),
-	              "row", x->row);
+	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "name", x->job.outname,
+	              "sequence", h, "weights", weights_fingerprint(r->wt),
+	              "recycles", r->o->num_recycles, "chunk_size", r->o->chunk_size,
+	              "precision", be_prec_name(r->o->precision),
+	              "numbering", fold_numbering(r->o), "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
 		log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
@@ -223,15 +250,18 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	json_decref(e);
 }
 
-/* A PDB named in a row (relative to -o), and with --pae its PAE, are
- * there and not empty (written atomically: there means complete). */
+/* The structure named in a row (relative to -o; NAME.pdb or NAME.cif)
+ * and every other file this run asks of NAME (fold_exts) are there and
+ * not empty (written atomically: there means complete); so a run that
+ * asks for more (--format cif, --pae) refolds. */
 static int fold_file_ok(void *ctx, const char *file, size_t n)
 {
 	const fold_run_t *r = ctx;
-	static const char *const ext[] = { ".pdb", ".pae.json" };
+	const char *ext[FOLD_NEXT];
+	int next = fold_exts(r->o, ext);
 
-	if (n < 4 || strncmp(file + n - 4, ".pdb", 4)) return 0;
-	for (int e = 0; e < 1 + r->o->pae; e++) {
+	if (n < 4 || (strncmp(file + n - 4, ".pdb", 4) && strncmp(file + n - 4, ".cif", 4))) return 0;
+	for (int e = 0; e < next; e++) {
 		char *p = NULL;
 		struct stat st;
 		int ok;
@@ -249,13 +279,15 @@ static int fold_file_ok(void *ctx, const char *file, size_t n)
 static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 {
 	json_t *e = json_object_get(r->prev, x->job.outname);
-	const char *row;
+	const char *row, *num;
 	char h[17];
 
 	if (!e || r->o->force || r->o->dump_tensors) return NULL;
 	fold_seq_hash(x, h);
 	row = journal_str(e, "row");
+	num = journal_str(e, "numbering");
 	if (strcmp(h, journal_str(e, "sequence")) ||
+	    (x->job.nchains > 1 && strcmp(fold_numbering(r->o), *num ? num : "model")) ||
 	    strcmp(weights_fingerprint(r->wt), journal_str(e, "weights")) ||
 	    strcmp(be_prec_name(r->o->precision), journal_str(e, "precision")) ||
 	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
@@ -300,14 +332,16 @@ fail:
 }
 
 /* Remove what killed runs left in the output directory: temporaries of
- * the atomic writer (NAME.pdb.tmp.PID, NAME.pae.json.tmp.PID,
- * summary.tsv.tmp.PID, or the older NAME.pdb.tmp form).  Only with the
- * directory's lock held: then no other run is writing them.  Nothing else
- * is touched. */
+ * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
+ * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, report.html.tmp.PID, or the
+ * older NAME.pdb.tmp form).  Only with the directory's lock held: then no other run is
+ * writing them.  Nothing else is touched. */
 static void fold_clean_tmp(const fold_run_t *r)
 {
-	static const char *const kind[] = { ".pdb.tmp", ".pae.json.tmp", "summary.tsv.tmp",
-	                                    "report.html.tmp" };
+	/* the last two are whole names, the others a NAME's ending */
+	static const char *const kind[] = { ".pdb.tmp", ".cif.tmp", ".pae.json.tmp",
+	                                    "summary.tsv.tmp", "report.html.tmp" };
+	const size_t nk = sizeof kind / sizeof *kind;
 	DIR *d = opendir(r->o->outdir);
 	struct dirent *e;
 
@@ -321,10 +355,10 @@ static void fold_clean_tmp(const fold_run_t *r)
 			t = strstr(t + 1, ".tmp");
 		if (!t) continue;
 		n = t + 4 - e->d_name;
-		for (size_t k = 0; k < sizeof kind / sizeof *kind && !ours; k++) {
+		for (size_t k = 0; k < nk && !ours; k++) {
 			size_t kl = strlen(kind[k]);
 			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
-			       (k < 2 ? n > kl : n == kl);
+			       (k < nk - 2 ? n > kl : n == kl);
 		}
 		if (!ours) continue;
 		char *p = fold_path(r->o->outdir, e->d_name, "");
@@ -389,8 +423,17 @@ static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
 	return p;
 }
 
+/* one of a record's files, by its extension (fold_exts) */
+static int fold_write_file(const char *path, const char *ext, const pdb_input_t *in,
+                           const model_out_t *out)
+{
+	if (!strcmp(ext, ".pdb")) return pdb_write_atomic(path, in);
+	if (!strcmp(ext, ".cif")) return cif_write_atomic(path, in);
+	return fold_write_pae(path, out);
+}
+
 /* sched_done_fn: write the outputs of one folded item (a whole record, or
- * a fragment numbered as in the record) */
+ * a fragment with the record's chains and residue numbers) */
 static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                      const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
                      size_t cap)
@@ -399,38 +442,48 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 	const opt_t *o = r->o;
 	fold_rec_t *x = &r->rec[it->rec];
 	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
-	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it), *path = NULL;
+	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
 	char frag[96];
 	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
+	int *chain = malloc(sizeof *chain * (t->L ? t->L : 1));
+	const char *ext[FOLD_NEXT];
+	int next = fold_exts(o, ext), e = 0;
 
-	snprintf(frag, sizeof frag, "RESIDUES %d-%d OF %zu, ORIGINAL NUMBERING", it->start + 1,
-	         it->start + it->len, strlen(x->job.seq));
+	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
+	         it->start + 1, it->start + it->len, strlen(x->job.seq));
 	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = weights_fingerprint(r->wt),
 	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
 	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
-	                    .fragment = whole ? NULL : frag };
-	for (int i = 0; residx && i < t->L; i++) residx[i] = t->residx[i] + it->start;
+	                    .fragment = whole ? NULL : frag, .name = x->job.outname };
+	if (residx && chain)
+		tok_number(t, x->job.seq, it->start, !o->keep_linker_numbering, chain, residx);
 	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
 	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
-	                    .residue_index = residx, .chain_index = t->chain, .meta = &meta };
+	                    .residue_index = residx, .chain_index = chain,
+	                    .linker_mask = t->linker_mask, .meta = &meta };
 	qc_input_t qin = { .L = t->L, .atom37 = out->atom37, .atom37_mask = out->atom37_mask,
 	                   .plddt = out->plddt, .chain = t->chain };
 	qc_t qc;
-	if (qc_measure(&qin, &qc) < 0) {
+	if (!base || !residx || !chain) {
+		snprintf(reason, cap, "cannot write %s%s (out of memory)", x->job.outname, ext[0]);
+		rc = -1;
+	} else if (qc_measure(&qin, &qc) < 0) {
 		snprintf(reason, cap, "out of memory checking its structure");
 		rc = -1;
-	} else if (!base || !residx || !(path = fold_path(o->outdir, base, ".pdb")) ||
-	    pdb_write_atomic(path, &pin) < 0) {
-		snprintf(reason, cap, "cannot write %s.pdb (output error)", base ? base : x->job.outname);
-		rc = -1;
-	} else if (o->pae) {
-		char *pp = fold_path(o->outdir, base, ".pae.json");
-		if (!pp || fold_write_pae(pp, out) < 0) {
-			snprintf(reason, cap, "cannot write %s.pae.json (output error)", base);
-			unlink(path);   /* no half of a record's outputs */
+	}
+	for (e = 0; rc == 0 && e < next; e++) {
+		char *path = fold_path(o->outdir, base, ext[e]);
+		if (!path || fold_write_file(path, ext[e], &pin, out) < 0) {
+			snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[e]);
 			rc = -1;
 		}
-		free(pp);
+		free(path);
+		if (rc < 0) break;
+	}
+	for (int k = 0; rc < 0 && base && k < e; k++) {   /* no part of a record's outputs */
+		char *path = fold_path(o->outdir, base, ext[k]);
+		if (path) unlink(path);
+		free(path);
 	}
 	if (rc == 0)
 		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
@@ -450,14 +503,14 @@ static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 	}
 	pthread_mutex_unlock(&r->lock);
 	free(residx);
-	free(path);
+	free(chain);
 	free(base);
 	return rc;
 }
 
 /* The outcome of record k from its final items v[0..n) (by ascending
- * start): ok, split (fragments renamed NAME.partIofN.pdb in order) or
- * failed (fragments already written removed); its row, and for ok and
+ * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
+ * in order) or failed (fragments already written removed); its row, and for ok and
  * split its done.jsonl line.  Called once per record, by one thread at a
  * time: on the scheduler's output step as soon as the record is settled,
  * or after the run for the records that never were. */
@@ -468,7 +521,8 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 	char *files = NULL, *ranges = NULL;
 	size_t fn = 0, rn = 0;
 	FILE *ff = NULL, *rf = NULL;
-	const char *status = "ok";
+	const char *status = "ok", *ext[FOLD_NEXT];
+	int next = fold_exts(r->o, ext);
 
 	x->finished = 1;
 	for (int i = 0; i < n && failed < 0; i++)
@@ -481,9 +535,9 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 				continue;
 			}
 			/* a fragment of a record that failed: not an output */
-			for (int e = 0; e < 1 + r->o->pae; e++) {
+			for (int e = 0; e < next; e++) {
 				char *from = fold_frag_name(x, &v[i]);
-				char *fp = from ? fold_path(r->o->outdir, from, e ? ".pae.json" : ".pdb") : NULL;
+				char *fp = from ? fold_path(r->o->outdir, from, ext[e]) : NULL;
 				if (fp) unlink(fp);
 				free(fp);
 				free(from);
@@ -499,7 +553,7 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 	if (!(ff = open_memstream(&files, &fn)) || !(rf = open_memstream(&ranges, &rn))) {
 		bad = 1;
 	} else if (n == 1) {
-		fprintf(ff, "%s.pdb", x->job.outname);
+		fprintf(ff, "%s%s", x->job.outname, ext[0]);
 	} else {
 		status = "split";
 		for (int i = 0; i < n; i++) {
@@ -510,10 +564,9 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 				part = NULL;
 				bad = 1;
 			}
-			for (int e = 0; e < 1 + r->o->pae && part; e++) {
-				const char *ext = e ? ".pae.json" : ".pdb";
-				char *fp = fold_path(r->o->outdir, from, ext);
-				char *tp = fold_path(r->o->outdir, part, ext);
+			for (int e = 0; e < next && part; e++) {
+				char *fp = fold_path(r->o->outdir, from, ext[e]);
+				char *tp = fold_path(r->o->outdir, part, ext[e]);
 				if (!fp || !tp || rename(fp, tp) < 0) {
 					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
 					          strerror(errno));
@@ -522,7 +575,7 @@ static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 				free(fp);
 				free(tp);
 			}
-			fprintf(ff, "%s%s.pdb", i ? "," : "", part ? part : "?");
+			fprintf(ff, "%s%s%s", i ? "," : "", part ? part : "?", ext[0]);
 			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
 			        v[i].start + v[i].len);
 			free(from);

@@ -26,6 +26,7 @@ void opt_init(opt_t *o)
 	o->devices = NULL;
 	o->dump_tensors = NULL;
 	o->pae = 0;
+	o->formats = OPT_FMT_PDB;
 	o->quota_table = NULL;
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
@@ -100,6 +101,11 @@ void opt_usage(FILE *fp)
 "                          (default: every visible CUDA device, else cpu)\n"
 "      --dump-tensors FILE write intermediate tensors (safetensors)\n"
 "      --pae               also write the predicted aligned error\n"
+"      --format LIST       structure files: pdb, cif (mmCIF) or pdb,cif\n"
+"                          (default pdb)\n"
+"      --keep-linker-numbering\n"
+"                          number a multimer's residues as the model does\n"
+"                          (+512 per chain), not per chain from 1\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
 "      --no-split          fail a sequence that fits nowhere, do not halve it\n"
 "  -t, --threads N         CPU threads, 0 = auto (default 0)\n"
@@ -128,7 +134,7 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM, O_LMWEIGHTS
+	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM
 };
 
 static const struct option long_opts[] = {
@@ -144,6 +150,8 @@ static const struct option long_opts[] = {
 	{ "devices",      required_argument, NULL, O_DEVICES },
 	{ "dump-tensors", required_argument, NULL, O_DUMP },
 	{ "pae",          no_argument,       NULL, O_PAE },
+	{ "format",       required_argument, NULL, O_FORMAT },
+	{ "keep-linker-numbering", no_argument, NULL, O_KEEPNUM },
 	{ "quota-table",  required_argument, NULL, O_QUOTA },
 	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
 	{ "threads",      required_argument, NULL, 't' },
@@ -173,6 +181,26 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 		return -1;
 	}
 	*out = (int)v;
+	return 0;
+}
+
+/* --format: a comma list of pdb and cif; 0 or -1 after logging */
+static int parse_formats(const char *s, int *out)
+{
+	int f = 0;
+
+	for (const char *p = s;; p++) {
+		size_t n = strcspn(p, ",");
+		if (n == 3 && !strncmp(p, "pdb", 3)) f |= OPT_FMT_PDB;
+		else if (n == 3 && !strncmp(p, "cif", 3)) f |= OPT_FMT_CIF;
+		else {
+			log_error("--format: expected pdb, cif or pdb,cif, got '%s'", s);
+			return -1;
+		}
+		p += n;
+		if (!*p) break;
+	}
+	*out = f;
 	return 0;
 }
 
@@ -254,6 +282,8 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			break;
 		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
 		case O_PAE: o->pae = 1; break;
+		case O_FORMAT: if (parse_formats(optarg, &o->formats)) return -1; break;
+		case O_KEEPNUM: o->keep_linker_numbering = 1; break;
 		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
 		case O_NOSPLIT: o->no_split = 1; break;
 		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;

@@ -25,6 +25,9 @@ enum {
 	EXIT_BUSY    = 4   /* another run holds the output directory's lock */
 };
 
+/* Structure formats fold writes (opt_t.formats, a bit set). */
+enum { OPT_FMT_PDB = 1, OPT_FMT_CIF = 2 };
+
 typedef enum {
 	OPT_CMD_FOLD = 0,  /* the default */
 	OPT_CMD_PLAN,
@@ -52,6 +55,10 @@ typedef struct {
 	                             "cpu", "cuda", "cuda:0,2" */
 	char      *dump_tensors;  /* --dump-tensors FILE: intermediates out */
 	int        pae;           /* --pae: also write the PAE matrix */
+	int        formats;       /* --format: OPT_FMT_* bits (default PDB) */
+	int        keep_linker_numbering; /* --keep-linker-numbering: a multimer's
+	                             residues numbered as the model indexes them
+	                             (+512 per chain), not per chain from 1 */
 	char      *quota_table;   /* --quota-table TSV (see buckets/README) */
 	int        verbosity;     /* log level: LOG_INFO, -v +1, -q -1 */
 	int        no_split;      /* --no-split: fail instead of halving */

@@ -67,6 +67,30 @@ int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
 	return 0;
 }
 
+void tok_number(const tok_t *t, const char *record, int start, int per_chain, int *chain,
+                int *num)
+{
+	int c0 = 0, p0 = 0, first = 0;
+
+	/* the record's chain at start, and how far into it start is */
+	for (int k = 0; k < start; k++) {
+		if (record[k] == ':') {
+			c0++;
+			p0 = 0;
+		} else {
+			p0++;
+		}
+	}
+	/* the record's model position of start: its residues, TOK_LINKER_LEN per break */
+	int at0 = start - c0 + TOK_LINKER_LEN * c0;
+	for (int i = 0; i < t->L; i++) {
+		if (i > 0 && t->chain[i] != t->chain[i - 1]) first = i;
+		chain[i] = c0 + t->chain[i];
+		if (!per_chain) num[i] = at0 + i + chain[i] * TOK_CHAIN_OFFSET;
+		else num[i] = i - first + (t->chain[i] == 0 ? p0 : 0);
+	}
+}
+
 void tok_free(tok_t *t)
 {
 	free(t->aatype);

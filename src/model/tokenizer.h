@@ -38,6 +38,19 @@ static inline int64_t tok_model_len(int64_t residues, int nchains)
 /* Encode seq (upper case, chains split by ':').  0, or negative on an empty
  * chain, a vocabulary without the needed letters, or no memory. */
 int  tok_encode(tok_t *t, const char *seq, const cfg_t *c);
+
+/* The chains and residue numbers a structure file gives the residues of
+ * t, the encoding of the characters record[start..] of a whole record
+ * (start 0: the record itself; else a fragment of it, which never begins
+ * with ':').  chain[i]: the record's chain index of residue i.  num[i]:
+ * its residue number - 1; per_chain: counted from 0 in each of the
+ * record's chains (a fragment's first chain goes on from where it begins
+ * in the record; a linker continues the chain before it); else the
+ * record's model index (the reference's: TOK_CHAIN_OFFSET per chain on top
+ * of the position, linkers counted, as t->residx of the whole record).
+ * chain and num: [t->L], the caller's. */
+void tok_number(const tok_t *t, const char *record, int start, int per_chain, int *chain,
+                int *num);
 void tok_free(tok_t *t);
 
 #endif

@@ -19,6 +19,51 @@ static void record80(FILE *f, const char *text)
 	fprintf(f, "%-80.80s\n", text);
 }
 
+char pdb_chain_id(const pdb_input_t *in, int i)
+{
+	return chain_ids[in->chain_index ? in->chain_index[i] : 0];
+}
+
+int pdb_chain_end(const pdb_input_t *in, int i)
+{
+	int c = in->chain_index ? in->chain_index[i] : 0;
+
+	while (++i < in->L && (!in->chain_index || in->chain_index[i] == c)) continue;
+	return i;
+}
+
+int pdb_in_seq(const pdb_input_t *in, int i)
+{
+	return !in->linker_mask || in->linker_mask[i] >= 0.5f;
+}
+
+/* SEQRES: each chain's residues, 13 to a record (serial and count mod
+ * 1000 and 10000, like the atom serials, to keep the columns) */
+static void write_seqres(FILE *f, const pdb_input_t *in)
+{
+	char line[96];
+
+	for (int b = 0, e; b < in->L; b = e) {
+		int n = 0, left, k = 0, ser = 1, len = 0;
+		char chain = pdb_chain_id(in, b);
+		e = pdb_chain_end(in, b);
+		for (int i = b; i < e; i++) n += pdb_in_seq(in, i);
+		left = n;
+		for (int i = b; i < e; i++) {
+			if (!pdb_in_seq(in, i)) continue;
+			if (k == 0) len = snprintf(line, sizeof line, "SEQRES %3d %c %4d ", ser++ % 1000,
+			                           chain, n % 10000);
+			len += snprintf(line + len, sizeof line - len, " %3s",
+			                residue_restype_name3(in->aatype[i]));
+			left--;
+			if (++k == 13 || left == 0) {
+				record80(f, line);
+				k = 0;
+			}
+		}
+	}
+}
+
 static void write_meta(FILE *f, const pdb_meta_t *m)
 {
 	char line[128];
@@ -49,7 +94,7 @@ static void write_meta(FILE *f, const pdb_meta_t *m)
 	}
 }
 
-static int check_input(const pdb_input_t *in)
+int pdb_check(const pdb_input_t *in)
 {
 	if (in->L < 0) {
 		log_error("pdb: negative length %d", in->L);
@@ -76,6 +121,10 @@ static int check_input(const pdb_input_t *in)
 			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
 				continue;
+			if (!pdb_in_seq(in, i)) {
+				log_error("pdb: linker residue %d has atom %s", i, residue_atom_types[k]);
+				return -1;
+			}
 			if (!isfinite(in->atom37[3 * at]) || !isfinite(in->atom37[3 * at + 1]) ||
 			    !isfinite(in->atom37[3 * at + 2]) || !isfinite(in->plddt[at])) {
 				log_error("pdb: non-finite coordinate or pLDDT at residue %d atom %s", i,
@@ -113,11 +162,15 @@ static int pdb_resseq(int n, char *icode)
 
 int pdb_write(FILE *f, const pdb_input_t *in)
 {
-	if (check_input(in) < 0)
+	if (pdb_check(in) < 0)
 		return -1;
-	if (in->meta)
+	if (in->meta) {
 		write_meta(f, in->meta);
-	fputs("PARENT N/A\n", f);
+		write_seqres(f, in);
+		record80(f, "CRYST1    1.000    1.000    1.000  90.00  90.00  90.00 P 1           1");
+	} else {
+		fputs("PARENT N/A\n", f);
+	}
 	int serial = 1;
 	for (int i = 0; i < in->L; i++) {
 		const char *res = residue_restype_name3(in->aatype[i]);
@@ -144,11 +197,12 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 			else
 				fprintf(f, "TER   %5d      %3s %c%4d%c\n", serial++ % 100000, res,
 				        chain_ids[chain], resnum, icode);
-			if (!last)
+			if (!last && !in->meta)
 				fputs("PARENT N/A\n", f);
 		}
 	}
-	fputs("END\n", f);
+	if (in->meta) record80(f, "END");   /* readers match the 6-column "END   " */
+	else fputs("END\n", f);
 	if (ferror(f)) {
 		log_error("pdb: write failed: %s", strerror(errno));
 		return -1;

@@ -9,8 +9,17 @@
  * linker glycines of a multimer once masked) write no ATOM record but still
  * count for the TER record of their chain, as in the reference.
  *
- * When a pdb_meta_t is given, HEADER and REMARK 250 lines describing the run
- * come first (tools that reject bare PDBs need a HEADER).
+ * When a pdb_meta_t is given, a header comes first, as predicted-model files
+ * have it (tools that reject bare PDBs need it; AlphaFill reads SEQRES):
+ * HEADER and REMARK 250 lines describing the run, SEQRES records for every
+ * chain (its residues, linker residues left out, X as UNK) and CRYST1 with
+ * the unit cell 1 1 1, space group P 1; and the PARENT lines, which are
+ * no PDB records (Biopython warns on them), are left out; END is padded
+ * to 80 columns as the other records.  Without a meta
+ * the text is exactly the reference's.
+ *
+ * The input and meta structs, their check and the chain walk are shared
+ * with the mmCIF writer (cif.h).
  */
 #ifndef ESMBATCH_PDB_H
 #define ESMBATCH_PDB_H
@@ -25,8 +34,10 @@ typedef struct {
 	double      ptm;            /* 0..1 */
 	int         recycles;       /* recycles run (trunk passes - 1) */
 	int         chunk_size;     /* trunk chunk size; 0 = unchunked */
-	const char *fragment;       /* e.g. "RESIDUES 1-350 OF 700, ORIGINAL NUMBERING"
+	const char *fragment;       /* e.g. "SEQUENCE 1-350 OF 700, RECORD CHAINS AND NUMBERS"
 	                               for one half of a split record; NULL: omitted */
+	const char *name;           /* the record's file-safe name: the mmCIF's data
+	                               block and entry id; NULL: "model" */
 } pdb_meta_t;
 
 typedef struct {
@@ -35,8 +46,11 @@ typedef struct {
 	const float *atom37;         /* [L,37,3] coordinates, Angstrom */
 	const float *atom37_mask;    /* [L,37] atoms with mask < 0.5 are not written */
 	const float *plddt;          /* [L,37] 0..1; written as 100 x plddt */
-	const int   *residue_index;  /* [L] the model's residue index (0-based) */
+	const int   *residue_index;  /* [L] residue number - 1, as written (cli/fold.c:
+	                                per chain from 0, or the model's index) */
 	const int   *chain_index;    /* [L] 0, 1, ... -> chain A, B, ...; NULL: all A */
+	const float *linker_mask;    /* [L] < 0.5: a linker residue, in no chain's
+	                                sequence (SEQRES, _entity_poly_seq); NULL: none */
 	const pdb_meta_t *meta;      /* NULL: no HEADER/REMARK lines */
 } pdb_input_t;
 
@@ -50,6 +64,23 @@ typedef struct {
 
 /* Most chains a PDB can name (chain ids A-Z, a-z, 0-9). */
 #define PDB_MAX_CHAINS 62
+
+/* 0 when in can be written (as a PDB or an mmCIF); else negative, the
+ * reason logged: aatype or chain index out of range, a residue number
+ * beyond PDB_MAX_RESNUM, a non-finite or too large written coordinate or
+ * pLDDT. */
+int pdb_check(const pdb_input_t *in);
+
+/* The chain id of residue i (A-Z, a-z, 0-9 for chain index 0, 1, ...;
+ * A without a chain index); in checked (pdb_check). */
+char pdb_chain_id(const pdb_input_t *in, int i);
+
+/* The end of the chain that begins at residue i: the first residue after
+ * i of another chain, or L. */
+int pdb_chain_end(const pdb_input_t *in, int i);
+
+/* Residue i belongs to its chain's sequence (is not a linker residue). */
+int pdb_in_seq(const pdb_input_t *in, int i);
 
 /* Write the PDB text to f.  Returns 0, or negative on bad input (aatype or
  * chain index out of range, a non-finite written coordinate) or a write error;

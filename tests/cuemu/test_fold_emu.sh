@@ -3,7 +3,8 @@
 # on the emulated device (tests/esmbatch-cuemu, tests/cuemu) with
 # --precision fp32: every dumped tensor within the fixtures' tolerance
 # (tools/check_dump.py, the rule the CPU path passes in test_fold.sh) and
-# every PDB within the fixture's atom tolerance (tests/check_pdb.py).
+# every PDB within the fixture's atom tolerance (tests/check_pdb.py;
+# --keep-linker-numbering: the reference's residue numbers).
 # The same folds at --precision bf16 print what bf16 costs against fp32
 # (tests/cuemu/bf16_report.py: deviation per tensor group, pLDDT, C-alpha
 # RMSD; informative, failing only on a missing or non-finite tensor).  A
@@ -26,7 +27,8 @@ for fx in tiny_a tiny_b; do
 	out=$tmp/$fx
 	start=$(date +%s)
 	MALLOC_PERTURB_=165 "$bin" -q -i "$tmp/$fx.fa" -o "$out" --weights "$d/weights.safetensors" \
-		--devices cuda --precision fp32 --dump-tensors "$out.dump.safetensors"
+		--devices cuda --precision fp32 --dump-tensors "$out.dump.safetensors" \
+		--keep-linker-numbering
 	rc=$?
 	[ $rc -eq 0 ] || fail "$fx: esmbatch-cuemu exited $rc"
 	[ -s "$out.dump.safetensors" ] || continue

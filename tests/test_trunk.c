@@ -335,6 +335,36 @@ static void test_peak_esmfold_v1(void **state)
 	be_free(cpu);
 }
 
+/* The block's memory traffic as the op layer counts it (trunk_block_passes)
+ * is the table in trunk.c: its pair-part totals plus the per-head biases'
+ * 2 (H_s + 2 H_z) / c_z, the sequence track (and the CUDA form's bias ones
+ * vector, 1 / c_z a read) adding under 0.25 at L = 4096;
+ * chunks only add passes (layer norms recomputed, f read per chunk). */
+#define TRUNK_PASSES_CPU 140.0
+#define TRUNK_PASSES_CUDA 160.0
+static void test_passes_esmfold_v1(void **state)
+{
+	cfg_t c = { .c_s = 1024, .c_z = 128, .seq_head_width = 32, .pair_head_width = 32,
+	            .position_bins = 32, .trunk_blocks = 48 };
+	be_t *cpu = be_cpu_init(1), gemm_only;
+	double heads = 2.0 * (1024 / 32 + 2 * (128 / 32)) / 128;
+
+	assert_non_null(cpu);
+	gemm_only = *cpu;
+	gemm_only.trimul = NULL;
+	for (int v = 0; v < 2; v++) {
+		be_t *be = v ? &gemm_only : cpu;
+		double want = (v ? TRUNK_PASSES_CUDA : TRUNK_PASSES_CPU) + heads;
+		double p = trunk_block_passes(&c, be, 4096, 0);
+		printf("esmfold_v1 block, %s: %.2f pair passes at L 4096, %.2f at 256 (chunk 64: %.2f)\n",
+		       v ? "batched GEMMs (CUDA)" : "direct triangle product (CPU)", p,
+		       trunk_block_passes(&c, be, 256, 0), trunk_block_passes(&c, be, 256, 64));
+		assert_true(p >= want && p < want + 0.25);
+		assert_true(trunk_block_passes(&c, be, 256, 64) > trunk_block_passes(&c, be, 256, 0));
+	}
+	be_free(cpu);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +375,7 @@ int main(void)
 		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_peak_esmfold_v1),
+		cmocka_unit_test(test_passes_esmfold_v1),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

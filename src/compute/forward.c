@@ -203,6 +203,14 @@ tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne)
 	return t;
 }
 
+int fwd_owns(const fwd_t *fx, const void *p)
+{
+	uintptr_t base = (uintptr_t)(fx->planning ? FWD_FAKE_BASE : fx->arena), q = (uintptr_t)p;
+	size_t size = fx->planning ? fx->mp.high : fx->arena_size;
+
+	return base && q >= base && q - base < size;
+}
+
 void fwd_memo_init(fwd_memo_t *m)
 {
 	memset(m, 0, sizeof *m);

@@ -54,6 +54,12 @@ typedef struct {
 	fwd_emit_fn emit;     /* or NULL; set after fwd_plan_begin/fwd_exec_begin, the
 	                         same in both passes (its staging is planned) */
 	void   *emit_ctx;
+	/* activation floats the ops have read and written so far, planning
+	 * included (ops.c: each operand counted once per op; weights, biases
+	 * and host data not counted; nor steps a memo skips): a pass's
+	 * memory traffic, which trunk_block_passes divides into pair-tensor
+	 * passes */
+	int64_t traffic;
 	int     err;          /* 0, or the first failure's status (util/status.h:
 	                         STATUS_OOM, STATUS_PLAN, else STATUS_FAIL) */
 	char    errmsg[256];
@@ -141,6 +147,10 @@ tensor_t tensor_reshape(tensor_t t, int nd, const int64_t *ne);
 tensor_t tensor_reshape2(tensor_t t, int64_t a, int64_t b);
 tensor_t tensor_reshape3(tensor_t t, int64_t a, int64_t b, int64_t c);
 int64_t tensor_numel(tensor_t t);
+
+/* 1 when p lies in the pass's arena (an activation tensor, not a weight),
+ * planning included */
+int  fwd_owns(const fwd_t *fx, const void *p);
 
 /* Record a failure (first one wins); returns the status given. */
 int  fwd_fail(fwd_t *fx, int status, const char *fmt, ...)

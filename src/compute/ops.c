@@ -8,6 +8,16 @@ static int64_t op_last(tensor_t t) { return t.nd ? t.ne[t.nd - 1] : 0; }
 /* 1 when the op should run on the backend, 0 when planning or failed */
 static int op_run(fwd_t *fx) { return !fx->err && !fx->planning; }
 
+/* fx->traffic += n activation floats (see forward.h) */
+static void op_count(fwd_t *fx, int64_t n) { fx->traffic += n; }
+
+/* floats of a GEMM operand of rows x cols per batch, where it is an
+ * activation of the pass (a weight is not counted) */
+static int64_t op_operand(const fwd_t *fx, const float *p, int64_t rows, int64_t cols, int batch)
+{
+	return p && fwd_owns(fx, p) ? rows * cols * batch : 0;
+}
+
 static int op_check(fwd_t *fx, int ok, const char *op, const char *what)
 {
 	if (!ok && !fx->err) fwd_fail(fx, -1, "%s: shape mismatch (%s)", op, what);
@@ -27,6 +37,7 @@ void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 	if (!op_check(fx, op_last(x) == l->in && op_last(y) == l->out &&
 	              tensor_numel(y) == m * l->out, "linear", "x [.., in] -> y [.., out]"))
 		return;
+	op_count(fx, tensor_numel(x) + tensor_numel(y) * (beta != 0.0f ? 2 : 1));
 	if (!op_run(fx) || m == 0) return;
 	be_gemm_t g = {
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
@@ -41,6 +52,7 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 {
 	if (!op_check(fx, op_last(x) == ln->d && tensor_numel(x) == tensor_numel(y), "layernorm", "[.., d]"))
 		return;
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->layernorm(fx->be, y.d, x.d, tensor_numel(x) / ln->d, ln->d,
 	                                ln->w, ln->b, ln->eps), "layernorm");
@@ -48,6 +60,7 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind)
 {
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->act(fx->be, x.d, tensor_numel(x), kind), "act");
 }
@@ -56,6 +69,7 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 {
 	if (!op_check(fx, tensor_numel(y) == tensor_numel(a) && tensor_numel(a) == tensor_numel(b), "binary", "equal sizes"))
 		return;
+	op_count(fx, 3 * tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tensor_numel(y), kind), "binary");
 }
@@ -63,18 +77,21 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
 {
 	if (!op_check(fx, tensor_numel(y) == tensor_numel(x), "axpby", "equal sizes")) return;
+	op_count(fx, tensor_numel(x) + tensor_numel(y) * (beta != 0.0f ? 2 : 1));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->axpby(fx->be, y.d, x.d, tensor_numel(y), alpha, beta), "axpby");
 }
 
 void op_fill(fwd_t *fx, tensor_t x, float value)
 {
+	op_count(fx, tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->fill(fx->be, x.d, tensor_numel(x), value), "fill");
 }
 
 void op_softmax(fwd_t *fx, tensor_t x)
 {
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->softmax(fx->be, x.d, tensor_numel(x) / op_last(x), (int)op_last(x)), "softmax");
 }
@@ -82,6 +99,7 @@ void op_softmax(fwd_t *fx, tensor_t x)
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale)
 {
 	if (!op_check(fx, y.nd >= 2, "gather", "y [rows, d]")) return;
+	op_count(fx, tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->gather(fx->be, y.d, table, idx, tensor_numel(y) / op_last(y),
 	                             (int)op_last(y), scale), "gather");
@@ -92,6 +110,7 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 	int ok = x.nd >= 2 && y.nd == x.nd && y.ne[0] == x.ne[1] && y.ne[1] == x.ne[0];
 	for (int i = 2; ok && i < x.nd; i++) ok = y.ne[i] == x.ne[i];
 	if (!op_check(fx, ok, "transpose", "[A, B, ..] -> [B, A, ..]")) return;
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->transpose(fx->be, y.d, x.d, x.ne[0], x.ne[1],
 	                                tensor_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
@@ -100,6 +119,7 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 void op_transpose_inplace(fwd_t *fx, tensor_t x)
 {
 	if (!op_check(fx, x.nd >= 2 && x.ne[0] == x.ne[1], "transpose_inplace", "[A, A, ..]")) return;
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->transpose_inplace(fx->be, x.d, x.ne[0], tensor_numel(x) / (x.ne[0] * x.ne[1])),
 	          "transpose_inplace");
@@ -108,6 +128,7 @@ void op_transpose_inplace(fwd_t *fx, tensor_t x)
 void op_rotary(fwd_t *fx, tensor_t x, const float *inv_freq)
 {
 	if (!op_check(fx, x.nd == 3 && x.ne[2] % 2 == 0, "rotary", "x [T, H, D], D even")) return;
+	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->rotary(fx->be, x.d, (int)x.ne[0], (int)x.ne[1], (int)x.ne[2], inv_freq),
 	          "rotary");
@@ -118,6 +139,7 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
 	int ok = q.nd == 2 && k.nd == 2 && q.ne[0] == k.ne[0] && q.ne[1] == k.ne[1] &&
 	         y.nd == 3 && y.ne[1] == q.ne[0] && y.ne[2] == 2 * q.ne[1] && i0 + y.ne[0] <= q.ne[0];
 	if (!op_check(fx, ok, "outer", "q, k [L, c] -> y [ni, L, 2c]")) return;
+	op_count(fx, tensor_numel(q) + y.ne[0] * k.ne[1] + tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->outer(fx->be, y.d, q.d, k.d, i0, (int)y.ne[0], (int)q.ne[0], (int)q.ne[1]),
 	          "outer");
@@ -129,6 +151,7 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 	         a.ne[2] == b.ne[2] && x.ne[0] == a.ne[0] && x.ne[1] == b.ne[0] && x.ne[2] == a.ne[2];
 	if (!op_check(fx, ok, "trimul", "a [ni, nk, c], b [nj, nk, c] -> x [ni, nj, c] (be->trimul)"))
 		return;
+	op_count(fx, tensor_numel(a) + tensor_numel(b) + tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->trimul(fx->be, x.d, a.d, b.d, (int)a.ne[0], (int)b.ne[0], (int)a.ne[1],
 	                             (int)a.ne[2]), "trimul");
@@ -140,12 +163,17 @@ void op_gemm(fwd_t *fx, const be_gemm_t *g)
 	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 && g->batch == 1 &&
 	              g->prec == BE_PREC_AUTO), "gemm", "a bf16 weight: batch 1, the device's precision"))
 		return;
+	op_count(fx, op_operand(fx, g->a, g->m, g->k, g->batch) + op_operand(fx, g->b, g->k, g->n, g->batch) +
+	             op_operand(fx, g->c, g->m, g->n, g->batch) * (g->beta != 0.0f ? 2 : 1));
 	if (!op_run(fx) || !g->m || !g->n || !g->batch) return;
 	op_status(fx, fx->be->gemm(fx->be, g), "gemm");
 }
 
 void op_attn(fwd_t *fx, const be_attn_t *a)
 {
+	int64_t q = (int64_t)a->B * a->Lq * a->H * a->D, kv = (int64_t)a->B * a->Lk * a->H * a->D;
+	op_count(fx, 2 * q + 2 * kv + (a->bias ? (int64_t)(a->bias_sb ? a->B : 1) * a->H * a->Lq * a->Lk : 0) +
+	             (a->mask ? (int64_t)a->B * a->Lk : 0));
 	if (!op_run(fx) || !a->B || !a->H || !a->Lq) return;
 	op_status(fx, fx->be->attn(fx->be, a), "attention");
 }

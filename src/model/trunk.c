@@ -483,6 +483,41 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
 
 /* ---- public ---------------------------------------------------------------- */
 
+/* Pair-tensor passes of one block: reads and writes of [L, L, c_z] worth
+ * of activations (an [L, L, 4 c_z] tensor read once is 4), counted by the
+ * op layer as the ops run (fwd_t.traffic; trunk_block_passes,
+ * bench/pair_passes), one chunk (n = L).  H_s, H_z: sequence and pair
+ * heads; the [H, L, L] biases are H / c_z of a pass.  cuda: the form
+ * without be->trimul where it differs (channel-major projections).
+ *
+ *   part / op                               reads   writes   passes
+ *   seq attention: layernorm(z)               1       1        2
+ *     pair bias GEMM, attention's bias read   1      H_s/c_z   1 + 2 H_s/c_z
+ *   sequence to pair: outer                   -       1        1
+ *     o_proj GEMM + residual (beta 1)         2       1        3
+ *   tri mul (each of 2): layernorm_in         1       1        2
+ *     gated f, r: 2 linears + gate, twice     2x4     2x3      14   cuda 22
+ *     triangle product                        2       1        3
+ *     cuda: channel-major x -> channel-last   1       1        -    cuda 2
+ *     layernorm_out                           1       1        2
+ *     linear_g, linear_z                      2       2        4
+ *     gate, residual add                      4       2        6
+ *     incoming only: 2 in-place transposes    2       2        4
+ *   tri att (each of 2): layernorm            1       1        2
+ *     bias GEMM, attention's bias read        1      H_z/c_z   1 + 2 H_z/c_z
+ *     q, k, v, g linears                      4       4        8
+ *     attention (q, k, v -> o)                3       1        4
+ *     gate                                    2       1        3
+ *     o linear + residual                     2       1        3
+ *     ending only: 2 in-place transposes      2       2        4
+ *   pair transition: layernorm                1       1        2
+ *     fc1 (4 c_z wide)                        1       4        5
+ *     ReLU                                    4       4        8
+ *     fc2 + residual                          5       1        6
+ *
+ * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
+ * cpu 140, cuda 160 (esmfold_v1 at L = 256: 141.9 and 162.0). */
+
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
 {
 	int L = (int)s.ne[0], n = trunk_rows(chunk, L);
@@ -556,20 +591,41 @@ void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tenso
 	fwd_drop(fx, &e);
 }
 
-size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk)
+/* plans one block at length L: its arena high-water mark and the floats
+ * its ops read and write (fwd_t.traffic); -1 when planning fails */
+static int trunk_plan_block(const cfg_t *c, be_t *be, int L, int chunk, size_t *high, int64_t *traffic)
 {
 	trunk_block_t b;
 	fwd_t fx;
-	size_t high;
+	int rc;
 
-	if (trunk_check_cfg(c) < 0 || trunk_load_block(&b, c, NULL, NULL, 0) < 0) return 0;
+	if (trunk_check_cfg(c) < 0 || trunk_load_block(&b, c, NULL, NULL, 0) < 0) return -1;
 	fwd_plan_begin(&fx, be);
 	tensor_t s = fwd_new2(&fx, L, c->c_s), z = fwd_new3(&fx, L, L, c->c_z);
 	trunk_block(&fx, &b, c, s, z, chunk);
 	fwd_drop(&fx, &z);
 	fwd_drop(&fx, &s);
-	high = fx.err ? 0 : fx.mp.high;
+	*high = fx.mp.high;
+	*traffic = fx.traffic;
+	rc = fx.err ? -1 : 0;
 	if (fx.err) log_error("trunk: planning failed: %s", fx.errmsg);
 	fwd_end(&fx);
-	return high;
+	return rc;
+}
+
+size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk)
+{
+	size_t high;
+	int64_t traffic;
+
+	return trunk_plan_block(c, be, L, chunk, &high, &traffic) < 0 ? 0 : high;
+}
+
+double trunk_block_passes(const cfg_t *c, be_t *be, int L, int chunk)
+{
+	size_t high;
+	int64_t traffic;
+
+	if (L < 1 || trunk_plan_block(c, be, L, chunk, &high, &traffic) < 0) return -1.0;
+	return (double)traffic / ((double)L * L * c->c_z);
 }

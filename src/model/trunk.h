@@ -113,4 +113,11 @@ void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tenso
  * 0 when planning fails. */
 size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk);
 
+/* Memory traffic of one block at length L with this chunk on backend be,
+ * in pair-tensor passes: the activation floats its ops read and write
+ * (fwd_t.traffic, each operand once per op), over L L c_z; the sequence
+ * track's small tensors are included.  The table in trunk.c breaks it
+ * down.  -1 when planning fails. */
+double trunk_block_passes(const cfg_t *c, be_t *be, int L, int chunk);
+
 #endif

@@ -1,5 +1,5 @@
 /* elementwise.cu - pointwise and data-movement kernels: activations, binary
- * ops, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
+ * ops, the gate with a residual add, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
  * outer features, the GEMM prologue (beta * C + bias) and the bfloat16
  * conversion of a GEMM's activation operand.
  *
@@ -70,6 +70,15 @@ static __global__ void k_binary(float *y, const float *a, const float *b, int64_
 		case BE_GATE: u = u / (1.0f + expf(-v)); break;
 		}
 		y[i] = u;
+	}
+}
+
+/* y, a, b: [n] */
+static __global__ void k_gate_add(float *y, const float *a, const float *b, int64_t n)
+{
+	GRID_STRIDE(i, n) {
+		float g = a[i] / (1.0f + expf(-b[i]));
+		y[i] = y[i] + g;
 	}
 }
 
@@ -230,6 +239,13 @@ extern "C" int cu_binary(cudaStream_t s, float *y, const float *a, const float *
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
 	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_binary)(y, a, b, n, kind);
+	return cu_launched();
+}
+
+extern "C" int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n)
+{
+	if (n <= 0) return n < 0 ? -EINVAL : 0;
+	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_gate_add)(y, a, b, n);
 	return cu_launched();
 }
 

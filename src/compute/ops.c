@@ -74,6 +74,16 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tensor_numel(y), kind), "binary");
 }
 
+void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b)
+{
+	if (!op_check(fx, tensor_numel(y) == tensor_numel(a) && tensor_numel(a) == tensor_numel(b) &&
+	              y.d != a.d && y.d != b.d, "gate_add", "equal sizes, y apart"))
+		return;
+	op_count(fx, 4 * tensor_numel(y));
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->gate_add(fx->be, y.d, a.d, b.d, tensor_numel(y)), "gate_add");
+}
+
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
 {
 	if (!op_check(fx, tensor_numel(y) == tensor_numel(x), "axpby", "equal sizes")) return;

@@ -26,6 +26,9 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind);
 /* y = a OP b, same element counts; y may be a or b */
 void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind);
+/* y += a * sigmoid(b) in one pass (y apart from a and b), all the same
+ * element count: op_binary's BE_GATE then BE_ADD, fused */
+void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b);
 /* y = alpha * x + beta * y */
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta);
 void op_fill(fwd_t *fx, tensor_t x, float value);

@@ -1,6 +1,7 @@
 /* elementwise.cu - pointwise and data-movement kernels: activations, binary
  * ops, the gate with a residual add, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
- * outer features, the GEMM prologue (beta * C + bias) and the bfloat16
+ * outer features, the GEMM prologue (beta * C + bias), the GEMM epilogue
+ * (bias and ReLU after the product) and the bfloat16
  * conversion of a GEMM's activation operand.
  *
  * Flat kernels use grid-stride loops over int64 indices, so any n fits in a
@@ -198,6 +199,20 @@ static __global__ void k_gemm_prologue(float *c, int64_t ldc, int64_t stride_c, 
 	}
 }
 
+/* c: batch x [m, n] (row stride ldc, batch stride stride_c); bias: [n] or NULL */
+static __global__ void k_gemm_epilogue_relu(float *c, int64_t ldc, int64_t stride_c, int batch,
+                                            int m, int n, const float *bias)
+{
+	GRID_STRIDE(e, (int64_t)batch * m * n) {
+		int j = (int)(e % n);
+		int64_t t = e / n;
+		int i = (int)(t % m), b = (int)(t / m);
+		float *p = c + b * stride_c + i * ldc + j;
+		float v = *p + (bias ? bias[j] : 0.0f);
+		*p = v > 0.0f ? v : 0.0f;
+	}
+}
+
 /* x rounded to bfloat16, to nearest even (as __float2bfloat16_rn); a NaN
  * stays a NaN */
 static __device__ __forceinline__ uint16_t cu_bf16_rne(float x)
@@ -307,6 +322,16 @@ extern "C" int cu_outer(cudaStream_t s, float *y, const float *q, const float *k
 	if (ni < 0 || L < 0 || c < 0) return -EINVAL;
 	if ((int64_t)ni * L * c == 0) return 0;
 	CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
+	return cu_launched();
+}
+
+extern "C" int cu_gemm_epilogue_relu(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,
+                                     int m, int n, const float *bias)
+{
+	if (batch < 0 || m < 0 || n < 0) return -EINVAL;
+	if ((int64_t)batch * m * n == 0) return 0;
+	CU_LAUNCH(ew_blocks((int64_t)batch * m * n), EW_THREADS, 0, s, k_gemm_epilogue_relu)(
+		c, ldc, stride_c, batch, m, n, bias);
 	return cu_launched();
 }
 

@@ -60,6 +60,11 @@ int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, i
  * c = beta * c + bias[n] (beta == 0 ignores c; bias may be NULL) */
 int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,
                      int m, int n, float beta, const float *bias);
+/* c: batch x [m, n] rows of stride ldc, batch stride stride_c:
+ * c = max(c + bias[n], 0) (bias may be NULL): a GEMM's bias and ReLU
+ * epilogue after a product with beta 0, in one pass over c */
+int cu_gemm_epilogue_relu(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,
+                          int m, int n, const float *bias);
 /* y: [rows, cols] packed bfloat16 (round to nearest even) = x: [rows, cols]
  * float32 rows of stride ld >= cols: a GEMM operand for a bf16 weight */
 int cu_to_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t rows, int cols, int64_t ld);

@@ -98,6 +98,34 @@ static double gemm_case(int ta, int tb, int m, int n, int k, int batch, int shar
 	return nmse;
 }
 
+/* GEMMs with the ReLU epilogue (beta 0; product, then bias and ReLU in one
+ * pass on CUDA) against the CPU's, batched, with and without bias */
+static void test_gemm_relu(void **state)
+{
+	static const struct { int ta, tb, m, n, k, batch, bias; } cs[] = {
+		{ 0, 1, 301, 70, 33, 1, 1 }, { 1, 0, 37, 53, 29, 3, 0 }, { 0, 0, 130, 300, 17, 2, 1 },
+	};
+	char what[96];
+
+	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
+		int m = cs[t].m, n = cs[t].n, k = cs[t].k, batch = cs[t].batch;
+		int ra = cs[t].ta ? k : m, ca = cs[t].ta ? m : k, rb = cs[t].tb ? n : k, cb = cs[t].tb ? k : n;
+		int64_t lda = ca + 1, ldb = cb + 2, ldc = n + 3, sa = ra * lda, sb = rb * ldb, sc = m * ldc + 1;
+		pair_t A = pair_new(sa * batch), B = pair_new(sb * batch), C = pair_new(sc * batch), bi = pair_new(n);
+		be_gemm_t g = { .transa = cs[t].ta, .transb = cs[t].tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
+		                .lda = lda, .stride_a = sa, .ldb = ldb, .stride_b = sb, .ldc = ldc,
+		                .stride_c = sc, .batch = batch, .relu = 1 };
+		g.a = A.c; g.b = B.c; g.c = C.c; g.bias = cs[t].bias ? bi.c : NULL;
+		assert_int_equal(cpu->gemm(cpu, &g), 0);
+		g.a = A.g; g.b = B.g; g.c = C.g; g.bias = cs[t].bias ? bi.g : NULL;
+		assert_int_equal(gpu->gemm(gpu, &g), 0);
+		snprintf(what, sizeof what, "gemm relu %c%c m%d n%d k%d b%d%s", cs[t].ta ? 'T' : 'N',
+		         cs[t].tb ? 'T' : 'N', m, n, k, batch, cs[t].bias ? " bias" : "");
+		pair_check(&C, 1e-10, what);
+		pair_free(&A); pair_free(&B); pair_free(&C); pair_free(&bi);
+	}
+}
+
 /* the cases at the call precision prec; the smallest NMSE of those with
  * more than one product */
 static double gemm_cases(const char *tag, be_prec_t prec, double bound)
@@ -533,6 +561,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_gemm),
+		cmocka_unit_test(test_gemm_relu),
 		cmocka_unit_test(test_gemm_lowp),
 		cmocka_unit_test(test_gemm_prec),
 		cmocka_unit_test(test_gemm_bf16_weight),

@@ -228,6 +228,53 @@ static void gemm_trial_t(be_t *be, uint64_t *s, int m, int n, int k, int batch, 
 	tmp_reset();
 }
 
+/* one GEMM with the ReLU epilogue (beta 0) against the same GEMM without
+ * it, clamped on the host: equal bit for bit (the clamp is exact); ldc
+ * padding left as it was */
+static void gemm_relu_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch, int ta, int tb, int bias)
+{
+	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+	int64_t lda = ca + 1, ldb = cb + 2, ldc = n + 3, sa = ra * lda + 1, sb = rb * ldb, sc = m * ldc + 2;
+	float *a = frand(s, batch * sa, 1.0f), *b = frand(s, batch * sb, 1.0f);
+	float *c = frand(s, batch * sc, 1.0f), *want = fcopy(c, batch * sc);
+	be_gemm_t g = {
+		.transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f, .beta = 0.0f,
+		.a = a, .lda = lda, .stride_a = sa, .b = b, .ldb = ldb, .stride_b = sb,
+		.c = want, .ldc = ldc, .stride_c = sc, .batch = batch, .bias = bias ? frand(s, n, 1.0f) : NULL,
+	};
+	int neg = 0;
+
+	assert_int_equal(be->gemm(be, &g), 0);
+	for (int bt = 0; bt < batch; bt++)
+		for (int i = 0; i < m; i++)
+			for (int j = 0; j < n; j++) {
+				float *w = want + bt * sc + i * ldc + j;
+				neg += *w < 0.0f;
+				*w = *w > 0.0f ? *w : 0.0f;
+			}
+	g.c = c;
+	g.relu = 1;
+	assert_int_equal(be->gemm(be, &g), 0);
+	assert_true(neg > 0 || m * n == 1);   /* the clamp was exercised */
+	assert_memory_equal(c, want, sizeof *c * batch * sc);
+	tmp_reset();
+}
+
+/* gemm with the ReLU epilogue: the CPU's three paths (own kernel, an
+ * nn.Linear on few rows run transposed, CBLAS for A transposed), batched,
+ * with and without bias, awkward sizes */
+static void test_gemm_relu(void **state)
+{
+	be_t *be = *state;
+	uint64_t s = 71;
+
+	gemm_relu_trial(be, &s, 301, 70, 33, 1, 0, 1, 1);    /* own kernel */
+	gemm_relu_trial(be, &s, 60, 517, 45, 1, 0, 1, 1);    /* few rows, transposed */
+	gemm_relu_trial(be, &s, 37, 53, 29, 3, 1, 0, 0);     /* CBLAS, batched */
+	gemm_relu_trial(be, &s, 130, 300, 17, 2, 0, 0, 1);   /* own kernel, batched */
+	gemm_relu_trial(be, &s, 1, 1, 1, 1, 0, 1, 1);
+}
+
 static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
 {
 	int ta = rng_below(s, 2), tb = rng_below(s, 2);
@@ -976,6 +1023,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_gemm, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_gemm_relu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),

@@ -39,7 +39,9 @@ static inline const char *be_prec_name(be_prec_t p)
  * a_bf16 / b_bf16: that operand is a weight matrix held as bfloat16
  * (be->weights_bf16; the pointer is to its uint16_t data): the other
  * operand is rounded to bf16 too and the product accumulates in fp32;
- * only with batch 1 and prec BE_PREC_AUTO. */
+ * only with batch 1 and prec BE_PREC_AUTO.
+ * relu: C = max(C, 0) after the bias, in the GEMM's epilogue (on the
+ * block of C just computed, not a pass of its own); only with beta 0. */
 typedef struct {
 	int transa, transb;
 	int m, n, k;
@@ -51,6 +53,7 @@ typedef struct {
 	const float *bias;       /* [n] or NULL */
 	be_prec_t    prec;       /* BE_PREC_AUTO: the backend's */
 	int          a_bf16, b_bf16;   /* 1: a (b) is bf16 weight data */
+	int          relu;     /* 1: C = max(C, 0) after the bias (beta 0) */
 } be_gemm_t;
 
 /* o = softmax(scale * q k^T + bias + mask) v, per batch b and head h, with

@@ -152,8 +152,21 @@ static void cpu_prescale(float *c, int64_t ldc, int m, int n, float beta, const 
 	}
 }
 
+/* C: [m, n] = max(C, 0), rows of stride ldc: the GEMM's ReLU epilogue on
+ * the block a task has just written, while it is in cache */
+BE_CPU_CLONES
+static void cpu_relu_block(float *c, int64_t ldc, int m, int n)
+{
+	for (int i = 0; i < m; i++) {
+		float *r = c + (int64_t)i * ldc;
+		#pragma omp simd
+		for (int j = 0; j < n; j++) r[j] = r[j] > 0.0f ? r[j] : 0.0f;
+	}
+}
+
 /* rows i0..i0+ni-1, columns j0..j0+nj-1 of C[b]: one single-threaded sgemm
- * on the matching rows of op(A[b]) and columns of op(B[b]) */
+ * on the matching rows of op(A[b]) and columns of op(B[b]), then the ReLU
+ * epilogue where g->relu */
 static void cpu_gemm_block(const be_gemm_t *g, int64_t b, int i0, int ni, int j0, int nj)
 {
 	const float *a = g->a + b * g->stride_a + (g->transa ? i0 : i0 * g->lda);
@@ -168,6 +181,7 @@ static void cpu_gemm_block(const be_gemm_t *g, int64_t b, int i0, int ni, int j0
 	cblas_sgemm(CblasRowMajor, g->transa ? CblasTrans : CblasNoTrans,
 	            g->transb ? CblasTrans : CblasNoTrans, ni, nj, g->k, g->alpha,
 	            a, (int)g->lda, bm, (int)g->ldb, beta, c, (int)g->ldc);
+	if (g->relu) cpu_relu_block(c, g->ldc, ni, nj);
 }
 
 /* CBLAS: the work is split into tasks run by the OpenMP threads, each one
@@ -237,8 +251,12 @@ static int cpu_gemm_own(const be_gemm_t *g, double flops, int ct)
 			if (i1 > g->m) i1 = g->m;
 			if (i0 >= i1) continue;
 			if (!packed && !P) { fail = 1; continue; }
-			avx512_block(g, b, i0, i1 - i0, j0, g->n - j0 < AVX512_NB ? g->n - j0 : AVX512_NB,
-			         packed ? packed + (int64_t)j0 * g->k : NULL, P, ct);
+			int nb = g->n - j0 < AVX512_NB ? g->n - j0 : AVX512_NB;
+			avx512_block(g, b, i0, i1 - i0, j0, nb, packed ? packed + (int64_t)j0 * g->k : NULL, P, ct);
+			/* ct: this block of C^T is columns i0.. of rows j0.. of C */
+			float *cb = g->c + b * g->stride_c;
+			if (g->relu && ct) cpu_relu_block(cb + (int64_t)j0 * g->ldc + i0, g->ldc, nb, i1 - i0);
+			else if (g->relu)  cpu_relu_block(cb + (int64_t)i0 * g->ldc + j0, g->ldc, i1 - i0, nb);
 		}
 	}
 	return fail ? -1 : 0;

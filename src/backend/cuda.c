@@ -267,6 +267,19 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		log_error("cuda backend: gemm: leading dimension over INT_MAX");
 		return -EINVAL;
 	}
+	if (g->relu) {
+		/* the product with beta 0, then bias and ReLU in one pass */
+		if (beta != 0.0f) {
+			log_error("cuda backend: gemm: relu needs beta 0");
+			return -EINVAL;
+		}
+		be_gemm_t p = *g;
+		p.bias = NULL;
+		p.relu = 0;
+		if ((rc = be_cuda_gemm(be, &p))) return rc;
+		return be_cuda_k(c, cu_gemm_epilogue_relu(c->stream, g->c, g->ldc, g->stride_c, g->batch,
+		                                       g->m, g->n, g->bias), "gemm epilogue");
+	}
 	if (g->bias) {
 		rc = be_cuda_k(c, cu_gemm_prologue(c->stream, g->c, g->ldc, g->stride_c, g->batch,
 		                                g->m, g->n, beta, g->bias), "gemm bias");

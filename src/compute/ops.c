@@ -30,7 +30,8 @@ static void op_status(fwd_t *fx, int rc, const char *op)
 	else if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
 }
 
-void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
+/* y: [..., out] = x: [..., in] W^T + b + beta * y, then max(., 0) where relu */
+static void op_linear_as(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta, int relu)
 {
 	int64_t m = op_last(x) ? tensor_numel(x) / op_last(x) : 0;
 
@@ -43,9 +44,19 @@ void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
 		.alpha = 1.0f, .beta = beta,
 		.a = x.d, .lda = l->in, .b = l->w, .ldb = l->in, .c = y.d, .ldc = l->out,
-		.batch = 1, .bias = l->b, .b_bf16 = l->bf16,
+		.batch = 1, .bias = l->b, .b_bf16 = l->bf16, .relu = relu,
 	};
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
+}
+
+void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
+{
+	op_linear_as(fx, y, x, l, beta, 0);
+}
+
+void op_linear_relu(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l)
+{
+	op_linear_as(fx, y, x, l, 0.0f, 1);
 }
 
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
@@ -170,6 +181,7 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;
+	if (!op_check(fx, !g->relu || g->beta == 0.0f, "gemm", "relu with beta 0")) return;
 	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 && g->batch == 1 &&
 	              g->prec == BE_PREC_AUTO), "gemm", "a bf16 weight: batch 1, the device's precision"))
 		return;

@@ -20,6 +20,9 @@ typedef struct { const float *w, *b; int d; float eps; } ln_t;
 
 /* y: [..., out] = x: [..., in] W^T + b + beta * y */
 void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
+/* y: [..., out] = max(x: [..., in] W^T + b, 0): the ReLU in the GEMM's
+ * epilogue (be_gemm_t.relu), not a pass over y of its own */
+void op_linear_relu(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l);
 /* y: [..., d] = LayerNorm(x: [..., d]); y may be x */
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 /* x: [...] = act(x) */

@@ -176,7 +176,8 @@ static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_
 	fwd_drop(fx, &x);
 }
 
-/* x: [R, d] += fc2(relu(fc1(ln(x)))), rows_per_chunk rows at a time */
+/* x: [R, d] += fc2(relu(fc1(ln(x)))), rows_per_chunk rows at a time; the
+ * ReLU in fc1's epilogue */
 static void trunk_mlp(fwd_t *fx, const trunk_mlp_t *m, tensor_t x, int64_t rows_per_chunk)
 {
 	int64_t R = x.ne[0];
@@ -187,8 +188,7 @@ static void trunk_mlp(fwd_t *fx, const trunk_mlp_t *m, tensor_t x, int64_t rows_
 		int64_t nr = R - r0 < rows_per_chunk ? R - r0 : rows_per_chunk;
 		tensor_t xv = tensor_rows(x, r0, nr), tv = tensor_rows(t, 0, nr), hv = tensor_rows(h, 0, nr);
 		op_layernorm(fx, tv, xv, &m->ln);
-		op_linear(fx, hv, tv, &m->fc1, 0.0f);
-		op_act(fx, hv, BE_RELU);
+		op_linear_relu(fx, hv, tv, &m->fc1);
 		op_linear(fx, xv, hv, &m->fc2, 1.0f);
 	}
 	fwd_drop(fx, &h);
@@ -489,6 +489,9 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  * bench/pair_passes), one chunk (n = L).  H_s, H_z: sequence and pair
  * heads; the [H, L, L] biases are H / c_z of a pass.  cuda: the form
  * without be->trimul where it differs (channel-major projections).
+ * Counted per op: passes a backend makes inside one op are not (CUDA:
+ * the bias written into C before a cuBLAS product, the bias-and-ReLU
+ * epilogue kernel after it, the bf16 staging of an activation operand).
  *
  *   part / op                               reads   writes   passes
  *   seq attention: layernorm(z)               1       1        2
@@ -511,13 +514,13 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     o linear + residual                     2       1        3
  *     ending only: 2 in-place transposes      2       2        4
  *   pair transition: layernorm                1       1        2
- *     fc1 (4 c_z wide)                        1       4        5
- *     ReLU                                    4       4        8
+ *     fc1 (4 c_z wide), ReLU in its epilogue  1       4        5
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu 136, cuda 156 (esmfold_v1 at L = 256: 138.0 and 158.0).  Before the
- * fusions (gate_add: gate and residual apart) cpu 140, cuda 160. */
+ * cpu 128, cuda 148 (esmfold_v1 at L = 256: 129.7 and 149.8).  Before the
+ * fusions (gate_add: gate and residual apart; the ReLU a pass of its own
+ * over [L, L, 4 c_z]) cpu 140, cuda 160. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
 {

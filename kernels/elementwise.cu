@@ -1,5 +1,5 @@
 /* elementwise.cu - pointwise and data-movement kernels: activations, binary
- * ops, the gate with a residual add, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
+ * ops, the gate with a residual add, the row-biased gate, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
  * outer features, the GEMM prologue (beta * C + bias), the GEMM epilogue
  * (bias and ReLU after the product) and the bfloat16
  * conversion of a GEMM's activation operand.
@@ -80,6 +80,17 @@ static __global__ void k_gate_add(float *y, const float *a, const float *b, int6
 	GRID_STRIDE(i, n) {
 		float g = a[i] / (1.0f + expf(-b[i]));
 		y[i] = y[i] + g;
+	}
+}
+
+/* y, g: [rows, cols]; by, bg: [rows] or NULL */
+static __global__ void k_gate_rows(float *y, const float *g, const float *by, const float *bg,
+                                   int64_t rows, int64_t cols)
+{
+	GRID_STRIDE(e, rows * cols) {
+		int64_t r = e / cols;
+		float u = y[e] + (by ? by[r] : 0.0f), v = g[e] + (bg ? bg[r] : 0.0f);
+		y[e] = u / (1.0f + expf(-v));
 	}
 }
 
@@ -261,6 +272,14 @@ extern "C" int cu_gate_add(cudaStream_t s, float *y, const float *a, const float
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
 	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_gate_add)(y, a, b, n);
+	return cu_launched();
+}
+
+extern "C" int cu_gate_rows(cudaStream_t s, float *y, const float *g, const float *by, const float *bg,
+                            int64_t rows, int64_t cols)
+{
+	if (rows <= 0 || cols <= 0) return rows < 0 || cols < 0 ? -EINVAL : 0;
+	CU_LAUNCH(ew_blocks(rows * cols), EW_THREADS, 0, s, k_gate_rows)(y, g, by, bg, rows, cols);
 	return cu_launched();
 }
 

@@ -337,11 +337,10 @@ static void test_peak_esmfold_v1(void **state)
 
 /* The block's memory traffic as the op layer counts it (trunk_block_passes)
  * is the table in trunk.c: its pair-part totals plus the per-head biases'
- * 2 (H_s + 2 H_z) / c_z, the sequence track (and the CUDA form's bias ones
- * vector, 1 / c_z a read) adding under 0.25 at L = 4096;
+ * 2 (H_s + 2 H_z) / c_z, the sequence track adding under 0.15 at L = 4096;
  * chunks only add passes (layer norms recomputed, f read per chunk). */
 #define TRUNK_PASSES_CPU 128.0
-#define TRUNK_PASSES_CUDA 148.0
+#define TRUNK_PASSES_CUDA 132.0
 static void test_passes_esmfold_v1(void **state)
 {
 	cfg_t c = { .c_s = 1024, .c_z = 128, .seq_head_width = 32, .pair_head_width = 32,
@@ -359,7 +358,7 @@ static void test_passes_esmfold_v1(void **state)
 		printf("esmfold_v1 block, %s: %.2f pair passes at L 4096, %.2f at 256 (chunk 64: %.2f)\n",
 		       v ? "batched GEMMs (CUDA)" : "direct triangle product (CPU)", p,
 		       trunk_block_passes(&c, be, 256, 0), trunk_block_passes(&c, be, 256, 64));
-		assert_true(p >= want && p < want + 0.25);
+		assert_true(p >= want && p < want + 0.15);
 		assert_true(trunk_block_passes(&c, be, 256, 64) > trunk_block_passes(&c, be, 256, 0));
 	}
 	be_free(cpu);

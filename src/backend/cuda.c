@@ -336,6 +336,13 @@ static int be_cuda_gate_add(be_t *be, float *y, const float *a, const float *b, 
 	return be_cuda_k(c, cu_gate_add(c->stream, y, a, b, n), "gate_add");
 }
 
+static int be_cuda_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
+                             int64_t rows, int64_t cols)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_gate_rows(c->stream, y, g, by, bg, rows, cols), "gate_rows");
+}
+
 static int be_cuda_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -576,7 +583,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
-		.gate_add = be_cuda_gate_add,
+		.gate_add = be_cuda_gate_add, .gate_rows = be_cuda_gate_rows,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .rotary = be_cuda_rotary, .outer = be_cuda_outer,
 	};

@@ -95,6 +95,16 @@ void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b)
 	op_status(fx, fx->be->gate_add(fx->be, y.d, a.d, b.d, tensor_numel(y)), "gate_add");
 }
 
+void op_gate_rows(fwd_t *fx, tensor_t y, tensor_t g, const float *by, const float *bg)
+{
+	if (!op_check(fx, y.nd == 2 && g.nd == 2 && y.ne[0] == g.ne[0] && y.ne[1] == g.ne[1] && y.d != g.d,
+	              "gate_rows", "y, g [R, N], y apart"))
+		return;
+	op_count(fx, 3 * tensor_numel(y));
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->gate_rows(fx->be, y.d, g.d, by, bg, y.ne[0], y.ne[1]), "gate_rows");
+}
+
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
 {
 	if (!op_check(fx, tensor_numel(y) == tensor_numel(x), "axpby", "equal sizes")) return;

@@ -32,6 +32,10 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind);
 /* y += a * sigmoid(b) in one pass (y apart from a and b), all the same
  * element count: op_binary's BE_GATE then BE_ADD, fused */
 void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b);
+/* y: [R, N] = (y + by[r]) * sigmoid(g + bg[r]), g: [R, N], by, bg:
+ * [R] weights or NULL: a row bias on each of two channel-major products
+ * and their gate, in one pass (y apart from g) */
+void op_gate_rows(fwd_t *fx, tensor_t y, tensor_t g, const float *by, const float *bg);
 /* y = alpha * x + beta * y */
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta);
 void op_fill(fwd_t *fx, tensor_t x, float value);

@@ -258,39 +258,34 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	fwd_drop(fx, &qk);
 }
 
-/* y: [out][rows] = (x: [rows, in] W^T + b)^T, channel-major straight from
- * the GEMM (W x^T, after the bias b ones^T as a k = 1 product, in fp32 as
- * every other bias is added, not rounded to the device's precision);
- * ones: [rows] of 1 */
-static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, tensor_t ones)
+/* y: [out][rows] = W x^T for x: [rows, in], channel-major straight from
+ * the GEMM, without the bias (trunk_trimul_proj adds it) */
+static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l)
 {
 	int64_t rows = tensor_numel(x) / l->in;
-	be_gemm_t b = {
-		.transa = 0, .transb = 0, .m = l->out, .n = (int)rows, .k = 1, .alpha = 1.0f, .beta = 0.0f,
-		.a = l->b, .lda = 1, .b = ones.d, .ldb = rows, .c = y.d, .ldc = rows, .batch = 1,
-		.prec = BE_PREC_FP32,
-	};
 	be_gemm_t w = {
-		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 1.0f,
+		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 0.0f,
 		.a = l->w, .lda = l->in, .b = x.d, .ldb = l->in, .c = y.d, .ldc = rows, .batch = 1,
 		.a_bf16 = l->bf16,
 	};
 
-	if (tensor_numel(y) != rows * l->out || tensor_numel(ones) < rows)
+	if (tensor_numel(y) != rows * l->out)
 		fwd_fail(fx, -1, "trunk: channel-major linear of %lld rows", (long long)rows);
-	op_gemm(fx, &b);
 	op_gemm(fx, &w);
 }
 
 /* dst: one row block [c][nc][L] of a triangle-multiplication projection,
  * = gated projection of xv: [nc, L, c], made channel-major by the GEMMs
- * themselves; g: [c][nc][L] scratch, ones: [>= nc L] of 1 */
+ * themselves, the two biases (per row there, in fp32) and the gate in one
+ * pass after them; g: [c][nc][L] scratch */
 static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t *p, const lin_t *gate,
-                           tensor_t g, tensor_t ones)
+                           tensor_t g)
 {
-	trunk_linear_t(fx, dst, xv, p, ones);
-	trunk_linear_t(fx, g, xv, gate, ones);
-	op_binary(fx, dst, dst, g, BE_GATE);
+	int64_t rows = tensor_numel(xv) / p->in;
+
+	trunk_linear_t(fx, dst, xv, p);
+	trunk_linear_t(fx, g, xv, gate);
+	op_gate_rows(fx, tensor_reshape2(dst, p->out, rows), tensor_reshape2(g, gate->out, rows), p->b, gate->b);
 }
 
 /* The two projections of a triangle multiplication in the roles its
@@ -317,19 +312,17 @@ static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, te
 static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t f, zn, t, g, ones, r, x;
+	tensor_t f, zn, t, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	zn = fwd_new3(fx, n, L, c);
 	t = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
-	ones = fwd_new1(fx, (int64_t)n * L);
-	op_fill(fx, ones, 1.0f);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc);
 		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
-		trunk_trimul_proj(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc), ones);
+		trunk_trimul_proj(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
 	}
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
@@ -338,7 +331,7 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 		tensor_t znv = tensor_rows(zn, 0, nc), tv = tensor_rows(t, 0, nc), gv = tensor_rows(g, 0, nc);
 		tensor_t zv = tensor_rows(z, i0, nc);
 		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		trunk_trimul_proj(fx, tensor_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv, ones);
+		trunk_trimul_proj(fx, tensor_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -356,7 +349,6 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
-	fwd_drop(fx, &ones);
 	fwd_drop(fx, &g);
 	fwd_drop(fx, &t);
 	fwd_drop(fx, &zn);
@@ -499,7 +491,7 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *   sequence to pair: outer                   -       1        1
  *     o_proj GEMM + residual (beta 1)         2       1        3
  *   tri mul (each of 2): layernorm_in         1       1        2
- *     gated f, r: 2 linears + gate, twice     2x4     2x3      14   cuda 22
+ *     gated f, r: 2 linears + gate, twice     2x4     2x3      14
  *     triangle product                        2       1        3
  *     cuda: channel-major x -> channel-last   1       1        -    cuda 2
  *     layernorm_out                           1       1        2
@@ -518,9 +510,11 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu 128, cuda 148 (esmfold_v1 at L = 256: 129.7 and 149.8).  Before the
+ * cpu 128, cuda 132 (esmfold_v1 at L = 256: 129.7 and 133.7).  Before the
  * fusions (gate_add: gate and residual apart; the ReLU a pass of its own
- * over [L, L, 4 c_z]) cpu 140, cuda 160. */
+ * over [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
+ * first by a k = 1 product and read back by the product with beta 1,
+ * 22 passes for f and r where gate_rows makes 14) cpu 140, cuda 160. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
 {

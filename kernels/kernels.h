@@ -29,6 +29,10 @@ const char *cu_last_error(void);
 /* y, x: [rows, d]; w, b: [d]; y may alias x */
 int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
                  const float *w, const float *b, float eps);
+/* y: [rows, d] = LayerNorm over d of x: [d, rows] (channel-major); y
+ * apart from x */
+int cu_layernorm_cm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
+                    const float *w, const float *b, float eps);
 /* x: [rows, d], softmax over d in place */
 int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 

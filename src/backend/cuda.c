@@ -311,6 +311,13 @@ static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, i
 	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
 }
 
+static int be_cuda_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
+                                const float *w, const float *b, float eps)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_layernorm_cm(c->stream, y, x, rows, d, w, b, eps), "layernorm_cm");
+}
+
 static int be_cuda_softmax(be_t *be, float *x, int64_t rows, int d)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -584,6 +591,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
 		.gate_add = be_cuda_gate_add, .gate_rows = be_cuda_gate_rows,
+		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .rotary = be_cuda_rotary, .outer = be_cuda_outer,
 	};

@@ -69,6 +69,17 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 	                                ln->w, ln->b, ln->eps), "layernorm");
 }
 
+void op_layernorm_cm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
+{
+	if (!op_check(fx, y.nd == 2 && x.nd == 2 && y.ne[1] == ln->d && x.ne[0] == ln->d && x.ne[1] == y.ne[0] &&
+	              x.d != y.d, "layernorm_cm", "x [d, R] -> y [R, d], apart"))
+		return;
+	op_count(fx, 2 * tensor_numel(x));
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	op_status(fx, fx->be->layernorm_cm(fx->be, y.d, x.d, y.ne[0], ln->d, ln->w, ln->b, ln->eps),
+	          "layernorm_cm");
+}
+
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind)
 {
 	op_count(fx, 2 * tensor_numel(x));

@@ -25,6 +25,9 @@ void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
 void op_linear_relu(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l);
 /* y: [..., d] = LayerNorm(x: [..., d]); y may be x */
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
+/* y: [R, d] = LayerNorm(x^T), x: [d, R] channel-major: the transpose
+ * and the norm in one pass (y apart from x) */
+void op_layernorm_cm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 /* x: [...] = act(x) */
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind);
 /* y = a OP b, same element counts; y may be a or b */

@@ -293,16 +293,15 @@ static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* zv: [nc, L, c] (rows of z) += linear_z(layer_norm_out(xv)) *
- * sigmoid(linear_g(znv)), znv = layer_norm_in(zv), the gate and the
- * residual add in one pass; xv is normalised in place; gv, out: [nc, L, c]
- * scratch (out may be znv, read before) */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t znv, tensor_t xv, tensor_t gv,
+/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(linear_g(znv)),
+ * xn = layer_norm_out(product), znv = layer_norm_in(zv), the gate and the
+ * residual add in one pass; gv, out: [nc, L, c] scratch (out may be znv,
+ * read before) */
+static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t znv, tensor_t xn, tensor_t gv,
                           tensor_t out)
 {
-	op_layernorm(fx, xv, xv, &m->ln_out);
 	op_linear(fx, gv, znv, &m->g, 0.0f);
-	op_linear(fx, out, xv, &m->z, 0.0f);
+	op_linear(fx, out, xn, &m->z, 0.0f);
 	op_gate_add(fx, zv, out, gv);
 }
 
@@ -344,7 +343,9 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 			};
 			op_gemm(fx, &p);
 		}
-		op_transpose(fx, tensor_reshape3(tv, (int64_t)nc * L, c, 1), tensor_reshape3(x, c, (int64_t)nc * L, 1));
+		/* layer_norm_out of the channel-major product, written channel-last */
+		op_layernorm_cm(fx, tensor_reshape2(tv, (int64_t)nc * L, c), tensor_reshape2(x, c, (int64_t)nc * L),
+		                &m->ln_out);
 		trunk_trimul_out(fx, m, zv, znv, tv, gv, znv);
 	}
 	fwd_drop(fx, &x);
@@ -391,6 +392,7 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
 		trunk_gated(fx, rv, znv, sd->r_p, sd->r_g, gv);
 		op_trimul(fx, xv, rv, f);
+		op_layernorm(fx, xv, xv, &m->ln_out);
 		trunk_trimul_out(fx, m, zv, znv, xv, gv, rv);
 	}
 	fwd_drop(fx, &x);
@@ -493,8 +495,8 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *   tri mul (each of 2): layernorm_in         1       1        2
  *     gated f, r: 2 linears + gate, twice     2x4     2x3      14
  *     triangle product                        2       1        3
- *     cuda: channel-major x -> channel-last   1       1        -    cuda 2
- *     layernorm_out                           1       1        2
+ *     layernorm_out (cuda: of the channel-    1       1        2
+ *       major product, written channel-last)
  *     linear_g, linear_z                      2       2        4
  *     gate + residual add (gate_add)          3       1        4
  *     incoming only: 2 in-place transposes    2       2        4
@@ -510,11 +512,13 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu 128, cuda 132 (esmfold_v1 at L = 256: 129.7 and 133.7).  Before the
- * fusions (gate_add: gate and residual apart; the ReLU a pass of its own
- * over [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
+ * cpu and cuda 128 (esmfold_v1 at L = 256: 129.7).  Before the fusions
+ * (gate_add: gate and residual apart; the ReLU a pass of its own over
+ * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,
- * 22 passes for f and r where gate_rows makes 14) cpu 140, cuda 160. */
+ * 22 passes for f and r where gate_rows makes 14, and the product
+ * transposed to channel-last, 2 more, before layernorm_cm did both)
+ * cpu 140, cuda 160. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
 {

@@ -39,7 +39,9 @@ typedef __nv_bfloat16 bf16;
 #define FA_WARPS 4
 #define FA_BK 32
 
-/* byte offsets of the shared arrays of one block (see the top), each on 128 bytes */
+/* byte offsets of the shared arrays of one block (see the top) from the
+ * first 128-byte boundary of its dynamic shared memory, each on 128 bytes;
+ * bytes: the size to request */
 typedef struct {
 	int q, k, v, b, m, s, p, o, bytes;
 } fa_layout_t;
@@ -61,7 +63,7 @@ static __host__ __device__ fa_layout_t fa_layout(int dp, int rb)
 	y.s = y.m + fa_up(rb * FA_BK * 4);
 	y.p = y.s + fa_up(FA_WARPS * 16 * (FA_BK + 4) * 4);
 	y.o = y.p + fa_up(FA_WARPS * 16 * (FA_BK + 8) * 2);
-	y.bytes = y.o + fa_up(FA_WARPS * 16 * (dp + 4) * 4);
+	y.bytes = y.o + fa_up(FA_WARPS * 16 * (dp + 4) * 4) + 112;   /* + the base's alignment */
 	return y;
 }
 
@@ -78,7 +80,8 @@ k_flash_attn(be_attn_t a, int rb, int ntiles)
 	const int tile = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.H, bg = blockIdx.x / ntiles / a.H;
 	const int qt = warp % qt_n, r = warp / qt_n, b = bg * rb + r, i0 = tile * qt_n * 16;
 	const int rr = lane / 2, hh = lane % 2;   /* this lane's query row of the warp, and half */
-	char *sm = (char *)fa_smem4;
+	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
+	char *sm = (char *)(((uintptr_t)fa_smem4 + 127) & ~(uintptr_t)127);
 	const fa_layout_t y = fa_layout(DP, rb);
 	bf16 *Qs = (bf16 *)(sm + y.q), *Ks = (bf16 *)(sm + y.k), *Vs = (bf16 *)(sm + y.v);
 	bf16 *Ps = (bf16 *)(sm + y.p) + warp * 16 * LDP;

@@ -332,8 +332,8 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 					double bound = attn_bf16_bound(&t, b, i, hd, d);
 					num += err * err;
 					den += (double)t.o.c[at] * t.o.c[at];
-					if (!(err <= bound)) worst = INFINITY;   /* NaN too */
-					else if (bound > 0.0) worst = fmax(worst, err / bound);
+					double ratio = err <= 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
+					if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
 				}
 	free(h);
 	double nmse = den > 0.0 ? num / den : num;

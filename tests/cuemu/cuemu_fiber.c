@@ -2,7 +2,8 @@
  * another, every thread of a block its own fiber (own stack and registers),
  * scheduled run-until-blocked.  __syncthreads is a real block barrier (all
  * live threads at the same call), __syncwarp and the shuffles exchange
- * among the lanes of the mask at the call; a divergent barrier or shuffle
+ * among the lanes of the mask at the call, a warp collective (wmma) runs
+ * once all 32 lanes meet at it; a divergent barrier, shuffle or collective
  * ends the process with a message naming the kernel.  Static and dynamic
  * shared memory are NaN-filled before every block.  Fibers switch with a
  * small assembly routine on x86-64, with ucontext elsewhere.
@@ -402,5 +403,6 @@ void cuemu_warp_collective(void (*fn)(void *const args[32]), void *arg)
 {
 	cuemu_fiber_t *f = sched.cur;
 	f->coll = fn;
-	warp_op(__builtin_return_address(0), 0xffffffffu, (uint64_t)(uintptr_t)arg, CUEMU_COLLECTIVE, 0, 32);
+	warp_op(__builtin_return_address(0), 0xffffffffu, (uint64_t)(uintptr_t)arg,
+	        CUEMU_COLLECTIVE, 0, 32);
 }

@@ -51,17 +51,22 @@ enum layout_t { mem_row_major, mem_col_major };
 
 /* rows x cols of a Use operand of the shape m x n x k */
 template <class Use, int M, int N, int K> struct cuemu_dims;
-template <int M, int N, int K> struct cuemu_dims<matrix_a, M, N, K> { enum { rows = M, cols = K }; };
-template <int M, int N, int K> struct cuemu_dims<matrix_b, M, N, K> { enum { rows = K, cols = N }; };
-template <int M, int N, int K> struct cuemu_dims<accumulator, M, N, K> { enum { rows = M, cols = N }; };
+template <int M, int N, int K>
+struct cuemu_dims<matrix_a, M, N, K> { enum { rows = M, cols = K }; };
+template <int M, int N, int K>
+struct cuemu_dims<matrix_b, M, N, K> { enum { rows = K, cols = N }; };
+template <int M, int N, int K>
+struct cuemu_dims<accumulator, M, N, K> { enum { rows = M, cols = N }; };
 
 template <class Use, int M, int N, int K, class T, class Layout = void>
 struct fragment {
 	static_assert((M == 16 && N == 16 && K == 16) || (M == 32 && N == 8 && K == 16) ||
 	              (M == 8 && N == 32 && K == 16), "wmma shape not emulated");
-	static_assert(std::is_same<Use, accumulator>::value ? std::is_same<T, float>::value && std::is_same<Layout, void>::value
+	static_assert(std::is_same<Use, accumulator>::value
+	              ? std::is_same<T, float>::value && std::is_same<Layout, void>::value
 	              : (std::is_same<T, __nv_bfloat16>::value || std::is_same<T, __half>::value) &&
-	                (std::is_same<Layout, row_major>::value || std::is_same<Layout, col_major>::value),
+	                (std::is_same<Layout, row_major>::value ||
+	                 std::is_same<Layout, col_major>::value),
 	              "wmma fragment type not emulated");
 	enum { rows = cuemu_dims<Use, M, N, K>::rows, cols = cuemu_dims<Use, M, N, K>::cols,
 	       num_elements = rows * cols / 32 };
@@ -82,7 +87,8 @@ CUEMU_ALWAYS int cuemu_lane(void)
 CUEMU_ALWAYS void cuemu_meet(const void *p, unsigned ldm, size_t es, uint64_t what)
 {
 	cuemu_wmma_lane_t me = { { (uint64_t)(uintptr_t)p, ldm, what } };
-	if (p && ((uintptr_t)p % 32 || ldm * es % 16)) cuemu_fail("wmma: pointer not on 32 bytes or ldm not a multiple of 16 bytes");
+	if (p && ((uintptr_t)p % 32 || ldm * es % 16))
+		cuemu_fail("wmma: pointer not on 32 bytes or ldm not a multiple of 16 bytes");
 	cuemu_warp_collective(cuemu_wmma_uniform, &me);
 }
 
@@ -110,7 +116,8 @@ CUEMU_ALWAYS void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const T
 	cuemu_meet(p, ldm, sizeof(T), std::is_same<Layout, row_major>::value);
 	for (int e = 0; e < F::num_elements; e++) {
 		int pos = cuemu_wmma_pos(cuemu_lane(), e, F::rows * F::cols);
-		f.x[e] = cuemu_at(p, ldm, pos / F::cols, pos % F::cols, std::is_same<Layout, row_major>::value);
+		f.x[e] = cuemu_at(p, ldm, pos / F::cols, pos % F::cols,
+		                  std::is_same<Layout, row_major>::value);
 	}
 }
 

@@ -253,7 +253,7 @@ static int warp_release(int w0)
 			if (l[i].coll != first->coll) cuemu_fail("divergent wmma operation");
 			args[i] = (void *)(uintptr_t)l[i].val;
 		}
-		if (first->coll) first->coll(args);
+		first->coll(args);
 		for (int i = 0; i < 32; i++) l[i].state = F_READY;
 		return 1;
 	}

@@ -49,8 +49,8 @@ void cuemu_syncthreads(void);
 uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width);
 /* a warp-collective operation (wmma): all 32 lanes of the warp must call
  * it at the same site with the same fn; once they have, fn(args) runs once
- * in the scheduler, args[lane] being each lane's arg (fn NULL: the meeting
- * alone).  It orders no memory among the lanes, like a shuffle. */
+ * in the scheduler, args[lane] being each lane's arg.  It orders no memory
+ * among the lanes, like a shuffle. */
 void cuemu_warp_collective(void (*fn)(void *const args[32]), void *arg);
 /* ends the process with a message naming the running kernel and block */
 void cuemu_fail(const char *what) __attribute__((noreturn));

@@ -35,6 +35,7 @@
 #include <jansson.h>
 
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "sched/bucket.h"
 #include "cli/calibrate.h"
 #include "config.h"
@@ -263,61 +264,28 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 	return row;
 }
 
-#define FOLD_LOCK ".esmbatch"   /* + ".lock", or + ".K-of-N.lock" for a shard */
-#define FOLD_BUSY (-2)
-
-/* flock(op, non-blocking) DIR/.esmbatch{sfx}.lock on *fd (opened when
- * -1).  0 (also when the file system has no locks: a warning); FOLD_BUSY
- * when another process holds it; -1 on another error (logged). */
-static int fold_flock(const fold_run_t *r, const char *sfx, int op, int *fd)
-{
-	char *path = NULL;
-	int rc = -1;
-
-	if (asprintf(&path, "%s/" FOLD_LOCK "%s.lock", r->o->outdir, sfx) < 0) {
-		path = NULL;
-		goto fail;
-	}
-	if (*fd < 0 && (*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
-		log_error("%s: cannot open: %s", path, strerror(errno));
-		goto fail;
-	}
-	if (flock(*fd, op | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK) {
-			rc = FOLD_BUSY;
-			goto fail;
-		}
-		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
-		         strerror(errno), r->o->outdir);
-	}
-	rc = 0;
-fail:
-	free(path);
-	return rc;
-}
-
-/* One run at a time writes into an output directory: an exclusive flock
- * on DIR/.esmbatch.lock (a name no record's output can have), held while
- * r->lockfd is open and released by the kernel however the process ends.
- * A shard holds that lock shared with the other shards, and its own
- * DIR/.esmbatch.K-of-N.lock exclusive.  0; FOLD_BUSY when another run
- * holds it; -1 on another error.  Each logged in one line. */
+/* One run at a time writes into an output directory: an exclusive lock
+ * on DIR/.esmbatch.lock (a name no record's output can have; dir_lock.h),
+ * held while r->lockfd is open.  A shard holds that lock shared with the
+ * other shards, and its own DIR/.esmbatch.K-of-N.lock exclusive.  0;
+ * DIR_LOCK_BUSY when another run holds it; -1 on another error.  Each
+ * logged in one line. */
 static int fold_lock_dir(fold_run_t *r)
 {
 	int rc;
 
 	if (r->shard.n) {
-		rc = fold_flock(r, r->sfx, LOCK_EX, &r->shardfd);
-		if (rc == FOLD_BUSY)
+		rc = dir_lock_take(r->o->outdir, r->sfx, LOCK_EX, &r->shardfd);
+		if (rc == DIR_LOCK_BUSY)
 			log_error("%s: another esmbatch run is folding shard %d/%d into this directory "
-			          "(it holds " FOLD_LOCK "%s.lock); wait for it to end", r->o->outdir,
+			          "(it holds .esmbatch%s.lock); wait for it to end", r->o->outdir,
 			          r->shard.k, r->shard.n, r->sfx);
 		if (rc < 0) return rc;
 	}
-	rc = fold_flock(r, "", r->shard.n ? LOCK_SH : LOCK_EX, &r->lockfd);
-	if (rc == FOLD_BUSY)
+	rc = dir_lock_take(r->o->outdir, "", r->shard.n ? LOCK_SH : LOCK_EX, &r->lockfd);
+	if (rc == DIR_LOCK_BUSY)
 		log_error("%s: another esmbatch run is writing into this directory (it holds "
-		          FOLD_LOCK ".lock%s); wait for it to end or use another -o", r->o->outdir,
+		          ".esmbatch.lock%s); wait for it to end or use another -o", r->o->outdir,
 		          r->shard.n ? ": a run of the whole input, or a merge" : "");
 	return rc;
 }
@@ -782,9 +750,9 @@ fail:
 /* run.K-of-N.jsonl's first line: what `esmbatch merge` checks shards by */
 static int fold_shard_line(fold_run_t *r)
 {
-	json_t *e = json_pack("{s:s, s:i, s:i, s:s, s:i, s:s}", "event", "shard", "shard", r->shard.k,
-	                      "shards", r->shard.n, "input", r->input_fp, "records", r->ninput,
-	                      "weights", weights_fingerprint(r->wt));
+	json_t *e = json_pack("{s:s, s:i, s:i, s:s, s:i, s:i, s:s}", "event", "shard", "shard",
+	                      r->shard.k, "shards", r->shard.n, "input", r->input_fp, "records",
+	                      r->ninput, "in_shard", r->nrec, "weights", weights_fingerprint(r->wt));
 	char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
 	int rc = line && fprintf(r->jsonl, "%s\n", line) > 0 ? 0 : -1;
 
@@ -823,7 +791,7 @@ int fold_main(const opt_t *o)
 	if (r.shard.n && fold_shard(&r) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if ((rc = fold_lock_dir(&r)) < 0) {
-		if (rc == FOLD_BUSY) code = EXIT_BUSY;
+		if (rc == DIR_LOCK_BUSY) code = EXIT_BUSY;
 		goto done;
 	}
 	fold_clean_tmp(&r);

@@ -30,7 +30,6 @@ stop_daemons() {
 trap 'stop_daemons; rm -rf "$tmp"' EXIT
 # die MSG: what the daemons said, then fail and end
 die() {
-	cp -r "$sl/log" /tmp/slurm-lastlog 2>/dev/null;
 	fail "$*"
 	for f in "$sl"/log/*; do echo "== $f"; tail -n 15 "$f"; done
 	finish
@@ -40,7 +39,7 @@ die() {
 head -c 1024 /dev/urandom >"$sl/munge/key"
 chmod 400 "$sl/munge/key"
 munged -F -f --key-file="$sl/munge/key" --socket="$sl/munge/sock" --pid-file="$sl/munge/pid" \
-	--log-file="$sl/log/munged.log" --seed-file="$sl/munge/seed" &
+	--log-file="$sl/log/munged.log" --seed-file="$sl/munge/seed" >"$sl/log/munged.out" 2>&1 &
 pids="$pids $!"
 i=0
 until munge -S "$sl/munge/sock" -n </dev/null >/dev/null 2>&1; do
@@ -148,7 +147,6 @@ until [ "$(state "$mid")" = COMPLETED ]; do
 	sleep 0.2
 done
 echo "the array and the merge ended $((SECONDS - t_term)) s after the SIGTERM"
-[ -n "${SLURM_TEST_KEEP:-}" ] && cp -r "$sl" "$SLURM_TEST_KEEP"
 restarts=$(scontrol -o show job "${jid}_2" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 [ "${restarts:-0}" -ge 1 ] || fail "task 2 was not requeued (Restarts=${restarts:-?})"
 [ "$(grep -c 'requeueing task 2' "$sl/out/task-2.log")" -eq 1 ] ||

@@ -151,6 +151,9 @@ env -u SLURM_ARRAY_TASK_ID "$bin" -q -i "$tmp/mix.fa" -o "$tmp/u" --weights "$de
 rc=$?
 [ $rc -eq 2 ] && grep -q 'SLURM_ARRAY_TASK_ID is not set' "$tmp/u.err" || fail "--shard auto outside Slurm: exit $rc"
 [ -e "$tmp/u" ] && fail "a usage error created the output directory"
+"$bin" merge 2>/dev/null; [ $? -eq 2 ] || fail "merge without -o: not exit 2"
+"$bin" merge -o "$sh" --shard 1/3 2>/dev/null; [ $? -eq 2 ] || fail "merge --shard: not exit 2"
+run -i "$tmp/mix.fa" -o "$tmp/u" --shards 3 2>/dev/null; [ $? -eq 2 ] || fail "fold --shards: not exit 2"
 "$bin" merge -o "$tmp/nothing" 2>"$tmp/u.err"
 [ $? -eq 1 ] || fail "merge of a missing directory: not exit 1"
 finish

@@ -346,13 +346,6 @@ int opt_validate(const opt_t *o)
 		}
 		return 0;
 	}
-	if (o->cmd == OPT_CMD_MERGE) {
-		if (!o->outdir) {
-			log_error("merge: give -o DIR, the output directory the shards folded into");
-			return -1;
-		}
-		return 0;
-	}
 	if (o->shard) {
 		shard_t sh;
 		if (o->cmd != OPT_CMD_FOLD) {
@@ -364,6 +357,13 @@ int opt_validate(const opt_t *o)
 	if (o->shards && o->cmd != OPT_CMD_PLAN) {
 		log_error("--shards: only for plan (fold takes --shard K/N)");
 		return -1;
+	}
+	if (o->cmd == OPT_CMD_MERGE) {
+		if (!o->outdir) {
+			log_error("merge: give -o DIR, the output directory the shards folded into");
+			return -1;
+		}
+		return 0;
 	}
 	if (o->cmd == OPT_CMD_CALIBRATE) {
 		if (!o->weights) {

@@ -381,9 +381,9 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 	         B, H, Lq, Lk, D, lay, bias, bias_scale, mask);
 	attn_run(&t, gpu);
 	double nmse32 = pair_check(&t.o, 1e-9, what);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
 	attn_run(&t, gpu);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 
 	float *h = malloc(sizeof *h * (size_t)t.o.n);
 	assert_non_null(h);
@@ -429,9 +429,9 @@ static void test_attn_bf16(void **state)
 	attn_t t;
 	attn_new(&t, 2, 3, 37, 45, 100, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
 	attn_run(&t, cpu);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_BF16), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
 	attn_run(&t, gpu);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_CUDA_FP32), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 	pair_check(&t.o, 1e-9, "attn D100 at bf16: the fp32 kernel");
 	attn_free(&t);
 }

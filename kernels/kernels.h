@@ -22,8 +22,9 @@ extern "C" {
 /* the CUDA error behind this host thread's last -EIO from a launcher */
 const char *cu_last_error(void);
 
-/* the largest head dimension cu_attn accepts */
+/* the largest head dimension cu_attn / cu_flash_attn accept */
 #define CU_ATTN_DMAX 256
+#define CU_FLASH_DMAX 64
 
 /* --- norm.cu --- */
 /* y, x: [rows, d]; w, b: [d]; y may alias x */
@@ -80,6 +81,11 @@ int cu_to_bf16(cudaStream_t s, uint16_t *y, const float *x, int64_t rows, int co
 /* --- attn.cu --- */
 /* fused streaming attention as described by be_attn_t (backend.h); D <= CU_ATTN_DMAX */
 int cu_attn(cudaStream_t s, const be_attn_t *a);
+
+/* --- flash_attn.cu --- */
+/* the same attention on tensor cores: q, k, v and the probabilities rounded
+ * to bfloat16, products and softmax statistics in fp32; D <= CU_FLASH_DMAX */
+int cu_flash_attn(cudaStream_t s, const be_attn_t *a);
 
 #ifdef __cplusplus
 }

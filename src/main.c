@@ -8,6 +8,7 @@
 #include "cli/convert.h"
 #include "config.h"
 #include "cli/fold.h"
+#include "cli/merge.h"
 #include "util/log.h"
 #include "cli/options.h"
 #include "cli/plan.h"
@@ -57,6 +58,9 @@ int main(int argc, char **argv)
 		break;
 	case OPT_CMD_CONVERT:
 		code = convert_main(&o);
+		break;
+	case OPT_CMD_MERGE:
+		code = merge_main(&o);
 		break;
 	case OPT_CMD_PLAN:
 		code = plan_cmd_main(&o, stdout);

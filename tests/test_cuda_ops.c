@@ -273,39 +273,70 @@ static int64_t attn_layout(int lay, int B, int L, int H, int D,
 	return B * *sb;
 }
 
+/* one attention problem on both backends: q, k, v uniform in [-1, 1), the
+ * bias that times bias_scale, the mask 0 / 1 (MASK_ONE_EMPTY: batch B - 1
+ * all 0) */
+typedef struct {
+	be_attn_t a;
+	pair_t    q, k, v, o, bi, mk;
+	int       bias, mask;
+} attn_t;
+
+static void attn_new(attn_t *t, int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask,
+                     float bias_scale)
+{
+	be_attn_t *a = &t->a;
+	*a = (be_attn_t){ .B = B, .H = H, .Lq = Lq, .Lk = Lk, .D = D, .scale = 1.0f / sqrtf((float)D) };
+	int64_t nq = attn_layout(lay, B, Lq, H, D, &a->q_sb, &a->q_sl, &a->q_sh);
+	int64_t nk = attn_layout(lay, B, Lk, H, D, &a->k_sb, &a->k_sl, &a->k_sh);
+	attn_layout(lay, B, Lk, H, D, &a->v_sb, &a->v_sl, &a->v_sh);
+	attn_layout(lay, B, Lq, H, D, &a->o_sb, &a->o_sl, &a->o_sh);
+	a->bias_sq = Lk + 1;
+	a->bias_sh = Lq * a->bias_sq;
+	a->bias_sb = bias == BIAS_SHARED ? 0 : H * a->bias_sh;
+	a->mask_sb = Lk;
+	t->bias = bias;
+	t->mask = mask;
+	t->q = pair_new(nq); t->k = pair_new(nk); t->v = pair_new(nk); t->o = pair_new(nq);
+	t->bi = pair_new(bias == BIAS_SHARED ? H * a->bias_sh : B * H * a->bias_sh);
+	t->mk = pair_new((int64_t)B * Lk);
+	for (int64_t i = 0; i < t->bi.n; i++) t->bi.c[i] *= bias_scale;
+	for (int64_t i = 0; i < t->mk.n; i++)
+		t->mk.c[i] = mask == MASK_ONE_EMPTY && i / Lk == B - 1 ? 0.0f : t->mk.c[i] > -0.6f;
+	assert_int_equal(gpu->upload(gpu, t->bi.g, t->bi.c, sizeof(float) * t->bi.n), 0);
+	assert_int_equal(gpu->upload(gpu, t->mk.g, t->mk.c, sizeof(float) * t->mk.n), 0);
+}
+
+/* t->a on the CPU's copies (be == cpu) or the GPU's, run there */
+static void attn_run(attn_t *t, be_t *be)
+{
+	int g = be == gpu;
+	be_attn_t *a = &t->a;
+	a->q = g ? t->q.g : t->q.c; a->k = g ? t->k.g : t->k.c;
+	a->v = g ? t->v.g : t->v.c; a->o = g ? t->o.g : t->o.c;
+	a->bias = t->bias ? (g ? t->bi.g : t->bi.c) : NULL;
+	a->mask = t->mask ? (g ? t->mk.g : t->mk.c) : NULL;
+	assert_int_equal(be->attn(be, a), 0);
+}
+
+static void attn_free(attn_t *t)
+{
+	pair_free(&t->q); pair_free(&t->k); pair_free(&t->v); pair_free(&t->o);
+	pair_free(&t->bi); pair_free(&t->mk);
+}
+
 static void attn_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask)
 {
-	be_attn_t a = { .B = B, .H = H, .Lq = Lq, .Lk = Lk, .D = D, .scale = 1.0f / sqrtf((float)D) };
-	int64_t nq = attn_layout(lay, B, Lq, H, D, &a.q_sb, &a.q_sl, &a.q_sh);
-	int64_t nk = attn_layout(lay, B, Lk, H, D, &a.k_sb, &a.k_sl, &a.k_sh);
-	attn_layout(lay, B, Lk, H, D, &a.v_sb, &a.v_sl, &a.v_sh);
-	attn_layout(lay, B, Lq, H, D, &a.o_sb, &a.o_sl, &a.o_sh);
-	a.bias_sq = Lk + 1;
-	a.bias_sh = Lq * a.bias_sq;
-	a.bias_sb = bias == BIAS_SHARED ? 0 : H * a.bias_sh;
-	a.mask_sb = Lk;
-	pair_t q = pair_new(nq), k = pair_new(nk), v = pair_new(nk), o = pair_new(nq),
-	       bi = pair_new(bias == BIAS_SHARED ? H * a.bias_sh : B * H * a.bias_sh),
-	       mk = pair_new((int64_t)B * Lk);
+	attn_t t;
 	char what[128];
 
-	for (int64_t i = 0; i < bi.n; i++) bi.c[i] *= 3.0f;
-	for (int64_t i = 0; i < mk.n; i++)
-		mk.c[i] = mask == MASK_ONE_EMPTY && i / Lk == B - 1 ? 0.0f : mk.c[i] > -0.6f;
-	assert_int_equal(gpu->upload(gpu, bi.g, bi.c, sizeof(float) * bi.n), 0);
-	assert_int_equal(gpu->upload(gpu, mk.g, mk.c, sizeof(float) * mk.n), 0);
-
-	a.q = q.c; a.k = k.c; a.v = v.c; a.o = o.c;
-	a.bias = bias ? bi.c : NULL; a.mask = mask ? mk.c : NULL;
-	assert_int_equal(cpu->attn(cpu, &a), 0);
-	a.q = q.g; a.k = k.g; a.v = v.g; a.o = o.g;
-	a.bias = bias ? bi.g : NULL; a.mask = mask ? mk.g : NULL;
-	assert_int_equal(gpu->attn(gpu, &a), 0);
+	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, 3.0f);
+	attn_run(&t, cpu);
+	attn_run(&t, gpu);
 	snprintf(what, sizeof what, "attn B%d H%d Lq%d Lk%d D%d lay%d bias%d mask%d",
 	         B, H, Lq, Lk, D, lay, bias, mask);
-	pair_check(&o, 1e-9, what);
-	pair_free(&q); pair_free(&k); pair_free(&v); pair_free(&o);
-	pair_free(&bi); pair_free(&mk);
+	pair_check(&t.o, 1e-9, what);
+	attn_free(&t);
 }
 
 static void test_attn(void **state)
@@ -320,6 +351,117 @@ static void test_attn(void **state)
 	attn_case(5, 8, 129, 129, 64, LAY_PADDED, BIAS_PER_BATCH, MASK_RANDOM);
 	attn_case(1, 20, 300, 300, 64, LAY_INTERLEAVED, BIAS_NONE, MASK_NONE);
 	attn_case(1, 2, 33, 1000, 128, LAY_HEAD_MAJOR, BIAS_NONE, MASK_RANDOM);
+}
+
+/* --- attention at bf16: the tensor-core kernel (kernels/flash_attn.cu) ---
+ * It rounds q, k, v and the probabilities to bfloat16 (unit roundoff
+ * u = 2^-8) and does everything else in fp32, so for query row i (batch b,
+ * head h), with A = scale max_j sum_d |q_id| |k_jd| and Bm = max_j |bias_ij|
+ * over the live keys j:
+ *  - each score is off by at most delta = 2.01 u A + 2^-21 (A + Bm): two
+ *    roundings per product (2u + u^2), fp32 sums of D <= 64 terms
+ *    (< 0.01 u A), the scale, the bias and the reference's own fp32;
+ *  - so each softmax weight w_j by a factor within exp(+-2 delta), and the
+ *    rounded probabilities, divided by their own sum, by (1 + u) / (1 - u)
+ *    at most: w'_j = w_j (1 + e_j), |e_j| <= eta = exp(2 delta)
+ *    (1 + u) / (1 - u) - 1;
+ *  - o'_d = sum_j w'_j bf16(v_jd), so |o'_d - o_d| <= (eta + u (1 + eta))
+ *    V_d with V_d = max_j |v_jd|, plus (2 Lk + 64) 2^-24 V_d for the fp32
+ *    sums of the output, the running sum and the rescaling.
+ * A row whose keys are all dropped is 0 on both.  The case also runs the
+ * fp32 kernel on the same data: the bf16 result must be measurably further
+ * from the reference (it is the tensor-core kernel that ran). */
+static double attn_bf16_bound(const attn_t *t, int b, int i, int h, int d)
+{
+	const be_attn_t *a = &t->a;
+	const double u = 0x1p-8;
+	double A = 0.0, Bm = 0.0, V = 0.0;
+	int live = 0;
+
+	for (int j = 0; j < a->Lk; j++) {
+		if (t->mask && t->mk.c[(int64_t)b * a->mask_sb + j] == 0.0f) continue;
+		double dot = 0.0;
+		for (int c = 0; c < a->D; c++)
+			dot += fabs(t->q.c[b * a->q_sb + i * a->q_sl + h * a->q_sh + c]) *
+			       fabs(t->k.c[b * a->k_sb + j * a->k_sl + h * a->k_sh + c]);
+		A = fmax(A, a->scale * dot);
+		if (t->bias) Bm = fmax(Bm, fabs(t->bi.c[b * a->bias_sb + h * a->bias_sh + i * a->bias_sq + j]));
+		V = fmax(V, fabs(t->v.c[b * a->v_sb + j * a->v_sl + h * a->v_sh + d]));
+		live = 1;
+	}
+	if (!live) return 0.0;
+	double delta = 2.01 * u * A + 0x1p-21 * (A + Bm);
+	double eta = exp(2.0 * delta) * (1.0 + u) / (1.0 - u) - 1.0;
+	return (eta + u * (1.0 + eta) + (2.0 * a->Lk + 64.0) * 0x1p-24) * V;
+}
+
+static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask,
+                           float bias_scale)
+{
+	attn_t t;
+	char what[160];
+	const be_attn_t *a = &t.a;
+	double worst = 0.0, num = 0.0, den = 0.0;
+
+	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, bias_scale);
+	attn_run(&t, cpu);
+	snprintf(what, sizeof what, "attn B%d H%d Lq%d Lk%d D%d lay%d bias%d*%g mask%d",
+	         B, H, Lq, Lk, D, lay, bias, bias_scale, mask);
+	attn_run(&t, gpu);
+	double nmse32 = pair_check(&t.o, 1e-9, what);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	attn_run(&t, gpu);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+
+	float *h = malloc(sizeof *h * (size_t)t.o.n);
+	assert_non_null(h);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, h, t.o.g, sizeof *h * (size_t)t.o.n), 0);
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < Lq; i++)
+			for (int hd = 0; hd < H; hd++)
+				for (int d = 0; d < D; d++) {
+					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
+					double err = fabs((double)h[at] - t.o.c[at]);
+					double bound = attn_bf16_bound(&t, b, i, hd, d);
+					num += err * err;
+					den += (double)t.o.c[at] * t.o.c[at];
+					double ratio = err <= 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
+					if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
+				}
+	free(h);
+	double nmse = den > 0.0 ? num / den : num;
+	printf("  %-56s bf16: largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
+	assert_true(worst <= 1.0);
+	assert_true(nmse > 100.0 * nmse32);
+	attn_free(&t);
+}
+
+/* the shapes of triangle attention (D 32, 4 heads, one bias for all rows),
+ * sequence attention and ESM-2 (one batch row), the fixtures' widths (8,
+ * 16), lengths off the 16-query and 32-key tiles, large biases, dropped
+ * keys; a head over CU_FLASH_DMAX stays on the exact fp32 kernel */
+static void test_attn_bf16(void **state)
+{
+	attn_bf16_case(1, 4, 1, 1, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_NONE, 3.0f);
+	attn_bf16_case(17, 4, 17, 17, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_RANDOM, 3.0f);
+	attn_bf16_case(33, 4, 33, 33, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, 20.0f);
+	attn_bf16_case(6, 4, 70, 70, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_RANDOM, 20.0f);
+	attn_bf16_case(3, 2, 70, 70, 8, LAY_PADDED, BIAS_SHARED, MASK_RANDOM, 3.0f);
+	attn_bf16_case(1, 4, 70, 70, 16, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_NONE, 3.0f);
+	attn_bf16_case(2, 3, 45, 37, 24, LAY_HEAD_MAJOR, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
+	attn_bf16_case(1, 3, 40, 40, 64, LAY_HEAD_MAJOR, BIAS_NONE, MASK_NONE, 1.0f);
+	attn_bf16_case(3, 2, 1, 70, 48, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
+	attn_bf16_case(5, 2, 70, 1, 32, LAY_PADDED, BIAS_SHARED, MASK_NONE, 3.0f);
+
+	attn_t t;
+	attn_new(&t, 2, 3, 37, 45, 100, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
+	attn_run(&t, cpu);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	attn_run(&t, gpu);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	pair_check(&t.o, 1e-9, "attn D100 at bf16: the fp32 kernel");
+	attn_free(&t);
 }
 
 /* --- row ops --- */
@@ -601,6 +743,7 @@ int main(void)
 		cmocka_unit_test(test_gemm_prec),
 		cmocka_unit_test(test_gemm_bf16_weight),
 		cmocka_unit_test(test_attn),
+		cmocka_unit_test(test_attn_bf16),
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_layernorm_cm),
 		cmocka_unit_test(test_softmax),

@@ -299,6 +299,9 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 static int be_cuda_attn(be_t *be, const be_attn_t *a)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	/* at bf16, on the tensor cores where the head fits */
+	if (!strcmp(be->precision, "bf16") && a->D <= CU_FLASH_DMAX)
+		return be_cuda_k(c, cu_flash_attn(c->stream, a), "attention (bf16)");
 	if (a->D > CU_ATTN_DMAX)
 		log_error("cuda backend: attention: head dimension %d over %d", a->D, CU_ATTN_DMAX);
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");

@@ -14,6 +14,7 @@
 #include "util/log.h"
 #include "util/sysmem.h"
 #include "sched/memory.h"
+#include "sched/scheduler.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
@@ -293,6 +294,13 @@ int calib_main(const opt_t *o, FILE *out)
 		        r->fig.growth >= 0 ? (double)r->fig.growth / r->fig.predicted : NAN,
 		        (long long)r->quota, r->seconds);
 		fflush(out);
+	}
+	{
+		/* seconds per unit of the planner's cost, from the longest fold
+		 * (plan --shards predicts a shard's seconds with it) */
+		char spc[32];
+		snprintf(spc, sizeof spc, "%.6g", rows[n - 1].seconds / (double)sched_cost(len[n - 1]));
+		if (quota_set(qt, "seconds_per_cost", spc) < 0) goto done;
 	}
 	if (quota_write(qt, path) < 0) goto done;
 	if (!(svg = calib_svg_path(path))) goto done;

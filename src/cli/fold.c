@@ -15,10 +15,14 @@
  * A rerun into the same directory skips a record whose latest line matches
  * and whose files (all that --format and --pae ask for) are there, keeping
  * that row; --force (or --dump-tensors) refolds all.
+ *
+ * Sharded (--shard K/N, shard.h): only the records of shard K are read
+ * into the run; summary, done, run and report files carry the suffix
+ * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for
+ * `esmbatch merge`.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +36,7 @@
 #include <jansson.h>
 
 #include "io/atomic_file.h"
+#include "io/dir_lock.h"
 #include "sched/bucket.h"
 #include "cli/calibrate.h"
 #include "config.h"
@@ -41,6 +46,7 @@
 #include "cli/fold.h"
 #include "cli/report.h"
 #include "cli/setup.h"
+#include "util/hash.h"
 #include "util/log.h"
 #include "util/sysmem.h"
 #include "sched/memory.h"
@@ -49,6 +55,7 @@
 #include "protein/pdb.h"
 #include "protein/qc.h"
 #include "sched/scheduler.h"
+#include "sched/shard.h"
 #include "io/safetensors.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
@@ -79,6 +86,12 @@ typedef struct {
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
 	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
+	shard_t      shard;      /* --shard; n 0: the whole input */
+	char         sfx[32];    /* ".K-of-N" or "" (shard_suffix) */
+	int          shardfd;    /* DIR/.esmbatch.K-of-N.lock, flock'ed; -1 none */
+	json_t      *mine;       /* sharded: this shard's output names (keys) */
+	char         input_fp[17];  /* sharded: hash of every record's name and sequence */
+	int          ninput;     /* sharded: records in the whole input */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
@@ -152,6 +165,15 @@ static int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
 	if (o->formats & OPT_FMT_CIF) ext[n++] = ".cif";
 	if (o->pae) ext[n++] = ".pae.json";
 	return n;
+}
+
+/* DIR/STEM.K-of-N.EXT when sharded, else DIR/STEM.EXT (summary, done,
+ * run); ext starts with its dot */
+static char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s%s%s", r->o->outdir, stem, r->sfx, ext) < 0) return NULL;
+	return p;
 }
 
 /* x->row = the summary row of a record from column file on (status ok /
@@ -243,7 +265,7 @@ static void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	              "numbering", fold_numbering(r->o), "row", x->row);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
-		log_error("%s/done.jsonl: write failed: %s", r->o->outdir, strerror(errno));
+		log_error("%s/done%s.jsonl: write failed: %s", r->o->outdir, r->sfx, strerror(errno));
 		fold_io_error(r);
 	}
 	free(line);
@@ -297,45 +319,55 @@ static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 	return row;
 }
 
-#define FOLD_LOCK ".esmbatch.lock"
-#define FOLD_BUSY (-2)
-
-/* One run at a time writes into an output directory: take an exclusive
- * flock on DIR/.esmbatch.lock (a name no record's output can have), held
- * while r->lockfd is open and released by the kernel however the process
- * ends.  0; FOLD_BUSY when another run holds it; -1 on another error (a
- * file system without locks only warns).  Each logged in one line. */
+/* One run at a time writes into an output directory: an exclusive lock
+ * on DIR/.esmbatch.lock (a name no record's output can have; dir_lock.h),
+ * held while r->lockfd is open.  A shard holds that lock shared with the
+ * other shards, and its own DIR/.esmbatch.K-of-N.lock exclusive.  0;
+ * DIR_LOCK_BUSY when another run holds it; -1 on another error.  Each
+ * logged in one line. */
 static int fold_lock_dir(fold_run_t *r)
 {
-	char *path = fold_path(r->o->outdir, FOLD_LOCK, "");
-	int rc = -1;
+	int rc;
 
-	if (!path) goto fail;
-	if ((r->lockfd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
-		log_error("%s: cannot open: %s", path, strerror(errno));
-		goto fail;
+	if (r->shard.n) {
+		rc = dir_lock_take(r->o->outdir, r->sfx, LOCK_EX, &r->shardfd);
+		if (rc == DIR_LOCK_BUSY)
+			log_error("%s: another esmbatch run is folding shard %d/%d into this directory "
+			          "(it holds .esmbatch%s.lock); wait for it to end", r->o->outdir,
+			          r->shard.k, r->shard.n, r->sfx);
+		if (rc < 0) return rc;
 	}
-	if (flock(r->lockfd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK) {
-			log_error("%s: another esmbatch run is writing into this directory (it holds %s); "
-			          "wait for it to end or use another -o", r->o->outdir, FOLD_LOCK);
-			rc = FOLD_BUSY;
-			goto fail;
-		}
-		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
-		         strerror(errno), r->o->outdir);
-	}
-	rc = 0;
-fail:
-	free(path);
+	rc = dir_lock_take(r->o->outdir, "", r->shard.n ? LOCK_SH : LOCK_EX, &r->lockfd);
+	if (rc == DIR_LOCK_BUSY)
+		log_error("%s: another esmbatch run is writing into this directory (it holds "
+		          ".esmbatch.lock%s); wait for it to end or use another -o", r->o->outdir,
+		          r->shard.n ? ": a run of the whole input, or a merge" : "");
 	return rc;
+}
+
+/* A temporary whose name begins with stem[0..n) (a record's output
+ * name, or NAME.fragA-B) belongs to one of this shard's records. */
+static int fold_tmp_mine(const fold_run_t *r, const char *stem, size_t n)
+{
+	char *name = strndup(stem, n), *frag;
+	int mine;
+
+	if (!name) return 0;
+	mine = json_object_get(r->mine, name) != NULL;
+	if (!mine && (frag = strrchr(name, '.')) && !strncmp(frag, ".frag", 5)) {
+		*frag = 0;
+		mine = json_object_get(r->mine, name) != NULL;
+	}
+	free(name);
+	return mine;
 }
 
 /* Remove what killed runs left in the output directory: temporaries of
  * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
  * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, report.html.tmp.PID, or the
- * older NAME.pdb.tmp form).  Only with the directory's lock held: then no other run is
- * writing them.  Nothing else is touched. */
+ * older NAME.pdb.tmp form).  Only with the directory's lock held: then no
+ * other run is writing them; a shard removes only its own records' (other
+ * shards may be writing theirs).  Nothing else is touched. */
 static void fold_clean_tmp(const fold_run_t *r)
 {
 	/* the last two are whole names, the others a NAME's ending */
@@ -355,12 +387,14 @@ static void fold_clean_tmp(const fold_run_t *r)
 			t = strstr(t + 1, ".tmp");
 		if (!t) continue;
 		n = t + 4 - e->d_name;
+		size_t stem = 0;
 		for (size_t k = 0; k < nk && !ours; k++) {
 			size_t kl = strlen(kind[k]);
 			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
 			       (k < nk - 2 ? n > kl : n == kl);
+			stem = n - kl;
 		}
-		if (!ours) continue;
+		if (!ours || (r->shard.n && !fold_tmp_mine(r, e->d_name, stem))) continue;
 		char *p = fold_path(r->o->outdir, e->d_name, "");
 		if (p && unlink(p) == 0) log_debug("%s: removed (left by a killed run)", p);
 		free(p);
@@ -372,7 +406,7 @@ static void fold_clean_tmp(const fold_run_t *r)
  * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
 static int fold_journal_open(fold_run_t *r)
 {
-	char *path = fold_path(r->o->outdir, "done", ".jsonl");
+	char *path = fold_file(r, "done", ".jsonl");
 	int last = '\n', rc = 0;
 	FILE *f;
 
@@ -674,9 +708,11 @@ static void fold_close(fold_run_t *r)
 	if (r->jsonl) fclose(r->jsonl);
 	if (r->done) fclose(r->done);
 	json_decref(r->prev);
+	json_decref(r->mine);
 	quota_free(r->qt);
 	safetensors_writer_free(r->dump);
 	if (r->lockfd >= 0) close(r->lockfd);   /* the directory is free for the next run */
+	if (r->shardfd >= 0) close(r->shardfd);
 	pthread_mutex_destroy(&r->lock);
 }
 
@@ -750,7 +786,7 @@ static void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
  * file renamed into place.  0 or -1 (logged). */
 static int fold_summary(fold_run_t *r)
 {
-	char *path = fold_path(r->o->outdir, "summary", ".tsv");
+	char *path = fold_file(r, "summary", ".tsv");
 	atomic_file_t a;
 	int rc = -1;
 
@@ -777,16 +813,75 @@ static void fold_report(fold_run_t *r)
 	fold_summary_rows(f, r, 1);
 	if (fclose(f) == 0) {
 		for (int i = 0; i < r->nrec; i++) rows += r->rec[i].row != NULL;
-		if (report_write(r->o->outdir, buf, r->nrec - rows) < 0)
-			log_warn("%s/report.html not written; `esmbatch report -o %s` rebuilds it",
-			         r->o->outdir, r->o->outdir);
+		if (report_write(r->o->outdir, r->sfx, buf, r->nrec - rows) < 0)
+			log_warn("%s/report%s.html not written%s", r->o->outdir, r->sfx,
+			         *r->sfx ? "" : "; `esmbatch report -o DIR` rebuilds it");
 	}
 	free(buf);
 }
 
+/* --shard K/N: the input's fingerprint (every record's name and
+ * sequence, or reason, in order), the partition of all records by the
+ * planner's cost (failed ones cost nothing), and only shard K's records
+ * kept in r->rec, in input order.  0 or -1 (out of memory, logged). */
+static int fold_shard(fold_run_t *r)
+{
+	int64_t *cost = malloc((r->nrec ? r->nrec : 1) * sizeof *cost);
+	int *of = malloc((r->nrec ? r->nrec : 1) * sizeof *of), n = 0, rc = -1;
+	uint64_t h = 0;
+
+	if (!cost || !of || !(r->mine = json_object())) goto fail;
+	for (int i = 0; i < r->nrec; i++) {
+		const job_t *j = &r->rec[i].job;
+		const char *body = j->status == JOB_OK ? j->seq : j->reason ? j->reason : "";
+		const char *name = j->name ? j->name : "";
+		h = hash_bytes(h, name, strlen(name) + 1);
+		h = hash_bytes(h, body, strlen(body) + 1);
+		cost[i] = j->status == JOB_OK ? sched_cost((int)strlen(j->seq)) : 0;
+	}
+	snprintf(r->input_fp, sizeof r->input_fp, "%016llx", (unsigned long long)h);
+	r->ninput = r->nrec;
+	if (shard_assign(cost, r->nrec, r->shard.n, of) < 0) goto fail;
+	for (int i = 0; i < r->nrec; i++) {
+		if (of[i] != r->shard.k - 1) {
+			job_free(&r->rec[i].job);
+			continue;
+		}
+		r->rec[n++] = r->rec[i];
+		if (json_object_set_new(r->mine, r->rec[i].job.outname, json_true()) < 0) {
+			r->nrec = n;
+			goto fail;
+		}
+	}
+	r->nrec = n;
+	log_info("shard %d/%d: %d of the %d records of %s", r->shard.k, r->shard.n, n, r->ninput,
+	         r->o->input);
+	rc = 0;
+fail:
+	if (rc < 0) log_error("--shard %d/%d: out of memory", r->shard.k, r->shard.n);
+	free(cost);
+	free(of);
+	return rc;
+}
+
+/* run.K-of-N.jsonl's first line: what `esmbatch merge` checks shards by */
+static int fold_shard_line(fold_run_t *r)
+{
+	json_t *e = json_pack("{s:s, s:i, s:i, s:s, s:i, s:i, s:s}", "event", "shard", "shard",
+	                      r->shard.k, "shards", r->shard.n, "input", r->input_fp, "records",
+	                      r->ninput, "in_shard", r->nrec, "weights", weights_fingerprint(r->wt));
+	char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	int rc = line && fprintf(r->jsonl, "%s\n", line) > 0 ? 0 : -1;
+
+	if (rc < 0) log_error("%s/run%s.jsonl: cannot write: %s", r->o->outdir, r->sfx, strerror(errno));
+	free(line);
+	json_decref(e);
+	return rc;
+}
+
 int fold_main(const opt_t *o)
 {
-	fold_run_t r = { .o = o, .lockfd = -1 };
+	fold_run_t r = { .o = o, .lockfd = -1, .shardfd = -1 };
 	fasta_t *in = NULL;
 	sched_t *s = NULL;
 	const char **names = NULL;
@@ -803,19 +898,25 @@ int fold_main(const opt_t *o)
 	/* the input and the output directory first: a bad one fails before
 	 * the weights (14 GB for esmfold_v1) are loaded */
 	if (!(in = fasta_open(o->input, o->names))) goto done;
+	if (o->shard && shard_parse(o->shard, &r.shard) < 0) {
+		code = EXIT_USAGE;
+		goto done;
+	}
+	shard_suffix(&r.shard, r.sfx, sizeof r.sfx);
 	if (fold_read(&r, in) < 0) goto done;
 	if (r.nrec == 0) log_warn("%s: no records", o->input);
+	if (r.shard.n && fold_shard(&r) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
 	if ((rc = fold_lock_dir(&r)) < 0) {
-		if (rc == FOLD_BUSY) code = EXIT_BUSY;
+		if (rc == DIR_LOCK_BUSY) code = EXIT_BUSY;
 		goto done;
 	}
 	fold_clean_tmp(&r);
 	if (fold_journal_open(&r) < 0) goto done;
 	{
-		char *jp = fold_path(o->outdir, "run", ".jsonl");
+		char *jp = fold_file(&r, "run", ".jsonl");
 		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
-			log_error("%s/run.jsonl: cannot write: %s", o->outdir, strerror(errno));
+			log_error("%s/run%s.jsonl: cannot write: %s", o->outdir, r.sfx, strerror(errno));
 			free(jp);
 			goto done;
 		}
@@ -823,6 +924,7 @@ int fold_main(const opt_t *o)
 	}
 	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
 	if (!(r.wt = weights_open(o->weights))) goto done;
+	if (r.shard.n && fold_shard_line(&r) < 0) goto done;
 	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
 	if (setup_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
 	for (int i = 0; r.qt && i < r.ndev; i++)
@@ -880,8 +982,8 @@ int fold_main(const opt_t *o)
 	if (fold_summary(&r) < 0) r.io_errors++;
 	fold_report(&r);
 	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
-	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary.tsv",
-	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir);
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s.tsv",
+	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir, r.sfx);
 	code = stopped || r.io_errors ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
 	if (r.io_errors)
 		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "

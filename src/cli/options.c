@@ -8,6 +8,7 @@
 #include "backend/devices.h"
 #include "util/log.h"
 #include "cli/options.h"
+#include "sched/shard.h"
 
 void opt_init(opt_t *o)
 {
@@ -45,11 +46,12 @@ void opt_free(opt_t *o)
 	free(o->dump_tensors);
 	free(o->quota_table);
 	free(o->lengths);
+	free(o->shard);
 	memset(o, 0, sizeof *o);
 }
 
 static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert",
-	                            "report" };
+	                            "report", "merge" };
 
 const char *opt_cmd_name(opt_cmd_t c)
 {
@@ -61,6 +63,8 @@ void opt_usage(FILE *fp)
 	fputs(
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
 "       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
+"                     [--shards N]\n"
+"       esmbatch merge -o DIR\n"
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
 "       esmbatch report -o DIR\n"
@@ -81,6 +85,9 @@ void opt_usage(FILE *fp)
 "  calibrate   measure the memory per bucket and write a quota table\n"
 "  report      rebuild DIR/report.html (the run report fold writes) from\n"
 "              DIR's summary.tsv, run.jsonl and done.jsonl\n"
+"  merge       one summary.tsv, in input order, from the shards' summaries in\n"
+"              -o (fold --shard); exit 3 and a list when records are missing\n"
+"              or failed\n"
 "  version     print the version and build features\n"
 "\n"
 "Options:\n"
@@ -108,6 +115,10 @@ void opt_usage(FILE *fp)
 "                          (+512 per chain), not per chain from 1\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
 "      --no-split          fail a sequence that fits nowhere, do not halve it\n"
+"      --shard K/N|auto    fold only shard K of N of the input, balanced by\n"
+"                          predicted cost, into -o shared with the other\n"
+"                          shards; auto: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT\n"
+"      --shards N          plan: print the partition into N shards\n"
 "  -t, --threads N         CPU threads, 0 = auto (default 0)\n"
 "      --lengths LIST      calibrate at these lengths (default\n"
 "                          256,512,768,1024,1344)\n"
@@ -127,14 +138,15 @@ void opt_usage(FILE *fp)
 "Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
 "or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
 "by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
-"but some records failed; 4 another run is writing into the output directory.\n",
+"but some records failed (merge: or are missing); 4 another run is writing\n"
+"into the output directory (or shard).\n",
 	fp);
 }
 
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM
+	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS
 };
 
 static const struct option long_opts[] = {
@@ -160,6 +172,8 @@ static const struct option long_opts[] = {
 	{ "force",        no_argument,       NULL, O_FORCE },
 	{ "workers",      required_argument, NULL, O_WORKERS },
 	{ "cpu-memory",   required_argument, NULL, O_CPUMEM },
+	{ "shard",        required_argument, NULL, O_SHARD },
+	{ "shards",       required_argument, NULL, O_SHARDS },
 	{ "verbose",      no_argument,       NULL, 'v' },
 	{ "quiet",        no_argument,       NULL, 'q' },
 	{ "help",         no_argument,       NULL, 'h' },
@@ -300,6 +314,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 				return -1;
 			}
 			break;
+		case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
+		case O_SHARDS:
+			if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;
+			break;
 		case 't':
 			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
 				return -1;
@@ -363,9 +381,28 @@ int opt_validate(const opt_t *o)
 		}
 		return 0;
 	}
+	if (o->shard) {
+		shard_t sh;
+		if (o->cmd != OPT_CMD_FOLD) {
+			log_error("--shard: only for fold (plan takes --shards N)");
+			return -1;
+		}
+		if (shard_parse(o->shard, &sh) < 0) return -1;
+	}
+	if (o->shards && o->cmd != OPT_CMD_PLAN) {
+		log_error("--shards: only for plan (fold takes --shard K/N)");
+		return -1;
+	}
 	if (o->cmd == OPT_CMD_REPORT) {
 		if (!o->outdir) {
 			log_error("report: give -o DIR, the output directory of a fold");
+			return -1;
+		}
+		return 0;
+	}
+	if (o->cmd == OPT_CMD_MERGE) {
+		if (!o->outdir) {
+			log_error("merge: give -o DIR, the output directory the shards folded into");
 			return -1;
 		}
 		return 0;

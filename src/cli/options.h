@@ -34,7 +34,8 @@ typedef enum {
 	OPT_CMD_CALIBRATE,
 	OPT_CMD_VERSION,
 	OPT_CMD_CONVERT,
-	OPT_CMD_REPORT
+	OPT_CMD_REPORT,
+	OPT_CMD_MERGE
 } opt_cmd_t;
 
 typedef struct {
@@ -71,6 +72,8 @@ typedef struct {
 	                             of another device or weights */
 	int        workers;       /* --workers: fold workers per device, 0 = auto
 	                             (default; sched_auto_workers) */
+	char      *shard;         /* --shard K/N or auto (shard.h); NULL: all */
+	int        shards;        /* --shards N: plan's partition; 0 = none */
 	int64_t    cpu_memory;    /* --cpu-memory: bytes the CPU device may hold,
 	                             weights included; 0 = 90% of MemAvailable */
 } opt_t;

@@ -12,6 +12,12 @@
  * plan follow for --devices (sched_plan): per device its budget and
  * expected peak; per device and bucket how many run at once; the order of
  * work.  The same plan is logged when fold starts.
+ *
+ * With --shards N, a blank line and the partition fold --shard K/N folds
+ * (shard.h), one row per shard:
+ *   shard  records  residues  cost  seconds
+ * cost in the planner's unit (sched_cost); seconds: cost x the quota
+ * table's seconds_per_cost (calibrate measures it), "-" without one.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -29,12 +35,70 @@
 #include "cli/plan.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
+#include "sched/shard.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
 typedef struct {
 	int64_t records, residues, longest;
 } tally_t;
+
+typedef struct {
+	int64_t records, residues, cost;
+} plan_shard_t;
+
+/* every record's cost and residues, in input order (a failed record: 0) */
+typedef struct {
+	int64_t *cost, *res;
+	int      n, cap;
+} plan_recs_t;
+
+static int plan_recs_add(plan_recs_t *p, int64_t cost, int64_t res)
+{
+	if (p->n == p->cap) {
+		int nc = p->cap ? 2 * p->cap : 64;
+		int64_t *c = realloc(p->cost, nc * sizeof *c), *r = c ? realloc(p->res, nc * sizeof *r) : NULL;
+		if (c) p->cost = c;
+		if (r) p->res = r;
+		if (!c || !r) return -1;
+		p->cap = nc;
+	}
+	p->cost[p->n] = cost;
+	p->res[p->n++] = res;
+	return 0;
+}
+
+/* the partition into o->shards shards (shard.h) of the records; 0 or -1 */
+static int plan_shards(const opt_t *o, const quota_table_t *qt, const plan_recs_t *p, FILE *out)
+{
+	int *of = malloc((p->n ? p->n : 1) * sizeof *of);
+	plan_shard_t *t = calloc(o->shards, sizeof *t);
+	const char *spc = qt ? quota_get(qt, "seconds_per_cost") : NULL;
+	double rate = spc ? atof(spc) : 0;
+	int rc = -1;
+
+	if (!of || !t || shard_assign(p->cost, p->n, o->shards, of) < 0) {
+		log_error("--shards: out of memory");
+		goto done;
+	}
+	for (int i = 0; i < p->n; i++) {
+		t[of[i]].records++;
+		t[of[i]].residues += p->res[i];
+		t[of[i]].cost += p->cost[i];
+	}
+	fprintf(out, "\nshard\trecords\tresidues\tcost\tseconds\n");
+	for (int k = 0; k < o->shards; k++) {
+		fprintf(out, "%d/%d\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t", k + 1, o->shards,
+		        t[k].records, t[k].residues, t[k].cost);
+		if (rate > 0) fprintf(out, "%.0f\n", rate * t[k].cost);
+		else fputs("-\n", out);
+	}
+	rc = 0;
+done:
+	free(of);
+	free(t);
+	return rc;
+}
 
 /* the scheduler's plan of seq[0..n) (record indexes idx) on --devices;
  * 0 or -1 after logging */
@@ -75,6 +139,7 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 	bucket_set_t bs;
 	tally_t t[BUCKET_MAX + 1], tot = { 0, 0, 0 };
 	int64_t nfailed = 0;
+	plan_recs_t recs = { 0 };
 	job_t j;
 	int rc, code = EXIT_OK;
 	char lab[32];
@@ -93,6 +158,12 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 	}
 	job_init(&j);
 	while ((rc = fasta_next(r, &j)) > 0) {
+		if (o->shards && plan_recs_add(&recs, j.status == JOB_OK ? sched_cost((int)strlen(j.seq)) : 0,
+		                               j.status == JOB_OK ? j.len : 0) < 0) {
+			log_error("out of memory");
+			code = EXIT_FATAL;
+			break;
+		}
 		if (j.status != JOB_OK) {
 			nfailed++;
 			if (o->strict) {
@@ -155,6 +226,10 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 		code = EXIT_FATAL;
 		goto done;
 	}
+	if (o->shards && plan_shards(o, qt, &recs, out) < 0) {
+		code = EXIT_FATAL;
+		goto done;
+	}
 	if (fflush(out) != 0 || ferror(out)) {
 		log_error("cannot write the plan to stdout");
 		code = EXIT_FATAL;
@@ -167,6 +242,8 @@ done:
 	for (int i = 0; i < nseq; i++) free(seq[i]);
 	free(seq);
 	free(idx);
+	free(recs.cost);
+	free(recs.res);
 	quota_free(qt);
 	return code;
 }

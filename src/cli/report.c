@@ -657,18 +657,19 @@ static char *report_slurp(const char *path)
 }
 
 /* DIR/NAME for reading; NULL when absent or unreadable (or out of memory) */
-static FILE *report_fopen(const char *dir, const char *name)
+/* DIR/STEM SFX EXT for reading, or NULL */
+static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext)
 {
 	char *p = NULL;
 	FILE *f;
 
-	if (asprintf(&p, "%s/%s", dir, name) < 0) return NULL;
+	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) return NULL;
 	f = fopen(p, "r");
 	free(p);
 	return f;
 }
 
-int report_write(const char *dir, const char *summary, long pending)
+int report_write(const char *dir, const char *sfx, const char *summary, long pending)
 {
 	report_t rp = { .pending = pending };
 	char *path = NULL, *text = NULL;
@@ -677,7 +678,7 @@ int report_write(const char *dir, const char *summary, long pending)
 	int rc = -1, last;
 
 	if (!summary) {
-		if (asprintf(&path, "%s/summary.tsv", dir) < 0) {
+		if (asprintf(&path, "%s/summary%s.tsv", dir, sfx) < 0) {
 			path = NULL;
 			goto oom;
 		}
@@ -688,18 +689,18 @@ int report_write(const char *dir, const char *summary, long pending)
 		summary = text;
 	}
 	if (report_parse_summary(&rp, summary) < 0) goto oom;
-	if ((f = report_fopen(dir, "run.jsonl"))) {
+	if ((f = report_fopen(dir, "run", sfx, ".jsonl"))) {
 		int r = report_parse_run(&rp, f);
 		fclose(f);
 		if (r < 0) goto oom;
 	}
-	if ((f = report_fopen(dir, "done.jsonl"))) {
+	if ((f = report_fopen(dir, "done", sfx, ".jsonl"))) {
 		int r = journal_read(f, &rp.done, &last);
 		fclose(f);
 		if (r < 0) goto oom;
 	}
 	free(path);
-	if (asprintf(&path, "%s/report.html", dir) < 0) {
+	if (asprintf(&path, "%s/report%s.html", dir, sfx) < 0) {
 		path = NULL;
 		goto oom;
 	}
@@ -708,7 +709,7 @@ int report_write(const char *dir, const char *summary, long pending)
 	rc = atomic_file_close(&a, 1);
 	goto fail;
 oom:
-	log_error("%s/report.html: out of memory", dir);
+	log_error("%s/report%s.html: out of memory", dir, sfx);
 fail:
 	free(path);
 	free(text);
@@ -757,7 +758,7 @@ double report_every(void)
 
 int report_main(const opt_t *o)
 {
-	if (report_write(o->outdir, NULL, 0) < 0) return EXIT_FATAL;
+	if (report_write(o->outdir, "", NULL, 0) < 0) return EXIT_FATAL;
 	log_info("report in %s/report.html", o->outdir);
 	return EXIT_OK;
 }

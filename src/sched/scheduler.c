@@ -50,6 +50,11 @@ struct sched {
 	char            lost[200]; /* why the last device was retired */
 };
 
+int64_t sched_cost(int len)
+{
+	return (int64_t)len * len;
+}
+
 double sched_now(void)
 {
 	struct timespec ts;
@@ -722,7 +727,7 @@ int sched_plan(sched_t *s, FILE *out, int order)
 			s->it[i].worker = w;
 			sched_hold(d, &s->it[i], 1, &hold[w]);
 			busy[w] = i;
-			fin[w] = t + (double)s->it[i].len * s->it[i].len;
+			fin[w] = t + (double)sched_cost(s->it[i].len);
 			started[ord] = i;
 			at[ord++] = t;
 		}

@@ -113,7 +113,7 @@ int      sched_add(sched_t *s, int rec, const char *seq);
  * device still at 0 runs one worker).  0. */
 int      sched_auto_workers(sched_t *s);
 /* The plan: a dry run of the workers' policy over the queued items, a
- * fold's duration taken as proportional to L^2 (enough to order the work),
+ * fold's duration taken as proportional to sched_cost, L^2 (enough to order the work),
  * nothing folded and every item left waiting.  Writes three TSV tables to
  * out, separated by blank lines:
  *   device  budget  workers  peak  kept      (peak: most quota held at once,
@@ -133,6 +133,10 @@ int      sched_plan(sched_t *s, FILE *out, int order);
  * workers share); everything queued is written before sched_run returns.
  * 0, or -1 when stopped early. */
 int      sched_run(sched_t *s);
+/* The planner's cost of folding len residues, in its own unit (len^2):
+ * what sched_plan takes a fold's duration to be proportional to, and what
+ * shards are balanced by (shard.h). */
+int64_t  sched_cost(int len);
 /* Seconds on the monotonic clock. */
 double   sched_now(void);
 /* Items, in the order made (a record's fragments: ascending start). */

@@ -2,7 +2,8 @@
  * C++ with g++ (-include tests/cuemu/cuemu.h): the execution-space
  * qualifiers, the index built-ins (per fiber), shared memory (one copy per
  * block, NaN-filled), barriers, warp shuffles, the math intrinsics the
- * kernels use, and the launcher behind CU_LAUNCH (kernels/common.cuh). */
+ * kernels use, the bfloat16 / half types and nvcuda::wmma (cuemu_mma.h), and the
+ * launcher behind CU_LAUNCH (kernels/common.cuh). */
 #ifndef CUEMU_H
 #define CUEMU_H
 
@@ -27,6 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuemu_rt.h"
+#include "cuemu_mma.h"
 
 #define threadIdx (cuemu_ids->thread_idx)
 #define blockIdx  (cuemu_ids->block_idx)

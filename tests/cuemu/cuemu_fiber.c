@@ -2,7 +2,8 @@
  * another, every thread of a block its own fiber (own stack and registers),
  * scheduled run-until-blocked.  __syncthreads is a real block barrier (all
  * live threads at the same call), __syncwarp and the shuffles exchange
- * among the lanes of the mask at the call; a divergent barrier or shuffle
+ * among the lanes of the mask at the call, a warp collective (wmma) runs
+ * once all 32 lanes meet at it; a divergent barrier, shuffle or collective
  * ends the process with a message naming the kernel.  Static and dynamic
  * shared memory are NaN-filled before every block.  Fibers switch with a
  * small assembly routine on x86-64, with ucontext elsewhere.
@@ -51,6 +52,7 @@ typedef struct {
 	unsigned    mask;     /* warp op: lanes taking part */
 	int         kind, arg, width;
 	uint64_t    val;      /* warp op: value sent, then received */
+	void      (*coll)(void *const args[32]);   /* CUEMU_COLLECTIVE: its fn */
 	char       *stack;    /* [stack_size] */
 	void       *tsan;     /* its TSan fiber (under TSan) */
 #if defined(__x86_64__)
@@ -179,7 +181,7 @@ static void to_sched(cuemu_fiber_t *f)
 }
 #endif
 
-static void fail(const char *what)
+void cuemu_fail(const char *what)
 {
 	fprintf(stderr, "cuemu: kernel %s, block (%u, %u, %u): %s\n", sched.g->name,
 	        sched.f[0].ids.block_idx.x, sched.f[0].ids.block_idx.y, sched.f[0].ids.block_idx.z,
@@ -239,18 +241,28 @@ static int warp_release(int w0)
 	if (!first) return 0;
 	for (int i = 0; i < nl; i++) {
 		if (!(first->mask >> i & 1u)) continue;
-		if (l[i].state == F_DONE) fail("warp operation names an exited lane");
+		if (l[i].state == F_DONE) cuemu_fail("warp operation names an exited lane");
 		if (l[i].state != F_WARP || l[i].site != first->site || l[i].mask != first->mask ||
 		    l[i].kind != first->kind)
-			fail("divergent warp operation (lanes of the mask at different calls)");
+			cuemu_fail("divergent warp operation (lanes of the mask at different calls)");
 	}
-	if (nl < 32 && first->mask >> nl) fail("warp operation names a lane beyond the block");
+	if (nl < 32 && first->mask >> nl) cuemu_fail("warp operation names a lane beyond the block");
+	if (first->kind == CUEMU_COLLECTIVE) {
+		void *args[32];
+		for (int i = 0; i < 32; i++) {
+			if (l[i].coll != first->coll) cuemu_fail("divergent wmma operation");
+			args[i] = (void *)(uintptr_t)l[i].val;
+		}
+		first->coll(args);
+		for (int i = 0; i < 32; i++) l[i].state = F_READY;
+		return 1;
+	}
 	if (first->kind == CUEMU_SYNCWARP) sched.warp_gen[w0 / 32]++;
 	for (int i = 0; i < nl; i++) in[i] = l[i].val;
 	for (int i = 0; i < nl; i++) {
 		cuemu_fiber_t *f = &l[i];
 		if (f->state != F_WARP) continue;
-		if (!(f->mask >> i & 1u)) fail("warp operation by a lane outside its mask");
+		if (!(f->mask >> i & 1u)) cuemu_fail("warp operation by a lane outside its mask");
 		int w = f->width, base = i & ~(w - 1), src = i;
 		switch (f->kind) {
 		case CUEMU_SHFL_IDX:  src = base + (f->arg & (w - 1)); break;
@@ -259,7 +271,7 @@ static int warp_release(int w0)
 		case CUEMU_SHFL_XOR:  src = (i ^ f->arg) < base + w ? i ^ f->arg : i; break;
 		}
 		if (f->kind != CUEMU_SYNCWARP && (src >= nl || !(f->mask >> src & 1u)))
-			fail("shuffle reads a lane outside the mask");
+			cuemu_fail("shuffle reads a lane outside the mask");
 		f->val = in[src];
 		f->state = F_READY;
 	}
@@ -277,7 +289,7 @@ static int barrier_release(void)
 		cuemu_fiber_t *f = &sched.f[i];
 		if (f->state == F_DONE) continue;
 		if (f->state != F_BAR || (site && f->site != site))
-			fail("divergent __syncthreads (live threads at different calls)");
+			cuemu_fail("divergent __syncthreads (live threads at different calls)");
 		site = f->site;
 		live++;
 	}
@@ -360,11 +372,12 @@ void cuemu_syncthreads(void)
 	if (tsan) __tsan_acquire(sync);
 }
 
-uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
+/* the running fiber blocks at warp operation kind, called from site */
+static uint64_t warp_op(const void *site, unsigned mask, uint64_t v, int kind, int arg, int width)
 {
 	cuemu_fiber_t *f = sched.cur;
-	if (width < 1 || width > 32 || (width & (width - 1))) fail("shuffle width not a power of 2 <= 32");
-	f->site = __builtin_return_address(0);
+	if (width < 1 || width > 32 || (width & (width - 1))) cuemu_fail("shuffle width not a power of 2 <= 32");
+	f->site = site;
 	f->mask = mask;
 	f->kind = kind;
 	f->arg = arg;
@@ -378,4 +391,18 @@ uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
 	to_sched(f);
 	if (tsan && sync) __tsan_acquire(sync);
 	return f->val;
+}
+
+uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width)
+{
+	sched.cur->coll = NULL;
+	return warp_op(__builtin_return_address(0), mask, v, kind, arg, width);
+}
+
+void cuemu_warp_collective(void (*fn)(void *const args[32]), void *arg)
+{
+	cuemu_fiber_t *f = sched.cur;
+	f->coll = fn;
+	warp_op(__builtin_return_address(0), 0xffffffffu, (uint64_t)(uintptr_t)arg,
+	        CUEMU_COLLECTIVE, 0, 32);
 }

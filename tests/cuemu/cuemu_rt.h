@@ -33,8 +33,9 @@ typedef struct {
 	void       *closure;
 } cuemu_grid_t;
 
-/* warp operations of cuemu_warp_op */
-enum { CUEMU_SYNCWARP, CUEMU_SHFL_IDX, CUEMU_SHFL_UP, CUEMU_SHFL_DOWN, CUEMU_SHFL_XOR };
+/* warp operations of cuemu_warp_op (CUEMU_COLLECTIVE: cuemu_warp_collective's) */
+enum { CUEMU_SYNCWARP, CUEMU_SHFL_IDX, CUEMU_SHFL_UP, CUEMU_SHFL_DOWN, CUEMU_SHFL_XOR,
+       CUEMU_COLLECTIVE };
 
 /* --- cuemu_fiber.c --- */
 /* every block of g, each thread a fiber; blocks (and threads between
@@ -46,6 +47,13 @@ void cuemu_syncthreads(void);
 /* __syncwarp (kind CUEMU_SYNCWARP) or a shuffle of the 64-bit value v
  * among the lanes of mask; returns the value received */
 uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width);
+/* a warp-collective operation (wmma): all 32 lanes of the warp must call
+ * it at the same site with the same fn; once they have, fn(args) runs once
+ * in the scheduler, args[lane] being each lane's arg.  It orders no memory
+ * among the lanes, like a shuffle. */
+void cuemu_warp_collective(void (*fn)(void *const args[32]), void *arg);
+/* ends the process with a message naming the running kernel and block */
+void cuemu_fail(const char *what) __attribute__((noreturn));
 /* the running block's dynamic shared memory: [g->smem] bytes, NaN-filled */
 void *cuemu_dyn_shared(void);
 
@@ -60,6 +68,35 @@ cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void
 int cuemu_stream_device(cudaStream_t s);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
+
+/* --- cuemu_wmma.c (the scheduler's side of cuemu_mma.h) --- */
+/* bfloat16 / float16 bits of f rounded to nearest even (NaN stays a quiet
+ * NaN, overflow goes to infinity), and back */
+uint16_t cuemu_f2bf(float f);
+float    cuemu_bf2f(uint16_t h);
+uint16_t cuemu_f2h(float f);
+float    cuemu_h2f(uint16_t h);
+/* one lane's part of a wmma collective (cuemu_mma.h) */
+typedef struct {
+	uint64_t    key[3];       /* what every lane must pass alike */
+	int         m, n, k;      /* mma: the shape */
+	int         half;         /* mma: a, b are float16 (else bfloat16) */
+	float      *d;            /* mma: [m*n/32] this lane's elements */
+	const void *a, *b;        /* mma: [m*k/32], [k*n/32] */
+	const float *c;           /* mma: [m*n/32] */
+} cuemu_wmma_lane_t;
+/* the collectives' fn (args: cuemu_wmma_lane_t *): the lanes' keys must
+ * match (else cuemu_fail naming what); cuemu_wmma_mma also computes
+ * d = a b + c over the whole warp (fp32 sums of exact products) */
+void cuemu_wmma_uniform(void *const args[32]);
+void cuemu_wmma_mma(void *const args[32]);
+/* the matrix position (row-major index into rows x cols, n = rows * cols,
+ * a multiple of 32) of element e of lane l of a fragment: a bijection that
+ * kernels must not rely on */
+static inline int cuemu_wmma_pos(int l, int e, int n)
+{
+	return (32 * e + 7 * l) % n;
+}
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,8 @@
 # The same folds at --precision bf16 print what bf16 costs against fp32
 # (tests/cuemu/bf16_report.py: deviation per tensor group, pLDDT, C-alpha
 # RMSD; informative, failing only on a missing or non-finite tensor).  A
-# bf16 fold of one record must run in fp32 exactly the GEMMs the precision
+# bf16 fold of one record must run its attention on the tensor-core kernel
+# (flash_attn.cu, CUEMU_TRACE) and in fp32 exactly the GEMMs the precision
 # policy names (the emulator's CUEMU_GEMM_LOG): the IPA point term
 # (k = 3 Pq + 2), the pLDDT expectation (m = 1, k = 50 bins) and the
 # PAE / pTM one (m = 2, k = 64 bins), and a k = 1 product, should any be
@@ -64,9 +65,14 @@ cmp -s "$tmp/rev0/len33.pdb" "$tmp/rev1/len33.pdb" || fail "reversed schedule: P
 # the same record at bf16: the GEMMs the precision policy names in fp32,
 # every other one in bf16 (one record of L > 1: at L = 1 other GEMMs have
 # k = 1 too)
-CUEMU_GEMM_LOG=$tmp/len33.gemms "$bin" -q -i "$tmp/len33.fa" -o "$tmp/len33.bf16" \
-	--weights "$d/weights.safetensors" --devices cuda --precision bf16 ||
-	fail "len33 bf16: esmbatch-cuemu exited $?"
+CUEMU_GEMM_LOG=$tmp/len33.gemms CUEMU_TRACE=1 "$bin" -q -i "$tmp/len33.fa" -o "$tmp/len33.bf16" \
+	--weights "$d/weights.safetensors" --devices cuda --precision bf16 2> "$tmp/len33.trace" ||
+	fail "len33 bf16: esmbatch-cuemu exited $?: $(grep -v '^cuemu: launch' "$tmp/len33.trace" | head -3)"
+# its attention all on the tensor-core kernel (the fp32 one: none)
+nf=$(grep -c ': k_flash_attn<' "$tmp/len33.trace")
+na=$(grep -c ': k_attn<' "$tmp/len33.trace")
+[ "$nf" -gt 0 ] && [ "$na" -eq 0 ] || fail "len33 bf16: $nf flash, $na fp32 attention launches"
+echo "len33 bf16 attention: $nf launches of k_flash_attn, none of k_attn"
 dp=$("$py" -c "import json, sys
 c = json.load(open(sys.argv[1]))['esmfold_config']['trunk']['structure_module']
 print(3 * c['num_qk_points'] + 2)" "$d/config.json")

@@ -29,7 +29,9 @@
 #     same config, run as published: the language model in fp16, the rest
 #     fp32) on the same device, as published and with set_chunk_size(64),
 #     side by side: seconds and the process's device memory as the driver
-#     sees it (the same kind of figure as esmbatch's).
+#     sees it (the same kind of figure as esmbatch's).  esmbatch runs at
+#     its default precision (bf16 on a card), then once more at fp32
+#     (reported beside it; the ratios are the default's).
 #
 # FLOPs of one fold, 2 per multiply-add, matrix products only (computed by
 # bench/esmfold_ref.py count_flops, where that file is present), with
@@ -240,10 +242,18 @@ awk -v lens="32 $lengths" 'BEGIN {
 	} }' > "$fa"
 if [ -s "$weights" ]; then
 	t0=$(date +%s)
-	within 70 ./esmbatch -q -i "$fa" -o "$work/fold" --weights "$weights" --devices "$device" \
+	within 110 ./esmbatch -q -i "$fa" -o "$work/fold" --weights "$weights" --devices "$device" \
 		2> "$work/fold.err"
 	rc=$?
 	[ $rc -eq 0 ] || bad "4. esmbatch $(ended $rc) after $(( $(date +%s) - t0 )) s: $(tail -2 "$work/fold.err" | tr '\n' ' ')"
+	# the same at fp32 (reported; the CPU computes in fp32 only)
+	if [ "$device" != cpu ]; then
+		t0=$(date +%s)
+		within 70 ./esmbatch -q -i "$fa" -o "$work/fold32" --weights "$weights" \
+			--devices "$device" --precision fp32 2> "$work/fold32.err"
+		rc=$?
+		[ $rc -eq 0 ] || note "4. esmbatch fp32 $(ended $rc) after $(( $(date +%s) - t0 )) s: $(tail -1 "$work/fold32.err")"
+	fi
 else
 	note "4. esmbatch folds: skipped (no weights)"
 fi
@@ -271,16 +281,18 @@ fi
 # the table: esmbatch's summary.tsv (columns by name; the rows written so far
 # when it was stopped), the FLOPs, torch's lines
 while IFS= read -r line; do note "$line"; done < <(python3 - "$work/fold/summary.tsv" "$work/flops" \
-	"$work/torch.jsonl" "$peak" "$device" <<'EOF'
-import csv, json, sys
-summ, flops_path, torch_path, peak, device = sys.argv[1:6]
-eng = {}
-for path in (summ, summ + ".tmp"):
-    try:
-        eng = {r["name"]: r for r in csv.DictReader(open(path), delimiter="\t")}
-        break
-    except OSError:
-        pass
+	"$work/torch.jsonl" "$peak" "$device" "$work/fold32/summary.tsv" <<'EOF'
+import csv, glob, json, sys
+summ, flops_path, torch_path, peak, device, summ32 = sys.argv[1:7]
+def rows(summ):
+    # the whole table, else the rows a stopped run had written (summary.tsv.tmp.PID)
+    for path in [summ] + sorted(glob.glob(summ + ".tmp*")):
+        try:
+            return {r["name"]: r for r in csv.DictReader(open(path), delimiter="\t")}
+        except OSError:
+            pass
+    return {}
+eng, eng32 = rows(summ), rows(summ32)
 flops = dict(l.split("\t") for l in open(flops_path).read().split("\n") if l)
 ref = {0: {}, 64: {}}   # chunk -> name -> line
 for l in open(torch_path):
@@ -297,10 +309,10 @@ def refcols(t, s, used, ok):
             gib(ru),
             "%.2f" % (ts / s) if s and ts else "-",
             "%.2f" % (float(used) / ru) if ok and ru and used not in (None, "-") and float(used) > 0 else "-")
-hdr = "%-6s %8s %8s %10s %9s %7s | %9s %9s %7s %7s | %9s %9s %7s %7s"
-print("4. " + hdr % ("L", "esmbatch", "res/s", "dev used", "TFLOP/s", "of peak",
+hdr = "%-6s %8s %8s %10s %9s %7s | %8s %9s | %9s %9s %7s %7s | %9s %9s %7s %7s"
+print("4. " + hdr % ("L", "esmbatch", "res/s", "dev used", "TFLOP/s", "of peak", "fp32", "dev used",
                      "PyTorch", "dev used", "faster", "memory", "chunk 64", "dev used", "faster", "memory"))
-print("   " + hdr % ("", "s", "", "GiB", "", "%", "s", "GiB", "x", "x", "s", "GiB", "x", "x"))
+print("   " + hdr % ("", "s", "", "GiB", "", "%", "s", "GiB", "s", "GiB", "x", "x", "s", "GiB", "x", "x"))
 for name, r in eng.items():
     if name == "warmup":
         continue
@@ -314,6 +326,9 @@ for name, r in eng.items():
            gib(used) if ok else "-",
            "%.1f" % (f / s / 1e12) if s and f else "-",
            "%.1f" % (100 * f / s / 1e12 / float(peak)) if s and f else "-")
+    r32 = eng32.get(name, {})
+    row += (r32["seconds"] if r32.get("status") == "ok" else r32.get("status", "-"),
+            gib(r32.get("device_used_bytes")) if r32.get("status") == "ok" else "-")
     row += refcols(ref[0].get(name, {}), s, used, ok) + refcols(ref[64].get(name, {}), s, used, ok)
     print("   " + hdr % ((L,) + row))
 if "(model built)" in ref[0]:

@@ -1,0 +1,343 @@
+/* merge.c - `esmbatch merge` (see merge.h).
+ *
+ * The rows of the shard summaries are opaque text after their first
+ * field, the record's index in the input: merge sorts them by it (rows
+ * whose index is "-", --names names not found, after the others) and
+ * reads only the status, name and reason columns, found by their header
+ * names, to list the records that failed.  Every shard's header must be
+ * the same line.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cli/merge.h"
+#include "io/atomic_file.h"
+#include "io/dir_lock.h"
+#include "util/log.h"
+
+typedef struct {
+	long  index;   /* in the input; -1 for "-" */
+	int   shard;   /* 1-based, then its line: the order of "-" rows */
+	long  line;
+	char *text;    /* the whole line, without its newline (owned) */
+} merge_row_t;
+
+/* one shard's fingerprint (run.K-of-N.jsonl's "shard" line) */
+typedef struct {
+	int    have;
+	char   input[40], weights[160];
+	long   records, in_shard;
+} merge_fp_t;
+
+typedef struct {
+	const char  *dir;
+	int          n;            /* N of the shards found */
+	merge_fp_t  *fp;           /* [n] */
+	merge_row_t *row;
+	long         nrow, cap;
+	char        *head;         /* the shards' header line (owned) */
+} merge_t;
+
+/* NAME is STEM.K-of-N.EXT: *k and *n; 1 when it is, else 0 */
+static int merge_name(const char *name, const char *stem, const char *ext, int *k, int *n)
+{
+	size_t sl = strlen(stem);
+	int end = -1;
+	char tail[16];
+
+	if (strncmp(name, stem, sl) || name[sl] != '.') return 0;
+	if (sscanf(name + sl + 1, "%d-of-%d%n", k, n, &end) != 2 || end < 0) return 0;
+	snprintf(tail, sizeof tail, "%s", name + sl + 1 + end);
+	return !strcmp(tail, ext) && *k >= 1 && *k <= *n;
+}
+
+/* The N of every shard file in the directory, which must be one; 0, or -1
+ * (logged: none, or more than one N) */
+static int merge_find_n(merge_t *m)
+{
+	static const char *const kind[][2] = { { "summary", ".tsv" }, { "run", ".jsonl" },
+	                                       { "done", ".jsonl" } };
+	DIR *d = opendir(m->dir);
+	struct dirent *e;
+	char first[256] = "";
+	int rc = 0;
+
+	if (!d) {
+		log_error("%s: cannot open: %s", m->dir, strerror(errno));
+		return -1;
+	}
+	while ((e = readdir(d)) && rc == 0) {
+		int k, n;
+		for (size_t i = 0; i < sizeof kind / sizeof *kind; i++) {
+			if (!merge_name(e->d_name, kind[i][0], kind[i][1], &k, &n)) continue;
+			if (!m->n) {
+				m->n = n;
+				snprintf(first, sizeof first, "%s", e->d_name);
+			} else if (n != m->n) {
+				log_error("%s: shards of different N: %s and %s (remove the outputs of the "
+				          "partition you do not want)", m->dir, first, e->d_name);
+				rc = -1;
+			}
+		}
+	}
+	closedir(d);
+	if (rc == 0 && !m->n) {
+		log_error("%s: no shard outputs (fold --shard K/N writes summary.K-of-N.tsv there)", m->dir);
+		rc = -1;
+	}
+	return rc;
+}
+
+/* shard k's fingerprint from run.k-of-N.jsonl (absent: have 0); 0 or -1 */
+static int merge_read_fp(merge_t *m, int k)
+{
+	merge_fp_t *fp = &m->fp[k - 1];
+	char *path = NULL, *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+	int rc = 0;
+
+	if (asprintf(&path, "%s/run.%d-of-%d.jsonl", m->dir, k, m->n) < 0) return -1;
+	if (!(f = fopen(path, "r"))) {
+		free(path);
+		return 0;
+	}
+	while (getline(&line, &cap, f) > 0) {
+		json_t *e = json_loads(line, 0, NULL);
+		const char *ev = json_string_value(json_object_get(e, "event"));
+		if (ev && !strcmp(ev, "shard")) {
+			const char *in = json_string_value(json_object_get(e, "input"));
+			const char *w = json_string_value(json_object_get(e, "weights"));
+			if (!in || !w || json_integer_value(json_object_get(e, "shard")) != k ||
+			    json_integer_value(json_object_get(e, "shards")) != m->n) {
+				log_error("%s: its shard line does not name shard %d of %d", path, k, m->n);
+				rc = -1;
+			} else {
+				fp->have = 1;
+				snprintf(fp->input, sizeof fp->input, "%s", in);
+				snprintf(fp->weights, sizeof fp->weights, "%s", w);
+				fp->records = (long)json_integer_value(json_object_get(e, "records"));
+				fp->in_shard = (long)json_integer_value(json_object_get(e, "in_shard"));
+			}
+			json_decref(e);
+			break;
+		}
+		json_decref(e);
+	}
+	free(line);
+	fclose(f);
+	free(path);
+	return rc;
+}
+
+/* shard k's summary rows (absent file: 0 rows, *found 0); 0 or -1 */
+static int merge_read_summary(merge_t *m, int k, int *found)
+{
+	char *path = NULL, *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	long ln = 0;
+	FILE *f;
+	int rc = 0;
+
+	*found = 0;
+	if (asprintf(&path, "%s/summary.%d-of-%d.tsv", m->dir, k, m->n) < 0) return -1;
+	if (!(f = fopen(path, "r"))) {
+		if (errno != ENOENT) {
+			log_error("%s: cannot read: %s", path, strerror(errno));
+			rc = -1;
+		}
+		free(path);
+		return rc;
+	}
+	*found = 1;
+	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n') line[--len] = 0;
+		if (ln++ == 0) {
+			if (!m->head && !(m->head = strdup(line))) rc = -1;
+			else if (strcmp(m->head, line)) {
+				log_error("%s: its columns differ from another shard's (esmbatch versions "
+				          "differ?)", path);
+				rc = -1;
+			}
+			continue;
+		}
+		char *end;
+		long idx = strtol(line, &end, 10);
+		if (!strncmp(line, "-\t", 2)) idx = -1;
+		else if (end == line || *end != '\t' || idx < 0) {
+			log_error("%s:%ld: not a summary row (no index)", path, ln);
+			rc = -1;
+			break;
+		}
+		if (m->nrow == m->cap) {
+			long nc = m->cap ? 2 * m->cap : 256;
+			merge_row_t *nr = realloc(m->row, nc * sizeof *nr);
+			if (!nr) { rc = -1; break; }
+			m->row = nr;
+			m->cap = nc;
+		}
+		merge_row_t *r = &m->row[m->nrow];
+		r->index = idx < 0 ? -1 : idx;
+		r->shard = k;
+		r->line = ln;
+		if (!(r->text = strdup(line))) { rc = -1; break; }
+		m->nrow++;
+	}
+	if (rc == 0 && ferror(f)) {
+		log_error("%s: read error", path);
+		rc = -1;
+	}
+	free(line);
+	fclose(f);
+	free(path);
+	return rc;
+}
+
+/* by index, "-" rows last in shard and line order */
+static int merge_cmp(const void *a, const void *b)
+{
+	const merge_row_t *x = a, *y = b;
+	unsigned long ix = (unsigned long)x->index, iy = (unsigned long)y->index;   /* -1 last */
+
+	if (ix != iy) return ix < iy ? -1 : 1;
+	if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
+	return (x->line > y->line) - (x->line < y->line);
+}
+
+/* column c (0-based) of a tab-separated line into buf */
+static const char *merge_field(const char *line, int c, char *buf, size_t cap)
+{
+	const char *p = line, *t;
+
+	for (int i = 0; i < c && p; i++) p = (t = strchr(p, '\t')) ? t + 1 : NULL;
+	if (!p) return "-";
+	t = strchr(p, '\t');
+	snprintf(buf, cap, "%.*s", t ? (int)(t - p) : (int)strlen(p), p);
+	return buf;
+}
+
+/* a header's column named name, or -1 */
+static int merge_column(const char *head, const char *name)
+{
+	char buf[64];
+	for (int c = 0;; c++) {
+		const char *f = merge_field(head, c, buf, sizeof buf);
+		if (f != buf) return -1;
+		if (!strcmp(f, name)) return c;
+	}
+}
+
+static int merge_write(const merge_t *m)
+{
+	char *path = NULL;
+	atomic_file_t a;
+	int rc = -1;
+
+	if (asprintf(&path, "%s/summary.tsv", m->dir) < 0) return -1;
+	if (atomic_file_open(&a, path)) {
+		fprintf(a.f, "%s\n", m->head);
+		for (long i = 0; i < m->nrow; i++) fprintf(a.f, "%s\n", m->row[i].text);
+		rc = atomic_file_close(&a, 1);
+	}
+	free(path);
+	return rc;
+}
+
+int merge_main(const opt_t *o)
+{
+	merge_t m = { .dir = o->outdir };
+	int fd = -1, code = EXIT_FATAL, rc, missing = 0, ref = -1;
+	long nfailed = 0, nmissing = 0;
+
+	if ((rc = dir_lock_take(m.dir, "", LOCK_EX, &fd)) < 0) {
+		if (rc == DIR_LOCK_BUSY) {
+			log_error("%s: an esmbatch run is writing into this directory (it holds .esmbatch.lock); "
+			          "merge once every shard has ended", m.dir);
+			code = EXIT_BUSY;
+		}
+		goto done;
+	}
+	if (merge_find_n(&m) < 0) goto done;
+	if (!(m.fp = calloc(m.n, sizeof *m.fp))) goto done;
+	for (int k = 1; k <= m.n; k++) {
+		int found;
+		long before = m.nrow;
+		if (merge_read_fp(&m, k) < 0 || merge_read_summary(&m, k, &found) < 0) goto done;
+		const merge_fp_t *fp = &m.fp[k - 1];
+		if (found && !fp->have) {
+			log_error("%s: summary.%d-of-%d.tsv has no run.%d-of-%d.jsonl naming its input and "
+			          "weights: cannot check it belongs with the others", m.dir, k, m.n, k, m.n);
+			goto done;
+		}
+		if (fp->have && ref < 0) ref = k - 1;
+		if (fp->have && (strcmp(fp->input, m.fp[ref].input) || strcmp(fp->weights, m.fp[ref].weights) ||
+		                 fp->records != m.fp[ref].records)) {
+			log_error("%s: shard %d/%d (input %s, %ld records, weights %s) and shard %d/%d "
+			          "(input %s, %ld records, weights %s) folded different inputs or weights: "
+			          "not one partition", m.dir, ref + 1, m.n, m.fp[ref].input,
+			          m.fp[ref].records, m.fp[ref].weights, k, m.n, fp->input, fp->records,
+			          fp->weights);
+			goto done;
+		}
+		if (!found) {
+			missing++;
+			nmissing += fp->have ? fp->in_shard : 0;
+			if (fp->have)
+				log_error("shard %d/%d: no summary.%d-of-%d.tsv (not finished): its %ld record(s) "
+				          "are missing; rerun it", k, m.n, k, m.n, fp->in_shard);
+			else
+				log_error("shard %d/%d: no summary.%d-of-%d.tsv (never run): its records are "
+				          "missing; run it", k, m.n, k, m.n);
+		} else if (fp->in_shard != m.nrow - before) {
+			log_error("%s/summary.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
+			          "run's; rerun shard %d/%d", m.dir, k, m.n, m.nrow - before, fp->in_shard,
+			          k, m.n);
+			goto done;
+		}
+	}
+	if (!m.head) {
+		log_error("%s: no shard has its summary yet (summary.K-of-%d.tsv): nothing to merge", m.dir,
+		          m.n);
+		code = EXIT_PARTIAL;
+		goto done;
+	}
+	qsort(m.row, m.nrow, sizeof *m.row, merge_cmp);
+	for (long i = 1; i < m.nrow; i++)
+		if (m.row[i].index >= 0 && m.row[i].index == m.row[i - 1].index) {
+			log_error("%s: record %ld is in the summaries of shards %d and %d", m.dir,
+			          m.row[i].index, m.row[i - 1].shard, m.row[i].shard);
+			goto done;
+		}
+	{
+		int cs = merge_column(m.head, "status"), cn = merge_column(m.head, "name");
+		int cr = merge_column(m.head, "reason");
+		char st[32], nm[256], why[512], ix[32];
+		for (long i = 0; cs >= 0 && i < m.nrow; i++) {
+			if (strcmp(merge_field(m.row[i].text, cs, st, sizeof st), "failed")) continue;
+			nfailed++;
+			log_error("record %s (%s): failed: %s", merge_field(m.row[i].text, 0, ix, sizeof ix),
+			          cn >= 0 ? merge_field(m.row[i].text, cn, nm, sizeof nm) : "-",
+			          cr >= 0 ? merge_field(m.row[i].text, cr, why, sizeof why) : "-");
+		}
+	}
+	if (merge_write(&m) < 0) goto done;
+	log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %s%ld missing",
+	         m.dir, m.nrow, m.n - missing, m.n, nfailed, missing && !nmissing ? "some " : "",
+	         nmissing);
+	code = missing || nfailed ? EXIT_PARTIAL : EXIT_OK;
+done:
+	for (long i = 0; i < m.nrow; i++) free(m.row[i].text);
+	free(m.row);
+	free(m.head);
+	free(m.fp);
+	if (fd >= 0) close(fd);
+	return code;
+}

@@ -1,0 +1,39 @@
+/* dir_lock.c - output directory locks (dir_lock.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "io/dir_lock.h"
+#include "util/log.h"
+
+int dir_lock_take(const char *dir, const char *sfx, int op, int *fd)
+{
+	char *path = NULL;
+	int rc = -1;
+
+	if (asprintf(&path, "%s/.esmbatch%s.lock", dir, sfx) < 0) {
+		path = NULL;
+		log_error("%s: out of memory", dir);
+		goto fail;
+	}
+	if (*fd < 0 && (*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
+		log_error("%s: cannot open: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (flock(*fd, op | LOCK_NB) < 0) {
+		if (errno == EWOULDBLOCK) {
+			rc = DIR_LOCK_BUSY;
+			goto fail;
+		}
+		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
+		         strerror(errno), dir);
+	}
+	rc = 0;
+fail:
+	free(path);
+	return rc;
+}

@@ -78,6 +78,9 @@ expect 2 "bad --precision" -- "$bin" plan -i "$fx/good.fa" --precision fp8
 expect 2 "bf16 on the CPU" -- "$bin" -i "$fx/good.fa" -o "$tmp/o" --weights w.st --devices cpu \
 	--precision bf16
 has "$tmp/err" "computes in fp32 only" "bf16 on the CPU"
+expect 2 "fp16 on a sim: card" -- "$bin" -i "$fx/good.fa" -o "$tmp/o" --weights w.st \
+	--devices sim:1G --precision fp16
+has "$tmp/err" "computes in fp32 or bf16 only" "fp16 on a sim: card"
 expect 2 "bad --chunk-size" -- "$bin" plan -i "$fx/good.fa" --chunk-size -3
 expect 2 "non-numeric --chunk-size" -- "$bin" plan -i "$fx/good.fa" --chunk-size 12x
 expect 2 "bad --num-recycles" -- "$bin" plan -i "$fx/good.fa" --num-recycles -2

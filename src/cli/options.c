@@ -77,8 +77,9 @@ void opt_usage(FILE *fp)
 "  fold        fold the records (the default when no command is given)\n"
 "  convert     write the weights (any layout --weights reads) as one\n"
 "              safetensors file, with config.json beside it\n"
-"  version     the version; with --weights, the weights' fingerprint, dtypes,\n"
-"              parameter count and the published checkpoint they match\n"
+"  version     the version and build features; with --weights, the weights'\n"
+"              fingerprint, dtypes, parameter count and the published\n"
+"              checkpoint they match\n"
 "  plan        print records, residues, longest and quota per length bucket;\n"
 "              with --weights (or a manifest), the plan per device: budgets,\n"
 "              how many run at once per bucket, expected peak, order of work\n"
@@ -88,7 +89,6 @@ void opt_usage(FILE *fp)
 "  merge       one summary.tsv, in input order, from the shards' summaries in\n"
 "              -o (fold --shard); exit 3 and a list when records are missing\n"
 "              or failed\n"
-"  version     print the version and build features\n"
 "\n"
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
@@ -370,8 +370,10 @@ int opt_validate(const opt_t *o)
 	 * (dev_precision) */
 	if ((o->precision == BE_PREC_BF16 || o->precision == BE_PREC_FP16) && o->devices &&
 	    !strstr(o->devices, "cuda") && !(o->precision == BE_PREC_BF16 && strstr(o->devices, "sim:"))) {
-		log_error("--precision %s: --devices %s computes in fp32 only (use fp32 or auto)",
-		          be_prec_name(o->precision), o->devices);
+		log_error("--precision %s: --devices %s computes in fp32%s only (use fp32%s or auto)",
+		          be_prec_name(o->precision), o->devices,
+		          strstr(o->devices, "sim:") ? " or bf16" : "",
+		          strstr(o->devices, "sim:") ? ", bf16" : "");
 		return -1;
 	}
 	if (o->cmd == OPT_CMD_CONVERT) {

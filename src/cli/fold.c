@@ -20,96 +20,38 @@
  * into the run; summary, done, run and report files carry the suffix
  * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for
  * `esmbatch merge`.
+ *
+ * This file runs the command; a record's outputs are fold_out.c's, the
+ * output directory (locks, leftovers, done.jsonl) fold_dir.c's (fold_run.h).
  */
-#include <dirent.h>
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
-#include "io/atomic_file.h"
-#include "io/dir_lock.h"
-#include "sched/bucket.h"
-#include "cli/calibrate.h"
-#include "config.h"
 #include "backend/devices.h"
-#include "io/fasta.h"
-#include "io/journal.h"
+#include "cli/calibrate.h"
 #include "cli/fold.h"
+#include "cli/fold_run.h"
 #include "cli/report.h"
 #include "cli/setup.h"
+#include "config.h"
+#include "io/dir_lock.h"
+#include "io/fasta.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/sysmem.h"
-#include "sched/memory.h"
-#include "model/model.h"
-#include "protein/cif.h"
-#include "protein/pdb.h"
-#include "protein/qc.h"
-#include "sched/scheduler.h"
-#include "sched/shard.h"
-#include "io/safetensors.h"
-#include "model/tokenizer.h"
-#include "model/weights.h"
-
-/* one input record and what became of it */
-typedef struct {
-	job_t     job;
-	int       frags;       /* fragments folded (1: the whole record) */
-	int64_t   res_done;    /* residues folded */
-	double    plddt_sum;   /* mean pLDDT x residues, over fragments */
-	double    ptm_sum;     /* pTM x residues */
-	double    secs;
-	mem_fig_t fig;         /* the largest fragment's figures */
-	qc_t      qc;          /* pLDDT bands and flag counts, over fragments */
-	char     *row;         /* its summary row from column file on, once final */
-	int       skipped;     /* done by an earlier run (done.jsonl) */
-	int       finished;    /* fold_finish ran */
-} fold_rec_t;
-
-/* everything one run holds */
-typedef struct {
-	const opt_t *o;
-	weights_t        *wt;
-	sched_dev_t *dev;
-	int          ndev;
-	fold_rec_t  *rec;
-	int          nrec;
-	FILE        *jsonl;      /* run.jsonl */
-	FILE        *done;       /* done.jsonl, appended */
-	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
-	shard_t      shard;      /* --shard; n 0: the whole input */
-	char         sfx[32];    /* ".K-of-N" or "" (shard_suffix) */
-	int          shardfd;    /* DIR/.esmbatch.K-of-N.lock, flock'ed; -1 none */
-	json_t      *mine;       /* sharded: this shard's output names (keys) */
-	char         input_fp[17];  /* sharded: hash of every record's name and sequence */
-	int          ninput;     /* sharded: records in the whole input */
-	json_t      *prev;       /* its entries by output name (the latest wins) */
-	quota_table_t *qt;       /* --quota-table, or NULL */
-	safetensors_writer_t *dump;
-	long         nok, nfailed, nsplit, nskipped;
-	long         todo, ended;  /* records queued for this run; ended of them */
-	int64_t      res_todo, res_ended;
-	double       t_start, t_said;   /* run start; last progress log line */
-	double       t_report;   /* report.html last written (sched_now) */
-	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
-	pthread_mutex_t lock;    /* io_errors, and the results of a record's
-	                            fragments (fold_done) from the workers;
-	                            finishing a record is the output step's */
-} fold_run_t;
 
 static volatile sig_atomic_t fold_stop;
 
 /* an output could not be written (logged by the caller) */
-static void fold_io_error(fold_run_t *r)
+void fold_io_error(fold_run_t *r)
 {
 	pthread_mutex_lock(&r->lock);
 	r->io_errors++;
@@ -145,19 +87,15 @@ static int fold_mkdirs(const char *dir)
 	return rc;
 }
 
-static char *fold_path(const char *dir, const char *name, const char *ext)
+char *fold_path(const char *dir, const char *name, const char *ext)
 {
 	char *p = NULL;
 	if (asprintf(&p, "%s/%s%s", dir, name, ext) < 0) return NULL;
 	return p;
 }
 
-/* The files this run writes per record (or fragment), as the extensions
- * of its name: the structures asked by --format, then with --pae the PAE.
- * The summary's file column names the first: the PDB, or the mmCIF when
- * only cif is asked.  Returns how many (at most FOLD_NEXT). */
-#define FOLD_NEXT 3
-static int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
+/* the files of a record, as extensions (fold_run.h) */
+int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
 {
 	int n = 0;
 
@@ -169,473 +107,11 @@ static int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
 
 /* DIR/STEM.K-of-N.EXT when sharded, else DIR/STEM.EXT (summary, done,
  * run); ext starts with its dot */
-static char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
+char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
 {
 	char *p = NULL;
 	if (asprintf(&p, "%s/%s%s%s", r->o->outdir, stem, r->sfx, ext) < 0) return NULL;
 	return p;
-}
-
-/* x->row = the summary row of a record from column file on (status ok /
- * split / failed); 0 or -1 (out of memory) */
-static int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
-{
-	char fig[160] = "-\t-\t-\t-\t-\t-\t-", qc[160] = "-\t-\t-\t-\t-", flags[96] = "-";
-	char crc[17] = "-";
-	int64_t nq = qc_residues(&x->qc);
-	int rc;
-
-	if (x->res_done && strcmp(status, "failed")) {
-		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
-		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
-		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
-		         (long long)x->fig.device_used);
-		snprintf(qc, sizeof qc, "%.4f\t%lld\t%lld\t%lld\t%lld",
-		         nq ? (double)(x->qc.band[QC_CONFIDENT] + x->qc.band[QC_VERY_HIGH]) / nq : 0.0,
-		         (long long)x->qc.band[QC_VERY_LOW], (long long)x->qc.band[QC_LOW],
-		         (long long)x->qc.band[QC_CONFIDENT], (long long)x->qc.band[QC_VERY_HIGH]);
-		qc_flags(&x->qc, x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, flags,
-		         sizeof flags);
-	}
-	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
-	free(x->row);
-	rc = asprintf(&x->row, "%s\t%s\t%s\t%s\t%s\t%s\t%s", file ? file : "-", status,
-	              reason ? reason : "-", fig, qc, crc, flags);
-	if (rc < 0) x->row = NULL;
-	return rc < 0 ? -1 : 0;
-}
-
-/* tabs in a row from column file on: summary.tsv has 21 columns, the row
- * all but index, name, length and bucket */
-#define FOLD_ROW_TABS 16
-
-/* a record's line of summary.tsv (x->row; a failed row when it could not
- * be made).  A row an older version left in done.jsonl has fewer columns:
- * the missing ones at the end are "-". */
-static void fold_summary_line(FILE *f, const fold_rec_t *x)
-{
-	const job_t *j = &x->job;
-	const char *row = x->row ? x->row : "-\tfailed\tout of memory";
-	const char *tab = strchr(row, '\t');
-	char blabel[16] = "-", index[24] = "-";
-	int tabs = 0;
-
-	if (j->status == JOB_OK)
-		bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
-	/* index (the position in the input, not among the selected records;
-	 * "-": a --names name not found), name, file, length, bucket, then
-	 * status onwards */
-	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
-	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s", index,
-	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
-	        (long long)j->len, blabel, tab + 1);
-	for (const char *c = row; *c; c++) tabs += *c == '\t';
-	for (; tabs < FOLD_ROW_TABS; tabs++) fputs("\t-", f);
-	fputc('\n', f);
-}
-
-/* 16 hex digits of the record's sequence */
-static void fold_seq_hash(const fold_rec_t *x, char out[17])
-{
-	snprintf(out, 17, "%016llx",
-	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, x->job.seq, strlen(x->job.seq)));
-}
-
-/* A multimer's residue numbering in this run's files, as done.jsonl
- * names it: "chain" (per chain from 1) or "model" (--keep-linker-numbering;
- * a line without it: a run before 0.2.0, which numbered so). */
-static const char *fold_numbering(const opt_t *o)
-{
-	return o->keep_linker_numbering ? "model" : "chain";
-}
-
-/* done.jsonl: append the line of a record whose files are in place.  On
- * the output step (one thread at a time). */
-static void fold_journal(fold_run_t *r, const fold_rec_t *x)
-{
-	char h[17];
-	json_t *e;
-	char *line = NULL;
-
-	fold_seq_hash(x, h);
-	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "name", x->job.outname,
-	              "sequence", h, "weights", weights_fingerprint(r->wt),
-	              "recycles", r->o->num_recycles, "chunk_size", r->o->chunk_size,
-	              "precision", be_prec_name(r->o->precision),
-	              "numbering", fold_numbering(r->o), "row", x->row);
-	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
-	    fflush(r->done) != 0) {
-		log_error("%s/done%s.jsonl: write failed: %s", r->o->outdir, r->sfx, strerror(errno));
-		fold_io_error(r);
-	}
-	free(line);
-	json_decref(e);
-}
-
-/* The structure named in a row (relative to -o; NAME.pdb or NAME.cif)
- * and every other file this run asks of NAME (fold_exts) are there and
- * not empty (written atomically: there means complete); so a run that
- * asks for more (--format cif, --pae) refolds. */
-static int fold_file_ok(void *ctx, const char *file, size_t n)
-{
-	const fold_run_t *r = ctx;
-	const char *ext[FOLD_NEXT];
-	int next = fold_exts(r->o, ext);
-
-	if (n < 4 || (strncmp(file + n - 4, ".pdb", 4) && strncmp(file + n - 4, ".cif", 4))) return 0;
-	for (int e = 0; e < next; e++) {
-		char *p = NULL;
-		struct stat st;
-		int ok;
-		if (asprintf(&p, "%s/%.*s%s", r->o->outdir, (int)n - 4, file, ext[e]) < 0) return 0;
-		ok = stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
-		free(p);
-		if (!ok) return 0;
-	}
-	return 1;
-}
-
-/* a string member of a journal entry, "" when absent */
-/* The row an earlier run left for record x when it matches this run and
- * its files are all there; NULL otherwise. */
-static const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
-{
-	json_t *e = json_object_get(r->prev, x->job.outname);
-	const char *row, *num;
-	char h[17];
-
-	if (!e || r->o->force || r->o->dump_tensors) return NULL;
-	fold_seq_hash(x, h);
-	row = journal_str(e, "row");
-	num = journal_str(e, "numbering");
-	if (strcmp(h, journal_str(e, "sequence")) ||
-	    (x->job.nchains > 1 && strcmp(fold_numbering(r->o), *num ? num : "model")) ||
-	    strcmp(weights_fingerprint(r->wt), journal_str(e, "weights")) ||
-	    strcmp(be_prec_name(r->o->precision), journal_str(e, "precision")) ||
-	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
-	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size ||
-	    !journal_files(row, fold_file_ok, (void *)r))
-		return NULL;
-	return row;
-}
-
-/* One run at a time writes into an output directory: an exclusive lock
- * on DIR/.esmbatch.lock (a name no record's output can have; dir_lock.h),
- * held while r->lockfd is open.  A shard holds that lock shared with the
- * other shards, and its own DIR/.esmbatch.K-of-N.lock exclusive.  0;
- * DIR_LOCK_BUSY when another run holds it; -1 on another error.  Each
- * logged in one line. */
-static int fold_lock_dir(fold_run_t *r)
-{
-	int rc;
-
-	if (r->shard.n) {
-		rc = dir_lock_take(r->o->outdir, r->sfx, LOCK_EX, &r->shardfd);
-		if (rc == DIR_LOCK_BUSY)
-			log_error("%s: another esmbatch run is folding shard %d/%d into this directory "
-			          "(it holds .esmbatch%s.lock); wait for it to end", r->o->outdir,
-			          r->shard.k, r->shard.n, r->sfx);
-		if (rc < 0) return rc;
-	}
-	rc = dir_lock_take(r->o->outdir, "", r->shard.n ? LOCK_SH : LOCK_EX, &r->lockfd);
-	if (rc == DIR_LOCK_BUSY)
-		log_error("%s: another esmbatch run is writing into this directory (it holds "
-		          ".esmbatch.lock%s); wait for it to end or use another -o", r->o->outdir,
-		          r->shard.n ? ": a run of the whole input, or a merge" : "");
-	return rc;
-}
-
-/* A temporary whose name begins with stem[0..n) (a record's output
- * name, or NAME.fragA-B) belongs to one of this shard's records. */
-static int fold_tmp_mine(const fold_run_t *r, const char *stem, size_t n)
-{
-	char *name = strndup(stem, n), *frag;
-	int mine;
-
-	if (!name) return 0;
-	mine = json_object_get(r->mine, name) != NULL;
-	if (!mine && (frag = strrchr(name, '.')) && !strncmp(frag, ".frag", 5)) {
-		*frag = 0;
-		mine = json_object_get(r->mine, name) != NULL;
-	}
-	free(name);
-	return mine;
-}
-
-/* Remove what killed runs left in the output directory: temporaries of
- * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
- * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, report.html.tmp.PID, or the
- * older NAME.pdb.tmp form).  Only with the directory's lock held: then no
- * other run is writing them; a shard removes only its own records' (other
- * shards may be writing theirs).  Nothing else is touched. */
-static void fold_clean_tmp(const fold_run_t *r)
-{
-	/* the last two are whole names, the others a NAME's ending */
-	static const char *const kind[] = { ".pdb.tmp", ".cif.tmp", ".pae.json.tmp",
-	                                    "summary.tsv.tmp", "report.html.tmp" };
-	const size_t nk = sizeof kind / sizeof *kind;
-	DIR *d = opendir(r->o->outdir);
-	struct dirent *e;
-
-	if (!d) return;
-	while ((e = readdir(d))) {
-		const char *t = strstr(e->d_name, ".tmp");
-		size_t n;
-		int ours = 0;
-		/* .tmp at the end, or followed by .DIGITS */
-		while (t && t[4] && !(t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)))
-			t = strstr(t + 1, ".tmp");
-		if (!t) continue;
-		n = t + 4 - e->d_name;
-		size_t stem = 0;
-		for (size_t k = 0; k < nk && !ours; k++) {
-			size_t kl = strlen(kind[k]);
-			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
-			       (k < nk - 2 ? n > kl : n == kl);
-			stem = n - kl;
-		}
-		if (!ours || (r->shard.n && !fold_tmp_mine(r, e->d_name, stem))) continue;
-		char *p = fold_path(r->o->outdir, e->d_name, "");
-		if (p && unlink(p) == 0) log_debug("%s: removed (left by a killed run)", p);
-		free(p);
-	}
-	closedir(d);
-}
-
-/* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
- * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
-static int fold_journal_open(fold_run_t *r)
-{
-	char *path = fold_file(r, "done", ".jsonl");
-	int last = '\n', rc = 0;
-	FILE *f;
-
-	if (!path) return -1;
-	if ((f = fopen(path, "r"))) {
-		rc = journal_read(f, &r->prev, &last);
-		fclose(f);
-	} else if (!(r->prev = json_object())) {
-		rc = -1;
-	}
-	if (rc < 0) {
-		log_error("%s: out of memory reading it", path);
-		free(path);
-		return -1;
-	}
-	if (!(r->done = fopen(path, "a")) || (last != '\n' && fputc('\n', r->done) == EOF)) {
-		log_error("%s: cannot write: %s", path, strerror(errno));
-		free(path);
-		return -1;
-	}
-	free(path);
-	return 0;
-}
-
-/* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
-static int fold_write_pae(const char *path, const model_out_t *out)
-{
-	atomic_file_t a;
-
-	if (!atomic_file_open(&a, path)) return -1;
-	fputs("[{\"predicted_aligned_error\": [", a.f);
-	for (int i = 0; i < out->L; i++) {
-		fputs(i ? ", [" : "[", a.f);
-		for (int k = 0; k < out->L; k++)
-			fprintf(a.f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
-		fputc(']', a.f);
-	}
-	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
-	return atomic_file_close(&a, 1);
-}
-
-/* a fragment's file name before the record's fragments are numbered */
-static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
-{
-	char *p = NULL;
-	if (asprintf(&p, "%s.frag%d-%d", x->job.outname, it->start + 1, it->start + it->len) < 0)
-		return NULL;
-	return p;
-}
-
-/* one of a record's files, by its extension (fold_exts) */
-static int fold_write_file(const char *path, const char *ext, const pdb_input_t *in,
-                           const model_out_t *out)
-{
-	if (!strcmp(ext, ".pdb")) return pdb_write_atomic(path, in);
-	if (!strcmp(ext, ".cif")) return cif_write_atomic(path, in);
-	return fold_write_pae(path, out);
-}
-
-/* sched_done_fn: write the outputs of one folded item (a whole record, or
- * a fragment with the record's chains and residue numbers) */
-static int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-                     const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-                     size_t cap)
-{
-	fold_run_t *r = ctx;
-	const opt_t *o = r->o;
-	fold_rec_t *x = &r->rec[it->rec];
-	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
-	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
-	char frag[96];
-	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
-	int *chain = malloc(sizeof *chain * (t->L ? t->L : 1));
-	const char *ext[FOLD_NEXT];
-	int next = fold_exts(o, ext), e = 0;
-
-	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
-	         it->start + 1, it->start + it->len, strlen(x->job.seq));
-	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = weights_fingerprint(r->wt),
-	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
-	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
-	                    .fragment = whole ? NULL : frag, .name = x->job.outname };
-	if (residx && chain)
-		tok_number(t, x->job.seq, it->start, !o->keep_linker_numbering, chain, residx);
-	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
-	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
-	                    .residue_index = residx, .chain_index = chain,
-	                    .linker_mask = t->linker_mask, .meta = &meta };
-	qc_input_t qin = { .L = t->L, .atom37 = out->atom37, .atom37_mask = out->atom37_mask,
-	                   .plddt = out->plddt, .chain = t->chain };
-	qc_t qc;
-	if (!base || !residx || !chain) {
-		snprintf(reason, cap, "cannot write %s%s (out of memory)", x->job.outname, ext[0]);
-		rc = -1;
-	} else if (qc_measure(&qin, &qc) < 0) {
-		snprintf(reason, cap, "out of memory checking its structure");
-		rc = -1;
-	}
-	for (e = 0; rc == 0 && e < next; e++) {
-		char *path = fold_path(o->outdir, base, ext[e]);
-		if (!path || fold_write_file(path, ext[e], &pin, out) < 0) {
-			snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[e]);
-			rc = -1;
-		}
-		free(path);
-		if (rc < 0) break;
-	}
-	for (int k = 0; rc < 0 && base && k < e; k++) {   /* no part of a record's outputs */
-		char *path = fold_path(o->outdir, base, ext[k]);
-		if (path) unlink(path);
-		free(path);
-	}
-	if (rc == 0)
-		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
-		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
-		         out->ptm, secs);
-	pthread_mutex_lock(&r->lock);
-	if (rc == 0) {
-		x->frags++;
-		x->res_done += it->len;
-		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
-		x->ptm_sum += (double)out->ptm * it->len;
-		x->secs += secs;
-		qc_merge(&x->qc, &qc);
-		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
-	} else {
-		r->io_errors++;
-	}
-	pthread_mutex_unlock(&r->lock);
-	free(residx);
-	free(chain);
-	free(base);
-	return rc;
-}
-
-/* The outcome of record k from its final items v[0..n) (by ascending
- * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
- * in order) or failed (fragments already written removed); its row, and for ok and
- * split its done.jsonl line.  Called once per record, by one thread at a
- * time: on the scheduler's output step as soon as the record is settled,
- * or after the run for the records that never were. */
-static void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
-{
-	fold_rec_t *x = &r->rec[k];
-	int failed = -1, bad = 0, rc;
-	char *files = NULL, *ranges = NULL;
-	size_t fn = 0, rn = 0;
-	FILE *ff = NULL, *rf = NULL;
-	const char *status = "ok", *ext[FOLD_NEXT];
-	int next = fold_exts(r->o, ext);
-
-	x->finished = 1;
-	for (int i = 0; i < n && failed < 0; i++)
-		if (v[i].state != SCHED_DONE) failed = i;
-	if (failed >= 0 || n == 0) {
-		const char *why = "not folded";
-		for (int i = 0; i < n; i++) {
-			if (v[i].state != SCHED_DONE) {
-				why = v[i].reason;
-				continue;
-			}
-			/* a fragment of a record that failed: not an output */
-			for (int e = 0; e < next; e++) {
-				char *from = fold_frag_name(x, &v[i]);
-				char *fp = from ? fold_path(r->o->outdir, from, ext[e]) : NULL;
-				if (fp) unlink(fp);
-				free(fp);
-				free(from);
-			}
-		}
-		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
-		rc = fold_row(x, NULL, "failed", why);
-		r->nfailed++;
-		if (rc < 0) fold_io_error(r);
-		return;
-	}
-	/* the file column and the fragment ranges, as long as they come */
-	if (!(ff = open_memstream(&files, &fn)) || !(rf = open_memstream(&ranges, &rn))) {
-		bad = 1;
-	} else if (n == 1) {
-		fprintf(ff, "%s%s", x->job.outname, ext[0]);
-	} else {
-		status = "split";
-		for (int i = 0; i < n; i++) {
-			char *from = fold_frag_name(x, &v[i]), *part = NULL;
-			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
-				log_error("record %lld (%s): out of memory", (long long)x->job.recno,
-				          x->job.name);
-				part = NULL;
-				bad = 1;
-			}
-			for (int e = 0; e < next && part; e++) {
-				char *fp = fold_path(r->o->outdir, from, ext[e]);
-				char *tp = fold_path(r->o->outdir, part, ext[e]);
-				if (!fp || !tp || rename(fp, tp) < 0) {
-					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
-					          strerror(errno));
-					bad = 1;
-				}
-				free(fp);
-				free(tp);
-			}
-			fprintf(ff, "%s%s%s", i ? "," : "", part ? part : "?", ext[0]);
-			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
-			        v[i].start + v[i].len);
-			free(from);
-			free(part);
-		}
-	}
-	if (ff && fclose(ff) != 0) bad = 1;
-	if (rf && fclose(rf) != 0) bad = 1;
-	if (bad) {
-		/* its files are not all in place: failed, folded again by a rerun */
-		log_warn("record %lld (%s): its fragments could not all be renamed", (long long)x->job.recno,
-		         x->job.name);
-		fold_io_error(r);
-		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
-			fold_io_error(r);
-		r->nfailed++;
-	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
-		fold_io_error(r);
-		r->nfailed++;
-	} else {
-		fold_journal(r, x);
-		if (n > 1) r->nsplit++;
-		else r->nok++;
-	}
-	free(files);
-	free(ranges);
 }
 
 /* Progress after a record ended: on a terminal the live status line,
@@ -768,34 +244,6 @@ static void fold_log_plan(sched_t *s)
 		log_msg(part ? LOG_DEBUG : LOG_INFO, "plan: %s", line);
 	}
 	free(buf);
-}
-
-/* summary.tsv's header and rows in input order; settled: only the records
- * whose row is made (a run under way) */
-static void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
-{
-	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
-	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
-	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
-	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\n", f);
-	for (int i = 0; i < r->nrec; i++)
-		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
-}
-
-/* summary.tsv: every record's row in input order, written to a temporary
- * file renamed into place.  0 or -1 (logged). */
-static int fold_summary(fold_run_t *r)
-{
-	char *path = fold_file(r, "summary", ".tsv");
-	atomic_file_t a;
-	int rc = -1;
-
-	if (path && atomic_file_open(&a, path)) {
-		fold_summary_rows(a.f, r, 0);
-		rc = atomic_file_close(&a, 1);
-	}
-	free(path);
-	return rc;
 }
 
 /* report.html from the rows settled so far (report.h); a failure is only

@@ -1,7 +1,7 @@
 /* journal.h (prefix journal_) - reading done.jsonl, the resume journal of
  * an output directory: one JSON object per line, one line per record
  * whose files are in place (its output name, sequence hash, weights
- * fingerprint, options and summary row; written by cli/fold.c).
+ * fingerprint, options and summary row; written by cli/fold_dir.c).
  */
 #ifndef ESMBATCH_JOURNAL_H
 #define ESMBATCH_JOURNAL_H

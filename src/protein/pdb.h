@@ -46,7 +46,7 @@ typedef struct {
 	const float *atom37;         /* [L,37,3] coordinates, Angstrom */
 	const float *atom37_mask;    /* [L,37] atoms with mask < 0.5 are not written */
 	const float *plddt;          /* [L,37] 0..1; written as 100 x plddt */
-	const int   *residue_index;  /* [L] residue number - 1, as written (cli/fold.c:
+	const int   *residue_index;  /* [L] residue number - 1, as written (cli/fold_out.c:
 	                                per chain from 0, or the model's index) */
 	const int   *chain_index;    /* [L] 0, 1, ... -> chain A, B, ...; NULL: all A */
 	const float *linker_mask;    /* [L] < 0.5: a linker residue, in no chain's

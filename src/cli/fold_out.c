@@ -1,0 +1,313 @@
+/* fold_out.c - a record's outputs (fold_run.h): its structure files and
+ * PAE, written atomically when a fragment is folded; the outcome of its
+ * fragments (renamed NAME.partIofN, or removed when the record failed);
+ * its summary row and summary.tsv.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/fold_run.h"
+#include "config.h"
+#include "io/atomic_file.h"
+#include "model/tokenizer.h"
+#include "protein/cif.h"
+#include "protein/pdb.h"
+#include "sched/bucket.h"
+#include "util/log.h"
+
+/* x->row = the summary row of a record from column file on (status ok /
+ * split / failed); 0 or -1 (out of memory) */
+int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
+{
+	char fig[160] = "-\t-\t-\t-\t-\t-\t-", qc[160] = "-\t-\t-\t-\t-", flags[96] = "-";
+	char crc[17] = "-";
+	int64_t nq = qc_residues(&x->qc);
+	int rc;
+
+	if (x->res_done && strcmp(status, "failed")) {
+		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
+		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
+		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
+		         (long long)x->fig.device_used);
+		snprintf(qc, sizeof qc, "%.4f\t%lld\t%lld\t%lld\t%lld",
+		         nq ? (double)(x->qc.band[QC_CONFIDENT] + x->qc.band[QC_VERY_HIGH]) / nq : 0.0,
+		         (long long)x->qc.band[QC_VERY_LOW], (long long)x->qc.band[QC_LOW],
+		         (long long)x->qc.band[QC_CONFIDENT], (long long)x->qc.band[QC_VERY_HIGH]);
+		qc_flags(&x->qc, x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, flags,
+		         sizeof flags);
+	}
+	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
+	free(x->row);
+	rc = asprintf(&x->row, "%s\t%s\t%s\t%s\t%s\t%s\t%s", file ? file : "-", status,
+	              reason ? reason : "-", fig, qc, crc, flags);
+	if (rc < 0) x->row = NULL;
+	return rc < 0 ? -1 : 0;
+}
+
+/* tabs in a row from column file on: summary.tsv has 21 columns, the row
+ * all but index, name, length and bucket */
+#define FOLD_ROW_TABS 16
+
+/* a record's line of summary.tsv (x->row; a failed row when it could not
+ * be made).  A row an older version left in done.jsonl has fewer columns:
+ * the missing ones at the end are "-". */
+static void fold_summary_line(FILE *f, const fold_rec_t *x)
+{
+	const job_t *j = &x->job;
+	const char *row = x->row ? x->row : "-\tfailed\tout of memory";
+	const char *tab = strchr(row, '\t');
+	char blabel[16] = "-", index[24] = "-";
+	int tabs = 0;
+
+	if (j->status == JOB_OK)
+		bucket_label(NULL, bucket_of(NULL, tok_model_len(j->len, j->nchains)), blabel, sizeof blabel);
+	/* index (the position in the input, not among the selected records;
+	 * "-": a --names name not found), name, file, length, bucket, then
+	 * status onwards */
+	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
+	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s", index,
+	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
+	        (long long)j->len, blabel, tab + 1);
+	for (const char *c = row; *c; c++) tabs += *c == '\t';
+	for (; tabs < FOLD_ROW_TABS; tabs++) fputs("\t-", f);
+	fputc('\n', f);
+}
+
+/* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
+static int fold_write_pae(const char *path, const model_out_t *out)
+{
+	atomic_file_t a;
+
+	if (!atomic_file_open(&a, path)) return -1;
+	fputs("[{\"predicted_aligned_error\": [", a.f);
+	for (int i = 0; i < out->L; i++) {
+		fputs(i ? ", [" : "[", a.f);
+		for (int k = 0; k < out->L; k++)
+			fprintf(a.f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
+		fputc(']', a.f);
+	}
+	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
+	return atomic_file_close(&a, 1);
+}
+
+/* a fragment's file name before the record's fragments are numbered */
+static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s.frag%d-%d", x->job.outname, it->start + 1, it->start + it->len) < 0)
+		return NULL;
+	return p;
+}
+
+/* one of a record's files, by its extension (fold_exts) */
+static int fold_write_file(const char *path, const char *ext, const pdb_input_t *in,
+                           const model_out_t *out)
+{
+	if (!strcmp(ext, ".pdb")) return pdb_write_atomic(path, in);
+	if (!strcmp(ext, ".cif")) return cif_write_atomic(path, in);
+	return fold_write_pae(path, out);
+}
+
+/* sched_done_fn: write the outputs of one folded item (a whole record, or
+ * a fragment with the record's chains and residue numbers) */
+int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                     const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                     size_t cap)
+{
+	fold_run_t *r = ctx;
+	const opt_t *o = r->o;
+	fold_rec_t *x = &r->rec[it->rec];
+	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
+	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
+	char frag[96];
+	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
+	int *chain = malloc(sizeof *chain * (t->L ? t->L : 1));
+	const char *ext[FOLD_NEXT];
+	int next = fold_exts(o, ext), e = 0;
+
+	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
+	         it->start + 1, it->start + it->len, strlen(x->job.seq));
+	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = weights_fingerprint(r->wt),
+	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
+	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
+	                    .fragment = whole ? NULL : frag, .name = x->job.outname };
+	if (residx && chain)
+		tok_number(t, x->job.seq, it->start, !o->keep_linker_numbering, chain, residx);
+	pdb_input_t pin = { .L = t->L, .aatype = t->aatype, .atom37 = out->atom37,
+	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
+	                    .residue_index = residx, .chain_index = chain,
+	                    .linker_mask = t->linker_mask, .meta = &meta };
+	qc_input_t qin = { .L = t->L, .atom37 = out->atom37, .atom37_mask = out->atom37_mask,
+	                   .plddt = out->plddt, .chain = t->chain };
+	qc_t qc;
+	if (!base || !residx || !chain) {
+		snprintf(reason, cap, "cannot write %s%s (out of memory)", x->job.outname, ext[0]);
+		rc = -1;
+	} else if (qc_measure(&qin, &qc) < 0) {
+		snprintf(reason, cap, "out of memory checking its structure");
+		rc = -1;
+	}
+	for (e = 0; rc == 0 && e < next; e++) {
+		char *path = fold_path(o->outdir, base, ext[e]);
+		if (!path || fold_write_file(path, ext[e], &pin, out) < 0) {
+			snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[e]);
+			rc = -1;
+		}
+		free(path);
+		if (rc < 0) break;
+	}
+	for (int k = 0; rc < 0 && base && k < e; k++) {   /* no part of a record's outputs */
+		char *path = fold_path(o->outdir, base, ext[k]);
+		if (path) unlink(path);
+		free(path);
+	}
+	if (rc == 0)
+		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
+		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
+		         out->ptm, secs);
+	pthread_mutex_lock(&r->lock);
+	if (rc == 0) {
+		x->frags++;
+		x->res_done += it->len;
+		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
+		x->ptm_sum += (double)out->ptm * it->len;
+		x->secs += secs;
+		qc_merge(&x->qc, &qc);
+		if (fig->reserved >= x->fig.reserved) x->fig = *fig;
+	} else {
+		r->io_errors++;
+	}
+	pthread_mutex_unlock(&r->lock);
+	free(residx);
+	free(chain);
+	free(base);
+	return rc;
+}
+
+/* The outcome of record k from its final items v[0..n) (by ascending
+ * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
+ * in order) or failed (fragments already written removed); its row, and for ok and
+ * split its done.jsonl line.  Called once per record, by one thread at a
+ * time: on the scheduler's output step as soon as the record is settled,
+ * or after the run for the records that never were. */
+void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
+{
+	fold_rec_t *x = &r->rec[k];
+	int failed = -1, bad = 0, rc;
+	char *files = NULL, *ranges = NULL;
+	size_t fn = 0, rn = 0;
+	FILE *ff = NULL, *rf = NULL;
+	const char *status = "ok", *ext[FOLD_NEXT];
+	int next = fold_exts(r->o, ext);
+
+	x->finished = 1;
+	for (int i = 0; i < n && failed < 0; i++)
+		if (v[i].state != SCHED_DONE) failed = i;
+	if (failed >= 0 || n == 0) {
+		const char *why = "not folded";
+		for (int i = 0; i < n; i++) {
+			if (v[i].state != SCHED_DONE) {
+				why = v[i].reason;
+				continue;
+			}
+			/* a fragment of a record that failed: not an output */
+			for (int e = 0; e < next; e++) {
+				char *from = fold_frag_name(x, &v[i]);
+				char *fp = from ? fold_path(r->o->outdir, from, ext[e]) : NULL;
+				if (fp) unlink(fp);
+				free(fp);
+				free(from);
+			}
+		}
+		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
+		rc = fold_row(x, NULL, "failed", why);
+		r->nfailed++;
+		if (rc < 0) fold_io_error(r);
+		return;
+	}
+	/* the file column and the fragment ranges, as long as they come */
+	if (!(ff = open_memstream(&files, &fn)) || !(rf = open_memstream(&ranges, &rn))) {
+		bad = 1;
+	} else if (n == 1) {
+		fprintf(ff, "%s%s", x->job.outname, ext[0]);
+	} else {
+		status = "split";
+		for (int i = 0; i < n; i++) {
+			char *from = fold_frag_name(x, &v[i]), *part = NULL;
+			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
+				log_error("record %lld (%s): out of memory", (long long)x->job.recno,
+				          x->job.name);
+				part = NULL;
+				bad = 1;
+			}
+			for (int e = 0; e < next && part; e++) {
+				char *fp = fold_path(r->o->outdir, from, ext[e]);
+				char *tp = fold_path(r->o->outdir, part, ext[e]);
+				if (!fp || !tp || rename(fp, tp) < 0) {
+					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
+					          strerror(errno));
+					bad = 1;
+				}
+				free(fp);
+				free(tp);
+			}
+			fprintf(ff, "%s%s%s", i ? "," : "", part ? part : "?", ext[0]);
+			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
+			        v[i].start + v[i].len);
+			free(from);
+			free(part);
+		}
+	}
+	if (ff && fclose(ff) != 0) bad = 1;
+	if (rf && fclose(rf) != 0) bad = 1;
+	if (bad) {
+		/* its files are not all in place: failed, folded again by a rerun */
+		log_warn("record %lld (%s): its fragments could not all be renamed", (long long)x->job.recno,
+		         x->job.name);
+		fold_io_error(r);
+		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
+			fold_io_error(r);
+		r->nfailed++;
+	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
+		fold_io_error(r);
+		r->nfailed++;
+	} else {
+		fold_journal(r, x);
+		if (n > 1) r->nsplit++;
+		else r->nok++;
+	}
+	free(files);
+	free(ranges);
+}
+
+/* summary.tsv's header and rows in input order; settled: only the records
+ * whose row is made (a run under way) */
+void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
+{
+	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
+	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
+	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
+	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\n", f);
+	for (int i = 0; i < r->nrec; i++)
+		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
+}
+
+/* summary.tsv: every record's row in input order, written to a temporary
+ * file renamed into place.  0 or -1 (logged). */
+int fold_summary(fold_run_t *r)
+{
+	char *path = fold_file(r, "summary", ".tsv");
+	atomic_file_t a;
+	int rc = -1;
+
+	if (path && atomic_file_open(&a, path)) {
+		fold_summary_rows(a.f, r, 0);
+		rc = atomic_file_close(&a, 1);
+	}
+	free(path);
+	return rc;
+}

@@ -1,0 +1,119 @@
+/* fold_run.h (prefix fold_) - what the files of the `fold` command share:
+ * a record's state (fold_rec_t), the run's (fold_run_t), and the functions
+ * one of its files calls in another:
+ *   fold.c      the run: input, shards, scheduler, progress, report, exit
+ *   fold_out.c  a record's outputs: structure files, its summary row, the
+ *               outcome of its fragments, summary.tsv
+ *   fold_dir.c  the output directory: its locks, the leftovers of a killed
+ *               run, done.jsonl and what a rerun skips
+ * Private to src/cli/fold*.c.
+ */
+#ifndef ESMBATCH_FOLD_RUN_H
+#define ESMBATCH_FOLD_RUN_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "cli/options.h"
+#include "io/fasta.h"
+#include "io/safetensors.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "protein/qc.h"
+#include "sched/memory.h"
+#include "sched/quota.h"
+#include "sched/scheduler.h"
+#include "sched/shard.h"
+
+/* one input record and what became of it */
+typedef struct {
+	job_t     job;
+	int       frags;       /* fragments folded (1: the whole record) */
+	int64_t   res_done;    /* residues folded */
+	double    plddt_sum;   /* mean pLDDT x residues, over fragments */
+	double    ptm_sum;     /* pTM x residues */
+	double    secs;
+	mem_fig_t fig;         /* the largest fragment's figures */
+	qc_t      qc;          /* pLDDT bands and flag counts, over fragments */
+	char     *row;         /* its summary row from column file on, once final */
+	int       skipped;     /* done by an earlier run (done.jsonl) */
+	int       finished;    /* fold_finish ran */
+} fold_rec_t;
+
+/* everything one run holds */
+typedef struct {
+	const opt_t *o;
+	weights_t        *wt;
+	sched_dev_t *dev;
+	int          ndev;
+	fold_rec_t  *rec;
+	int          nrec;
+	FILE        *jsonl;      /* run.jsonl */
+	FILE        *done;       /* done.jsonl, appended */
+	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
+	shard_t      shard;      /* --shard; n 0: the whole input */
+	char         sfx[32];    /* ".K-of-N" or "" (shard_suffix) */
+	int          shardfd;    /* DIR/.esmbatch.K-of-N.lock, flock'ed; -1 none */
+	json_t      *mine;       /* sharded: this shard's output names (keys) */
+	char         input_fp[17];  /* sharded: hash of every record's name and sequence */
+	int          ninput;     /* sharded: records in the whole input */
+	json_t      *prev;       /* its entries by output name (the latest wins) */
+	quota_table_t *qt;       /* --quota-table, or NULL */
+	safetensors_writer_t *dump;
+	long         nok, nfailed, nsplit, nskipped;
+	long         todo, ended;  /* records queued for this run; ended of them */
+	int64_t      res_todo, res_ended;
+	double       t_start, t_said;   /* run start; last progress log line */
+	double       t_report;   /* report.html last written (sched_now) */
+	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
+	pthread_mutex_t lock;    /* io_errors, and the results of a record's
+	                            fragments (fold_done) from the workers;
+	                            finishing a record is the output step's */
+} fold_run_t;
+
+/* The files this run writes per record (or fragment), as the extensions
+ * of its name: the structures asked by --format, then with --pae the PAE.
+ * The summary's file column names the first: the PDB, or the mmCIF when
+ * only cif is asked. */
+#define FOLD_NEXT 3
+
+/* fold.c */
+/* an output could not be written (logged by the caller) */
+void  fold_io_error(fold_run_t *r);
+/* DIR/NAME EXT, or NULL */
+char *fold_path(const char *dir, const char *name, const char *ext);
+/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
+int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
+/* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
+char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
+
+/* fold_out.c */
+/* x->row from column file on; 0 or -1 (out of memory) */
+int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
+/* sched_done_fn: write the files of one folded item */
+int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+               const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+               size_t cap);
+/* the outcome of record k from its final items v[0..n): ok, split, failed */
+void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
+/* summary.tsv's header and rows (settled: only the rows made so far) */
+void fold_summary_rows(FILE *f, const fold_run_t *r, int settled);
+/* summary.tsv written atomically; 0 or -1 (logged) */
+int  fold_summary(fold_run_t *r);
+
+/* fold_dir.c */
+/* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */
+int  fold_lock_dir(fold_run_t *r);
+/* remove a killed run's temporaries (with the locks held) */
+void fold_clean_tmp(const fold_run_t *r);
+/* read done.jsonl into r->prev and open it for appending; 0 or -1 */
+int  fold_journal_open(fold_run_t *r);
+/* append record x's line to done.jsonl (on the output step) */
+void fold_journal(fold_run_t *r, const fold_rec_t *x);
+/* the row an earlier run left for x when it can be kept, else NULL */
+const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x);
+
+#endif

@@ -1,9 +1,11 @@
 /* attn.cu - fused streaming attention (online softmax), float32.
  *
  * o = softmax(scale * q k^T + bias + mask) v per (batch b, head h), strides
- * as in be_attn_t (backend.h).  One block of ATTN_WARPS warps owns BQ = ATTN_WARPS
- * x QW consecutive queries of one (b, h) and streams over the keys in tiles
- * of ATTN_BK = 32, staged in shared memory:
+ * as in be_attn_t (backend.h); the optional gate (be_attn_t.g) is applied
+ * as o is written: o / (1 + exp(-g)), no pass of its own.  One block of
+ * ATTN_WARPS warps owns BQ = ATTN_WARPS x QW consecutive queries of one
+ * (b, h) and streams over the keys in tiles of ATTN_BK = 32, staged in
+ * shared memory:
  *   Qs: [BQ, Dp]      queries, pre-multiplied by scale (Dp = D rounded up to 4,
  *                     zero-padded)
  *   Ks: [ATTN_BK, KS] keys (KS = Dp, or Dp + 4 so that the float4 reads of
@@ -126,10 +128,12 @@ k_attn(be_attn_t a, int ntiles)
 		int iq = i0 + warp * QW + qi;
 		if (iq >= a.Lq) break;
 		float inv = l[qi] > 0.0f ? 1.0f / l[qi] : 0.0f;
-		float *o = a.o + b * a.o_sb + (int64_t)iq * a.o_sl + h * a.o_sh;
+		int64_t off = b * a.o_sb + (int64_t)iq * a.o_sl + h * a.o_sh;
 		for (int t = 0; t < DT; t++) {
 			int d = lane + 32 * t;
-			if (d < D) o[d] = acc[qi][t] * inv;
+			if (d >= D) continue;
+			float r = acc[qi][t] * inv;
+			a.o[off + d] = a.g ? r / (1.0f + expf(-a.g[off + d])) : r;   /* the BE_GATE formula */
 		}
 	}
 }

@@ -20,7 +20,9 @@
  * rescale the row of Os by exp(m_old - m_new) and write the row's
  * probabilities rounded to bf16; l sums the rounded values, so that o is
  * exactly a convex combination of the bf16 values.  Only a [16, FA_BK] tile
- * of scores exists per warp, never an [Lq, Lk] matrix.  The leading
+ * of scores exists per warp, never an [Lq, Lk] matrix.  The gate
+ * (be_attn_t.g), where given, divides o by 1 + exp(-g) as it is written.
+ * The leading
  * dimensions keep every WMMA pointer on 32 bytes and ldm on 16 bytes.
  */
 #include "common.cuh"
@@ -178,8 +180,11 @@ k_flash_attn(be_attn_t a, int rb, int ntiles)
 	int iq = i0 + qt * 16 + rr;
 	if (b < a.B && iq < a.Lq) {
 		float inv = l > 0.0f ? 1.0f / l : 0.0f;
-		float *o = a.o + b * a.o_sb + (int64_t)iq * a.o_sl + h * a.o_sh + hh * (DP / 2);
-		for (int c = 0; c < DP / 2 && hh * (DP / 2) + c < D; c++) o[c] = orow[c] * inv;
+		int64_t off = b * a.o_sb + (int64_t)iq * a.o_sl + h * a.o_sh + hh * (DP / 2);
+		for (int c = 0; c < DP / 2 && hh * (DP / 2) + c < D; c++) {
+			float r = orow[c] * inv;
+			a.o[off + c] = a.g ? r / (1.0f + expf(-a.g[off + c])) : r;   /* the BE_GATE formula */
+		}
 	}
 }
 

@@ -236,11 +236,13 @@ static int dbg_attn(be_t *be, const be_attn_t *a)
 	    dbg_dev(c, "attn", "v", a->v, nv * F) || dbg_dev(c, "attn", "o", a->o, no * F) ||
 	    dbg_dev(c, "attn", "bias", a->bias, nbias * F) ||
 	    dbg_dev(c, "attn", "mask", a->mask, nmask * F) ||
+	    dbg_dev(c, "attn", "g", a->g, a->g ? no * F : 0) ||
 	    dbg_apart(c, "attn", "o and q", a->o, no, a->q, nq, 0) ||
 	    dbg_apart(c, "attn", "o and k", a->o, no, a->k, nk, 0) ||
 	    dbg_apart(c, "attn", "o and v", a->o, no, a->v, nv, 0) ||
 	    dbg_apart(c, "attn", "o and bias", a->o, no, a->bias, nbias, 0) ||
-	    dbg_apart(c, "attn", "o and mask", a->o, no, a->mask, nmask, 0))
+	    dbg_apart(c, "attn", "o and mask", a->o, no, a->mask, nmask, 0) ||
+	    dbg_apart(c, "attn", "o and g", a->o, no, a->g, a->g ? no : 0, 0))
 		return -EFAULT;
 	if ((rc = dbg_enter(c))) return rc;
 	return dbg_leave(c, c->cpu->attn(c->cpu, a));

@@ -464,6 +464,69 @@ static void test_attn_bf16(void **state)
 	attn_free(&t);
 }
 
+/* --- attention with its gate (be_attn_t.g) ---
+ * Both kernels (exact fp32, and the bf16 tensor-core one) gate o as they
+ * write it: the gated result must be the ungated one of the same kernel
+ * divided by 1 + expf(-g), bit for bit (the BE_GATE formula), and at fp32
+ * match the CPU backend's gated attention. */
+static void attn_gate_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask, int bf16)
+{
+	attn_t t;
+	char what[160];
+	const be_attn_t *a = &t.a;
+
+	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, 3.0f);
+	pair_t g = pair_new(t.o.n);
+	for (int64_t i = 0; i < g.n; i++) g.c[i] *= 6.0f;
+	assert_int_equal(gpu->upload(gpu, g.g, g.c, sizeof(float) * g.n), 0);
+	float *plain = malloc(sizeof *plain * (size_t)t.o.n), *gated = malloc(sizeof *gated * (size_t)t.o.n);
+	assert_true(plain && gated);
+	snprintf(what, sizeof what, "gated attn B%d H%d Lq%d Lk%d D%d lay%d bias%d mask%d %s",
+	         B, H, Lq, Lk, D, lay, bias, mask, bf16 ? "bf16" : "fp32");
+	if (bf16) assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	t.a.g = NULL;
+	attn_run(&t, gpu);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, plain, t.o.g, sizeof *plain * (size_t)t.o.n), 0);
+	t.a.g = g.g;
+	attn_run(&t, gpu);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, gated, t.o.g, sizeof *gated * (size_t)t.o.n), 0);
+	if (bf16) assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < Lq; i++)
+			for (int hd = 0; hd < H; hd++)
+				for (int d = 0; d < D; d++) {
+					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
+					if (gated[at] != plain[at] / (1.0f + expf(-g.c[at])))
+						fail_msg("%s: o at %lld is %.9g, not the ungated %.9g gated", what,
+						         (long long)at, gated[at], plain[at]);
+				}
+	if (!bf16) {   /* the CPU's gated attention against the GPU's */
+		t.a.g = g.c;
+		attn_run(&t, cpu);
+		t.a.g = g.g;
+		pair_check(&t.o, 1e-9, what);
+	}
+	free(plain);
+	free(gated);
+	pair_free(&g);
+	attn_free(&t);
+}
+
+/* awkward shapes on both kernels, and triangle attention's (D 32, 4 heads,
+ * one bias for all rows) */
+static void test_attn_gate(void **state)
+{
+	for (int bf16 = 0; bf16 < 2; bf16++) {
+		attn_gate_case(1, 1, 1, 1, 7, LAY_INTERLEAVED, BIAS_NONE, MASK_NONE, bf16);
+		attn_gate_case(2, 3, 37, 45, 24, LAY_HEAD_MAJOR, BIAS_PER_BATCH, MASK_RANDOM, bf16);
+		attn_gate_case(6, 4, 70, 70, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, bf16);
+		attn_gate_case(3, 2, 33, 40, 64, LAY_PADDED, BIAS_SHARED, MASK_RANDOM, bf16);
+	}
+	attn_gate_case(1, 2, 33, 70, 100, LAY_HEAD_MAJOR, BIAS_NONE, MASK_NONE, 0);
+}
+
 /* --- row ops --- */
 
 static void test_layernorm(void **state)
@@ -744,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_gemm_bf16_weight),
 		cmocka_unit_test(test_attn),
 		cmocka_unit_test(test_attn_bf16),
+		cmocka_unit_test(test_attn_gate),
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_layernorm_cm),
 		cmocka_unit_test(test_softmax),

@@ -432,6 +432,24 @@ static void attn_trial(be_t *be, uint64_t *s, const attn_case_t *c, int threads)
 			for (int i = 0; i < c->Lq; i++)
 				for (int d = 0; d < c->D; d++)
 					assert_true(a.o[(c->B - 1) * lo.sb + i * lo.sl + h * lo.sh + d] == 0.0f);
+
+	/* with the gate g (o's layout): the ungated result gated by the binary
+	 * op (BE_GATE) afterwards, bit for bit; o's padding untouched */
+	float *g = frand(s, on, 6.0f), *want = fcopy(a.o, on);
+	assert_int_equal(be->binary(be, want, want, g, on, BE_GATE), 0);
+	memcpy(a.o, before, on * sizeof *a.o);
+	a.g = g;
+#ifdef _OPENMP
+	omp_set_num_threads(threads);
+#endif
+	assert_int_equal(be->attn(be, &a), 0);
+#ifdef _OPENMP
+	omp_set_num_threads(1);
+#endif
+	for (int64_t i = 0; i < on; i++)
+		if (memcmp(a.o + i, isnan(ref[i]) ? before + i : want + i, sizeof *a.o))
+			fail_msg("gated attn: o[%lld] = %.9g, not %.9g", (long long)i, a.o[i],
+			         isnan(ref[i]) ? before[i] : want[i]);
 	tmp_reset();
 }
 
@@ -439,7 +457,8 @@ static void attn_trial(be_t *be, uint64_t *s, const attn_case_t *c, int threads)
  * 256-key tile (the online-softmax rescale between key tiles, a first key
  * tile wholly masked), [B,L,H,D], [B,H,L,D] and interleaved q|k|v layouts,
  * no / shared (bias_sb = 0) / per-batch bias, key masks with a fully masked
- * row; the listed cases under 1 and 3 threads, then random cases. */
+ * row; the listed cases under 1 and 3 threads, then random cases; each
+ * also with the gate. */
 static void test_attn(void **state)
 {
 	static const attn_case_t cases[] = {

@@ -64,6 +64,9 @@ typedef struct {
  *         (bias_sb = 0 shares one bias across the batch), or NULL
  *   mask: [B, Lk] at mask + b*mask_sb + j; 0 drops key j, or NULL;
  *         a query row whose keys are all dropped gets o = 0
+ *   g: [B, Lq, H, D] at g + b*o_sb + i*o_sl + h*o_sh (the output's
+ *      strides), pre-sigmoid gate logits, or NULL: then o = attention /
+ *      (1 + exp(-g)), applied in the epilogue (the BE_GATE formula)
  * Implementations stream over keys (online softmax): no [Lq, Lk] score
  * matrix beyond a tile is ever materialised. */
 typedef struct {
@@ -75,6 +78,7 @@ typedef struct {
 	float       *o; int64_t o_sb, o_sl, o_sh;
 	const float *bias; int64_t bias_sb, bias_sh, bias_sq;
 	const float *mask; int64_t mask_sb;
+	const float *g;          /* gate logits, o's strides, or NULL */
 } be_attn_t;
 
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;

@@ -379,6 +379,8 @@ static void cpu_scale(float *y, const float *x, int64_t n, float a)
 	for (int64_t i = 0; i < n; i++) y[i] = a * x[i];
 }
 
+static void cpu_attn_gate(const be_attn_t *a, int b, int h, int i0, int tq);
+
 /* One (batch, head, query tile): streaming softmax over key tiles.
  * s: [tq, TK] scores, acc: [tq, D] unnormalised output, m, l: [tq].
  * kp, vp: this (batch, head)'s K^T and V packed for the own kernel
@@ -404,6 +406,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		avx512_block(&gs, 0, 0, tq, 0, a->Lk, kp, NULL, 0);
 		avx512_attn_rows(s, BE_CPU_TK, tq, a->Lk, bias, a->bias_sq, mask, m, l, NULL, D);
 		avx512_block(&go, 0, 0, tq, 0, D, vp, NULL, 0);
+		cpu_attn_gate(a, b, h, i0, tq);
 		return;
 	}
 	memset(acc, 0, sizeof *acc * tq * D);
@@ -435,6 +438,7 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		}
 	}
 	cpu_attn_out(a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh, a->o_sl, acc, l, tq, D);
+	cpu_attn_gate(a, b, h, i0, tq);
 }
 
 /* kp: [AVX512_PACKED(D, Lk)] = K^T of (batch b, head h), packed whole for
@@ -611,6 +615,19 @@ static void cpu_binary_k(float *y, const float *a, const float *b, int64_t n, be
 		#pragma omp simd
 		for (int64_t i = 0; i < n; i++) y[i] = a[i] / (1.0f + cpu_exp(-b[i]));
 		break;
+	}
+}
+
+/* o: the tq rows of (batch b, head h) from query i0 = o / (1 + exp(-g)),
+ * the gate of be_attn_t.g (nothing when NULL), with the binary op's own
+ * code per row, so that the result is the separate BE_GATE pass's bit for bit */
+static void cpu_attn_gate(const be_attn_t *a, int b, int h, int i0, int tq)
+{
+	if (!a->g) return;
+	for (int i = 0; i < tq; i++) {
+		int64_t off = b * a->o_sb + (int64_t)(i0 + i) * a->o_sl + h * a->o_sh;
+		if (cpu_has_cg) avx512_gate(a->o + off, a->o + off, a->g + off, a->D);
+		else            cpu_binary_k(a->o + off, a->o + off, a->g + off, a->D, BE_GATE);
 	}
 }
 

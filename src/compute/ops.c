@@ -215,7 +215,7 @@ void op_gemm(fwd_t *fx, const be_gemm_t *g)
 void op_attn(fwd_t *fx, const be_attn_t *a)
 {
 	int64_t q = (int64_t)a->B * a->Lq * a->H * a->D, kv = (int64_t)a->B * a->Lk * a->H * a->D;
-	op_count(fx, 2 * q + 2 * kv + (a->bias ? (int64_t)(a->bias_sb ? a->B : 1) * a->H * a->Lq * a->Lk : 0) +
+	op_count(fx, (a->g ? 3 : 2) * q + 2 * kv + (a->bias ? (int64_t)(a->bias_sb ? a->B : 1) * a->H * a->Lq * a->Lk : 0) +
 	             (a->mask ? (int64_t)a->B * a->Lk : 0));
 	if (!op_run(fx) || !a->B || !a->H || !a->Lq) return;
 	op_status(fx, fx->be->attn(fx->be, a), "attention");

@@ -221,9 +221,9 @@ static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const cfg_t *
 		.v = qkv.d + 2 * hw, .v_sl = 3 * cs, .v_sh = 3 * hw,
 		.o = o.d, .o_sl = cs, .o_sh = hw,
 		.bias = bias.d, .bias_sh = (int64_t)L * L, .bias_sq = L,
+		.g = g.d,                        /* o = sigmoid(g) * attention */
 	};
 	op_attn(fx, &a);
-	op_binary(fx, o, o, g, BE_GATE);
 	op_linear(fx, s, o, &b->att_o, 1.0f);
 	fwd_drop(fx, &o);
 	fwd_drop(fx, &g);
@@ -453,9 +453,9 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
 			.v = v.d, .v_sb = sb, .v_sl = c, .v_sh = hw,
 			.o = xv.d, .o_sb = sb, .o_sl = c, .o_sh = hw,
 			.bias = bias.d, .bias_sb = 0, .bias_sh = (int64_t)L * L, .bias_sq = L,
+			.g = gv.d,                   /* gated in the attention's epilogue */
 		};
 		op_attn(fx, &a);
-		op_binary(fx, xv, xv, gv, BE_GATE);
 		op_linear(fx, tensor_rows(z, i0, nc), xv, &m->o, 1.0f);
 	}
 	fwd_drop(fx, &g);
@@ -503,8 +503,7 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *   tri att (each of 2): layernorm            1       1        2
  *     bias GEMM, attention's bias read        1      H_z/c_z   1 + 2 H_z/c_z
  *     q, k, v, g linears                      4       4        8
- *     attention (q, k, v -> o)                3       1        4
- *     gate                                    2       1        3
+ *     attention (q, k, v, gate g -> o)        4       1        5
  *     o linear + residual                     2       1        3
  *     ending only: 2 in-place transposes      2       2        4
  *   pair transition: layernorm                1       1        2
@@ -512,8 +511,9 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 128 (esmfold_v1 at L = 256: 129.7).  Before the fusions
- * (gate_add: gate and residual apart; the ReLU a pass of its own over
+ * cpu and cuda 124 (esmfold_v1 at L = 256: 125.7).  Before the fusions
+ * (the attention's gate a pass of its own after it, 3 each: 128;
+ * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,
  * 22 passes for f and r where gate_rows makes 14, and the product

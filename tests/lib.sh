@@ -40,6 +40,24 @@ need_biopython() {
 	exit 1
 }
 
+# mkfa SEED FILE NAME=LENGTH[:LENGTH..] ...: a FASTA of one record per
+# argument, in order, its chains random sequences of those lengths
+# (python3's random, seeded with SEED, drawn chain after chain) joined by
+# the ':' linker; LENGTH "bad": the record MK1Z, which the reader refuses
+mkfa() {
+	python3 - "$@" <<'PY'
+import random, sys
+random.seed(int(sys.argv[1]))
+with open(sys.argv[2], "w") as f:
+    for a in sys.argv[3:]:
+        name, lens = a.rsplit("=", 1)
+        s = "MK1Z" if lens == "bad" else ":".join(
+            "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(int(L)))
+            for L in lens.split(":"))
+        f.write(">%s\n%s\n" % (name, s))
+PY
+}
+
 # fixture_fa FX: tests/data/FX's sequences as esmbatch reads them into
 # $tmp/FX.fa (the fixture README: lower-case letters are fed as X)
 fixture_fa() {

@@ -17,21 +17,10 @@
 #   killed run's temporaries are removed by the next.
 . "${srcdir:-.}/tests/lib.sh"
 w=$demo
-# mkfa FILE NAME:LENGTH ...: random sequences (fixed seed)
-mkfa() {
-	python3 - "$@" <<'PY'
-import random, sys
-random.seed(11)
-with open(sys.argv[1], "w") as f:
-    for a in sys.argv[2:]:
-        name, L = a.rsplit(":", 1)
-        f.write(">%s\n%s\n" % (name, "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(int(L)))))
-PY
-}
 run() { "$bin" -q --weights "$w" --num-recycles 0 "$@"; }
 
 # --- the output step: one writer, no shared lock held --------------------
-mkfa "$tmp/four.fa" s0:20 s1:20 s2:20 s3:20
+mkfa 11 "$tmp/four.fa" s0=20 s1=20 s2=20 s3=20
 ESMBATCH_FAULT=slowio:1500 run -i "$tmp/four.fa" -o "$tmp/slow" --devices cpu --workers 2 ||
 	fail "slowio: exited $?"
 python3 - "$tmp/slow/run.jsonl" <<'PY' || fail "slowio: the workers waited for the output step"
@@ -52,7 +41,7 @@ PY
 
 # --- 32 fragments of a 100-character name --------------------------------
 long=$(printf 'L%.0s' $(seq 100))
-mkfa "$tmp/long.fa" "$long:320"
+mkfa 11 "$tmp/long.fa" "$long=320"
 run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K || fail "32 parts: exited $?"
 files=$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")
 [ "$(awk -F'\t' 'NR == 2 { print $6 }' "$tmp/long/summary.tsv")" = split ] || fail "32 parts: not split"
@@ -69,7 +58,7 @@ grep -q '"event":"fold"' "$tmp/long/run.jsonl" && fail "32 parts rerun: folded a
 	fail "32 parts rerun: another file column"
 
 # --- fragment names are reserved -----------------------------------------
-mkfa "$tmp/decoy.fa" r:40 r.part1of2:20 R.PART2OF2:20 r.frag21-40:20 r.frag1-20:20
+mkfa 11 "$tmp/decoy.fa" r=40 r.part1of2=20 R.PART2OF2=20 r.frag21-40=20 r.frag1-20=20
 run -i "$tmp/decoy.fa" -o "$tmp/decoy" --devices sim:2300K 2>"$tmp/decoy.err" ||
 	fail "decoys: exited $?"
 [ "$(awk -F'\t' '$2 == "r" { print $3 }' "$tmp/decoy/summary.tsv")" = r.part1of2.pdb,r.part2of2.pdb ] ||

@@ -11,13 +11,7 @@
 . "${srcdir:-.}/tests/lib.sh"
 w=$demo
 
-python3 - "$tmp/mix.fa" <<'PY'
-import random, sys
-random.seed(3)
-with open(sys.argv[1], "w") as f:
-    for i, L in enumerate([30, 120, 45, 200, 60, 15, 90, 8]):
-        f.write(">r%d\n%s\n" % (i, "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(L))))
-PY
+mkfa 3 "$tmp/mix.fa" r0=30 r1=120 r2=45 r3=200 r4=60 r5=15 r6=90 r7=8
 run() { "$bin" -q -i "$tmp/mix.fa" --weights "$w" --num-recycles 0 "$@"; }
 
 # budgets never exceeded; rows in input order
@@ -50,12 +44,7 @@ ls "$tmp/small" | grep -q frag && fail "unrenamed fragment files left"
 # multimers whose halving point lands on the ':' (100:100) or just after
 # it (99:101): split at the chain boundary, no fragment begins or ends
 # with the linker, every fragment written
-python3 - "$tmp/dimer.fa" <<'PY'
-import random, sys
-random.seed(5)
-r = lambda n: "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(n))
-open(sys.argv[1], "w").write(">d1\n%s:%s\n>d2\n%s:%s\n" % (r(100), r(100), r(99), r(101)))
-PY
+mkfa 5 "$tmp/dimer.fa" d1=100:100 d2=99:101
 "$bin" -q -i "$tmp/dimer.fa" -o "$tmp/dimer" --weights "$w" --num-recycles 0 \
 	--devices sim:3M,sim:2500K || fail "dimer run exited $?"
 python3 - "$tmp/dimer" <<'PY' || fail "dimer halved on its linker"

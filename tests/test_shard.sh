@@ -15,18 +15,6 @@
 . "${srcdir:-.}/tests/lib.sh"
 args=(-q --weights "$demo" --num-recycles 0 --devices cpu -t 2)
 run() { "$bin" "${args[@]}" "$@"; }
-# mkfa FILE NAME:LENGTH ...: random sequences (fixed seed); LENGTH "bad" a bad record
-mkfa() {
-	python3 - "$@" <<'PY'
-import random, sys
-random.seed(19)
-with open(sys.argv[1], "w") as f:
-    for a in sys.argv[2:]:
-        name, L = a.rsplit(":", 1)
-        s = "MK1Z" if L == "bad" else "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(int(L)))
-        f.write(">%s\n%s\n" % (name, s))
-PY
-}
 # keep_cols FILE: the summary less the columns that differ run to run
 keep_cols() {
 	awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) keep[i] = $i !~ /second|bytes|time|rss|memory/ }
@@ -45,7 +33,7 @@ same_atoms() {
 }
 count() { grep -c "$1" "$2" 2>/dev/null || true; }
 
-mkfa "$tmp/mix.fa" a:90 b:12 c:61 d:7 e:40 f:75 g:23 h:33 i:5 j:52 k:18 l:28
+mkfa 19 "$tmp/mix.fa" a=90 b=12 c=61 d=7 e=40 f=75 g=23 h=33 i=5 j=52 k=18 l=28
 run -i "$tmp/mix.fa" -o "$tmp/one" || fail "single run: exited $?"
 
 # --- the partition ---------------------------------------------------------
@@ -134,7 +122,7 @@ rc=$?
 [ $rc -eq 3 ] && grep -q 'shard 3/3: no summary' "$tmp/other.err" || fail "shard 3 gone: exit $rc"
 [ "$(tail -n +2 "$tmp/other/summary.tsv" | wc -l)" -eq $((12 - $(awk -F'\t' '$1 == "3/3" { print $2 }' "$tmp/parts.tsv"))) ] ||
 	fail "shard 3 gone: the other shards' rows not merged"
-mkfa "$tmp/bad.fa" x:9 bad:bad y:11
+mkfa 19 "$tmp/bad.fa" x=9 bad=bad y=11
 for k in 1 2; do run -i "$tmp/bad.fa" -o "$tmp/bad" --shard $k/2 2>/dev/null; done
 "$bin" merge -o "$tmp/bad" 2>"$tmp/bad.err"
 rc=$?

@@ -106,13 +106,8 @@ until sinfo -h -o %t 2>/dev/null | grep -qx idle; do
 done
 
 # --- the array, the merge, task 2 stopped and requeued ------------------------
-python3 - "$tmp/mix.fa" <<'PY'
-import random, sys
-random.seed(23)
-with open(sys.argv[1], "w") as f:
-    for i, L in enumerate([70, 9, 44, 25, 58, 14, 33, 6, 49, 20, 38, 12, 27, 63, 17, 30]):
-        f.write(">p%d\n%s\n" % (i, "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(L))))
-PY
+mkfa 23 "$tmp/mix.fa" p0=70 p1=9 p2=44 p3=25 p4=58 p5=14 p6=33 p7=6 p8=49 p9=20 p10=38 p11=12 \
+	p12=27 p13=63 p14=17 p15=30
 opts=(--num-recycles 0 --devices cpu -t 2 -q)
 "$bin" -i "$tmp/mix.fa" -o "$tmp/one" --weights "$demo" "${opts[@]}" || fail "single run: exited $?"
 c=$srcdir/contrib/slurm

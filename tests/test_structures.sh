@@ -89,15 +89,9 @@ PY
 done
 
 # --- split multimers: the record's chains and numbers in each fragment -----
-"$py" - "$tmp/split.fa" <<'PY'
-import random, sys
-random.seed(11)
-r = lambda n: "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(n))
 # the halving point inside chain B; inside chain A (a fragment spanning
 # the linker); a trimer
-open(sys.argv[1], "w").write(">s1\n%s:%s\n>s2\n%s:%s\n>s3\n%s:%s:%s\n"
-                             % (r(60), r(140), r(150), r(50), r(70), r(40), r(90)))
-PY
+mkfa 11 "$tmp/split.fa" s1=60:140 s2=150:50 s3=70:40:90
 for num in chain model; do
 	opt=; [ $num = model ] && opt=--keep-linker-numbering
 	"$bin" -q -i "$tmp/split.fa" -o "$tmp/split.$num" --weights "$demo" --num-recycles 0 \

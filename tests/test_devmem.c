@@ -161,7 +161,7 @@ static void test_devmem_contract(void **state)
 	assert_int_equal(fwd_exec_begin(&fx, dbg, 1024), 0);
 	tensor_t x = fwd_new2(&fx, 2, 4), y = fwd_new2(&fx, 2, 4);
 	op_fill(&fx, x, 1.0f);
-	op_linear(&fx, y, x, &(lin_t){ host_w, NULL, 4, 4 }, 0.0f);
+	op_linear(&fx, y, x, &(lin_t){ .w = host_w, .out = 4, .in = 4 }, 0.0f);
 	assert_int_equal(fx.err, -EFAULT);
 	assert_int_equal(be_dbg_violations(dbg), 1);
 	fwd_end(&fx);

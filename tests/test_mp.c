@@ -384,8 +384,8 @@ static void fwd_model_init(fwd_model_t *m, int L, int c, uint64_t seed)
 	m->lw = rand_floats(&seed, (size_t)c, 1.0f);
 	m->lb = rand_floats(&seed, (size_t)c, 1.0f);
 	m->in = rand_floats(&seed, (size_t)L * c, 1.0f);
-	m->l1 = (lin_t){ m->w1, m->b1, 2 * c, c };
-	m->l2 = (lin_t){ m->w2, m->b2, c, 2 * c };
+	m->l1 = (lin_t){ .w = m->w1, .b = m->b1, .out = 2 * c, .in = c };
+	m->l2 = (lin_t){ .w = m->w2, .b = m->b2, .out = c, .in = 2 * c };
 	m->ln = (ln_t){ m->lw, m->lb, c, 1e-5f };
 }
 

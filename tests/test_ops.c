@@ -600,6 +600,14 @@ static void test_act(void **state)
 	}
 }
 
+/* gate logits saturated at the start of g[0..n): sigmoid's exp clamped or
+ * overflowing */
+static void gate_saturate(float *g, int64_t n)
+{
+	static const float sat[] = { -INFINITY, INFINITY, -80.0f, 80.0f, 100.0f, -30.0f };
+	for (size_t i = 0; i < sizeof sat / sizeof *sat && (int64_t)i < n; i++) g[i] = sat[i];
+}
+
 /* binary: add, mul and gate = a * sigmoid(b), into a separate y and in
  * place over a and over b. */
 static void test_binary(void **state)
@@ -615,9 +623,7 @@ static void test_binary(void **state)
 			float *a = frand(&s, n, 4.0f), *b = frand(&s, n, 8.0f);
 			float *y = alias == 1 ? a : alias == 2 ? b : frand(&s, n, 1.0f);
 			double *ref = dref(n), *scl = dref(n);
-			/* the gate saturated: sigmoid's exp clamped or overflowing */
-			static const float sat[] = { -INFINITY, INFINITY, -80.0f, 80.0f, 100.0f, -30.0f };
-			for (size_t i = 0; t == 1 && ops[o].kind == BE_GATE && i < sizeof sat / sizeof *sat && (int)i < n; i++) b[i] = sat[i];
+			if (t == 1 && ops[o].kind == BE_GATE) gate_saturate(b, n);
 			for (int i = 0; i < n; i++) {
 				double x = a[i], z = b[i];
 				ref[i] = ops[o].kind == BE_ADD ? x + z : ops[o].kind == BE_MUL ? x * z
@@ -642,8 +648,7 @@ static void test_gate_add(void **state)
 		float *a = frand(&s, n, 4.0f), *b = frand(&s, n, 8.0f), *y = frand(&s, n, 2.0f);
 		float *y2 = frand(&s, n, 1.0f), *g = frand(&s, n, 1.0f);
 		double *ref = dref(n), *scl = dref(n);
-		static const float sat[] = { -INFINITY, INFINITY, -80.0f, 80.0f, 100.0f, -30.0f };
-		for (size_t i = 0; t == 1 && i < sizeof sat / sizeof *sat && (int)i < n; i++) b[i] = sat[i];
+		if (t == 1) gate_saturate(b, n);
 		for (int i = 0; i < n; i++) {
 			double gate = a[i] / (1.0 + exp(-(double)b[i]));
 			ref[i] = y[i] + gate;
@@ -671,8 +676,7 @@ static void test_gate_rows(void **state)
 		float *y = frand(&s, n, 3.0f), *g = frand(&s, n, 8.0f);
 		float *by = t % 3 == 1 ? NULL : frand(&s, rows, 2.0f), *bg = t % 3 == 2 ? NULL : frand(&s, rows, 2.0f);
 		double *ref = dref(n), *scl = dref(n);
-		static const float sat[] = { -INFINITY, INFINITY, -80.0f, 80.0f, 100.0f, -30.0f };
-		for (size_t i = 0; t == 1 && i < sizeof sat / sizeof *sat && (int64_t)i < n; i++) g[i] = sat[i];
+		if (t == 1) gate_saturate(g, n);
 		for (int64_t i = 0; i < n; i++) {
 			int64_t r = i / cols;
 			double u = (double)y[i] + (by ? by[r] : 0.0f), v = (double)g[i] + (bg ? bg[r] : 0.0f);
@@ -874,7 +878,7 @@ static void test_op_linear(void **state)
 		float *w = frand(&s, (size_t)out * in, 1.0f), *b = t % 3 ? frand(&s, out, 1.0f) : NULL;
 		float *xh = frand(&s, (size_t)m * in, 1.0f), *yh = frand(&s, (size_t)m * out, 1.0f);
 		double *ref = dref((size_t)m * out);
-		lin_t l = { w, b, out, in };
+		lin_t l = { .w = w, .b = b, .out = out, .in = in };
 		fwd_t fx;
 
 		if (beta == 0.0f)
@@ -905,19 +909,19 @@ static const float zeros[64];
 
 static void bad_linear_in(fwd_t *fx)
 {
-	lin_t l = { zeros, NULL, 3, 6 };
+	lin_t l = { .w = zeros, .out = 3, .in = 6 };
 	op_linear(fx, fwd_new2(fx, 4, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
 static void bad_linear_out(fwd_t *fx)
 {
-	lin_t l = { zeros, NULL, 4, 5 };
+	lin_t l = { .w = zeros, .out = 4, .in = 5 };
 	op_linear(fx, fwd_new2(fx, 4, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
 static void bad_linear_rows(fwd_t *fx)
 {
-	lin_t l = { zeros, NULL, 3, 5 };
+	lin_t l = { .w = zeros, .out = 3, .in = 5 };
 	op_linear(fx, fwd_new2(fx, 3, 3), fwd_new2(fx, 4, 5), &l, 0.0f);
 }
 
@@ -1029,7 +1033,7 @@ static be_t spy_backend(const be_t *cpu)
 static void all_ops(fwd_t *fx)
 {
 	static float w[8 * 8], inv[4];
-	lin_t l = { w, w, 8, 8 };
+	lin_t l = { .w = w, .b = w, .out = 8, .in = 8 };
 	ln_t ln = { w, w, 8, 1e-5f };
 	tensor_t x = fwd_new2(fx, 5, 8), y = fwd_new2(fx, 5, 8), r = fwd_new3(fx, 5, 1, 8);
 	tensor_t p = fwd_new3(fx, 2, 5, 16), t = fwd_new2(fx, 8, 5);

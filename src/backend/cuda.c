@@ -296,11 +296,19 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		g->batch, ct, CUBLAS_GEMM_DEFAULT), "gemm");
 }
 
+/* the be_prec_t a CUDA backend computes with (never auto) */
+static be_prec_t be_cuda_prec(const be_t *be)
+{
+	const be_cuda_ctx_t *c = be->ctx;
+	return c->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? BE_PREC_BF16 :
+	       c->compute == CUBLAS_COMPUTE_32F_FAST_16F ? BE_PREC_FP16 : BE_PREC_FP32;
+}
+
 static int be_cuda_attn(be_t *be, const be_attn_t *a)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	/* at bf16, on the tensor cores where the head fits */
-	if (!strcmp(be->precision, "bf16") && a->D <= CU_FLASH_DMAX)
+	if (be_cuda_prec(be) == BE_PREC_BF16 && a->D <= CU_FLASH_DMAX)
 		return be_cuda_k(c, cu_flash_attn(c->stream, a), "attention (bf16)");
 	if (a->D > CU_ATTN_DMAX)
 		log_error("cuda backend: attention: head dimension %d over %d", a->D, CU_ATTN_DMAX);
@@ -459,14 +467,6 @@ static int be_cuda_workspace(be_t *be, be_prec_t prec)
 	be->workspace = n;
 	be->weights_bf16 = bf16;
 	return 0;
-}
-
-/* the be_prec_t a CUDA backend computes with (never auto) */
-static be_prec_t be_cuda_prec(const be_t *be)
-{
-	const be_cuda_ctx_t *c = be->ctx;
-	return c->compute == CUBLAS_COMPUTE_32F_FAST_16BF ? BE_PREC_BF16 :
-	       c->compute == CUBLAS_COMPUTE_32F_FAST_16F ? BE_PREC_FP16 : BE_PREC_FP32;
 }
 
 /* be's GEMM precision prec, its workspace following (be_cuda_workspace) */

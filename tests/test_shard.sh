@@ -79,12 +79,21 @@ rc=$?
 [ $rc -eq 3 ] || fail "merge with shards missing: expected exit 3, got $rc"
 for k in 1 2 3; do grep -q "shard $k/3: no summary" "$tmp/m1.err" || fail "merge: shard $k/3 not listed"; done
 
-# the rerun of shard 2 beside shards 1 and 3
+# the rerun of shard 2 beside shard 3, then shard 1.  Shard 2 removes the
+# temporaries of its own summary and report that its killed run left;
+# neither touches shard 1's (shard 1 may be writing it: here a stand-in)
+touch "$sh/summary.2-of-3.tsv.tmp.99999" "$sh/report.2-of-3.html.tmp.99998" \
+	"$sh/summary.1-of-3.tsv.tmp.99997"
 "$bin" "${args[@]}" -i "$tmp/mix.fa" -o "$sh" --shard 2/3 &
 pid=$!
-run -i "$tmp/mix.fa" -o "$sh" --shard 1/3 || fail "shard 1/3: exited $?"
 run -i "$tmp/mix.fa" -o "$sh" --shard 3/3 || fail "shard 3/3: exited $?"
 wait $pid || fail "shard 2/3 rerun: exited $?"
+for f in summary.2-of-3.tsv.tmp.99999 report.2-of-3.html.tmp.99998; do
+	[ -e "$sh/$f" ] && fail "shard 2/3 rerun: left $f"
+done
+[ -e "$sh/summary.1-of-3.tsv.tmp.99997" ] || fail "shard 2 or 3 removed shard 1's summary temporary"
+rm "$sh/summary.1-of-3.tsv.tmp.99997"
+run -i "$tmp/mix.fa" -o "$sh" --shard 1/3 || fail "shard 1/3: exited $?"
 [ "$(count '"event":"skip"' "$sh/run.2-of-3.jsonl")" -eq "$done2" ] || fail "shard 2 rerun: skips"
 [ "$(count '"status":"ok"' "$sh/run.2-of-3.jsonl")" -eq $((in2 - done2)) ] || fail "shard 2 rerun: folds"
 for k in 1 2 3; do

@@ -148,23 +148,27 @@ static int fold_tmp_mine(const fold_run_t *r, const char *stem, size_t n)
 /* Remove what killed runs left in the output directory: temporaries of
  * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
  * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, report.html.tmp.PID, or the
- * older NAME.pdb.tmp form).  Only with the directory's lock held: then no
- * other run is writing them; a shard removes only its own records' (other
- * shards may be writing theirs).  Nothing else is touched. */
+ * older NAME.pdb.tmp form; a shard's summary.K-of-N.tsv.tmp.PID and
+ * report.K-of-N.html.tmp.PID).  Only with the directory's lock held: then
+ * no other run is writing them; a shard removes only its own records' and
+ * its own summary's and report's (other shards may be writing theirs).
+ * Nothing else is touched. */
 void fold_clean_tmp(const fold_run_t *r)
 {
-	/* the last two are whole names, the others a NAME's ending */
-	static const char *const kind[] = { ".pdb.tmp", ".cif.tmp", ".pae.json.tmp",
-	                                    "summary.tsv.tmp", "report.html.tmp" };
+	/* the first three are a NAME's ending, the last two whole names */
+	char summary[64], report[64];
+	const char *const kind[] = { ".pdb.tmp", ".cif.tmp", ".pae.json.tmp", summary, report };
 	const size_t nk = sizeof kind / sizeof *kind;
 	DIR *d = opendir(r->o->outdir);
 	struct dirent *e;
 
 	if (!d) return;
+	snprintf(summary, sizeof summary, "summary%s.tsv.tmp", r->sfx);
+	snprintf(report, sizeof report, "report%s.html.tmp", r->sfx);
 	while ((e = readdir(d))) {
 		const char *t = strstr(e->d_name, ".tmp");
 		size_t n;
-		int ours = 0;
+		int ours = 0, whole = 0;
 		/* .tmp at the end, or followed by .DIGITS */
 		while (t && t[4] && !(t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)))
 			t = strstr(t + 1, ".tmp");
@@ -173,11 +177,11 @@ void fold_clean_tmp(const fold_run_t *r)
 		size_t stem = 0;
 		for (size_t k = 0; k < nk && !ours; k++) {
 			size_t kl = strlen(kind[k]);
-			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) &&
-			       (k < nk - 2 ? n > kl : n == kl);
+			whole = k >= nk - 2;
+			ours = n >= kl && !strncmp(e->d_name + n - kl, kind[k], kl) && (whole ? n == kl : n > kl);
 			stem = n - kl;
 		}
-		if (!ours || (r->shard.n && !fold_tmp_mine(r, e->d_name, stem))) continue;
+		if (!ours || (r->shard.n && !whole && !fold_tmp_mine(r, e->d_name, stem))) continue;
 		char *p = fold_path(r->o->outdir, e->d_name, "");
 		if (p && unlink(p) == 0) log_debug("%s: removed (left by a killed run)", p);
 		free(p);

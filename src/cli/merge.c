@@ -21,6 +21,7 @@
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "util/log.h"
+#include "util/tsv.h"
 
 typedef struct {
 	long  index;   /* in the input; -1 for "-" */
@@ -212,29 +213,6 @@ static int merge_cmp(const void *a, const void *b)
 	return (x->line > y->line) - (x->line < y->line);
 }
 
-/* column c (0-based) of a tab-separated line into buf */
-static const char *merge_field(const char *line, int c, char *buf, size_t cap)
-{
-	const char *p = line, *t;
-
-	for (int i = 0; i < c && p; i++) p = (t = strchr(p, '\t')) ? t + 1 : NULL;
-	if (!p) return "-";
-	t = strchr(p, '\t');
-	snprintf(buf, cap, "%.*s", t ? (int)(t - p) : (int)strlen(p), p);
-	return buf;
-}
-
-/* a header's column named name, or -1 */
-static int merge_column(const char *head, const char *name)
-{
-	char buf[64];
-	for (int c = 0;; c++) {
-		const char *f = merge_field(head, c, buf, sizeof buf);
-		if (f != buf) return -1;
-		if (!strcmp(f, name)) return c;
-	}
-}
-
 static int merge_write(const merge_t *m)
 {
 	char *path = NULL;
@@ -317,15 +295,15 @@ int merge_main(const opt_t *o)
 			goto done;
 		}
 	{
-		int cs = merge_column(m.head, "status"), cn = merge_column(m.head, "name");
-		int cr = merge_column(m.head, "reason");
+		int cs = tsv_column(m.head, "status"), cn = tsv_column(m.head, "name");
+		int cr = tsv_column(m.head, "reason");
 		char st[32], nm[256], why[512], ix[32];
 		for (long i = 0; cs >= 0 && i < m.nrow; i++) {
-			if (strcmp(merge_field(m.row[i].text, cs, st, sizeof st), "failed")) continue;
+			if (strcmp(tsv_field(m.row[i].text, cs, st, sizeof st), "failed")) continue;
 			nfailed++;
-			log_error("record %s (%s): failed: %s", merge_field(m.row[i].text, 0, ix, sizeof ix),
-			          cn >= 0 ? merge_field(m.row[i].text, cn, nm, sizeof nm) : "-",
-			          cr >= 0 ? merge_field(m.row[i].text, cr, why, sizeof why) : "-");
+			log_error("record %s (%s): failed: %s", tsv_field(m.row[i].text, 0, ix, sizeof ix),
+			          tsv_field(m.row[i].text, cn, nm, sizeof nm),
+			          tsv_field(m.row[i].text, cr, why, sizeof why));
 		}
 	}
 	if (merge_write(&m) < 0) goto done;

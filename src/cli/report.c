@@ -18,6 +18,7 @@
 #include "cli/svg.h"
 #include "sched/bucket.h"
 #include "util/log.h"
+#include "util/tsv.h"
 
 /* AlphaFold DB band colours: very low, low, confident, very high */
 static const char *const report_band_colour[4] = { "#ff7d45", "#ffdb13", "#65cbf3", "#0053d6" };
@@ -108,14 +109,7 @@ static int report_parse_summary(report_t *rp, const char *summary)
 
 	if (!(rp->text = strdup(summary))) return -1;
 	if (!(line = strtok_r(rp->text, "\n", &save))) return 0;
-	for (int w = 0; w < NW; w++) col[w] = -1;
-	{
-		char *s2 = NULL;
-		int c = 0;
-		for (char *h = strtok_r(line, "\t", &s2); h; h = strtok_r(NULL, "\t", &s2), c++)
-			for (int w = 0; w < NW; w++)
-				if (!strcmp(h, want[w])) col[w] = c;
-	}
+	for (int w = 0; w < NW; w++) col[w] = tsv_column(line, want[w]);
 	while ((line = strtok_r(NULL, "\n", &save))) {
 		const char *fld[NW];
 		int c = 0;

@@ -39,10 +39,11 @@ PY
   "s0,s0.pdb,ok,s1,s1.pdb,ok,s2,s2.pdb,ok,s3,s3.pdb,ok," ] || fail "slowio: summary rows"
 [ "$(wc -l <"$tmp/slow/done.jsonl")" -eq 4 ] || fail "slowio: done.jsonl lines"
 
-# --- 32 fragments of a 100-character name --------------------------------
+# --- 32 fragments of a 100-character name (the budget sized for fp32
+# weights; a sim: card at auto holds bf16 ones, as a card does) -----------
 long=$(printf 'L%.0s' $(seq 100))
 mkfa 11 "$tmp/long.fa" "$long=320"
-run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K || fail "32 parts: exited $?"
+run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K --precision fp32 || fail "32 parts: exited $?"
 files=$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")
 [ "$(awk -F'\t' 'NR == 2 { print $6 }' "$tmp/long/summary.tsv")" = split ] || fail "32 parts: not split"
 [ "$(echo "$files" | tr ',' '\n' | wc -l)" -eq 32 ] ||
@@ -51,7 +52,7 @@ for i in $(seq 32); do
 	echo ",$files," | grep -q ",$long.part${i}of32.pdb," || fail "32 parts: part $i not listed"
 	[ -s "$tmp/long/$long.part${i}of32.pdb" ] || fail "32 parts: part $i not written"
 done
-run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K || fail "32 parts rerun: exited $?"
+run -i "$tmp/long.fa" -o "$tmp/long" --devices sim:1850K --precision fp32 || fail "32 parts rerun: exited $?"
 grep -q '"event":"skip","record":0' "$tmp/long/run.jsonl" || fail "32 parts rerun: not skipped"
 grep -q '"event":"fold"' "$tmp/long/run.jsonl" && fail "32 parts rerun: folded again"
 [ "$(awk -F'\t' 'NR == 2 { print $3 }' "$tmp/long/summary.tsv")" = "$files" ] ||
@@ -59,7 +60,7 @@ grep -q '"event":"fold"' "$tmp/long/run.jsonl" && fail "32 parts rerun: folded a
 
 # --- fragment names are reserved -----------------------------------------
 mkfa 11 "$tmp/decoy.fa" r=40 r.part1of2=20 R.PART2OF2=20 r.frag21-40=20 r.frag1-20=20
-run -i "$tmp/decoy.fa" -o "$tmp/decoy" --devices sim:2300K 2>"$tmp/decoy.err" ||
+run -i "$tmp/decoy.fa" -o "$tmp/decoy" --devices sim:2300K --precision fp32 2>"$tmp/decoy.err" ||
 	fail "decoys: exited $?"
 [ "$(awk -F'\t' '$2 == "r" { print $3 }' "$tmp/decoy/summary.tsv")" = r.part1of2.pdb,r.part2of2.pdb ] ||
 	fail "decoys: r not split in two"

@@ -121,8 +121,9 @@ grep -q $'^cpu\t0\t1\t0\t0$' "$tmp/plan1k.tsv" || fail "--cpu-memory 1K: budget 
 
 # esmfold_v1 (its manifest) planned on a sim:32G card: the weights take
 # 13.1 GiB at fp32 (3.5 B parameters) and 6.6 GiB at bf16 (Linear matrices
-# in bf16, the rest fp32), the budget the rest of the card
-for p in fp32:13.0:13.2 bf16:6.5:6.7; do
+# in bf16, the rest fp32), the budget the rest of the card; at auto as a
+# card chooses, bf16
+for p in fp32:13.0:13.2 bf16:6.5:6.7 auto:6.5:6.7; do
 	IFS=: read prec lo hi <<<"$p"
 	b=$("$bin" plan -q -i "$tmp/mix.fa" --weights "$srcdir/tests/data/manifest_esmfold_v1.json" \
 		--devices sim:32G --precision $prec | awk -F'\t' '$1 == "sim:32G" && NF == 5 { print $2; exit }')

@@ -174,8 +174,9 @@ int dev_precision(be_t *be, be_prec_t prec)
 {
 	int rc;
 
-	if (be->destroy == dev_sim_destroy && prec == BE_PREC_BF16) {
-		/* a sim: card at bf16: weights and GEMMs as a card holds and runs them */
+	if (be->destroy == dev_sim_destroy && (prec == BE_PREC_BF16 || prec == BE_PREC_AUTO)) {
+		/* a sim: card at bf16, a card's auto: weights and GEMMs as a card
+		 * holds and runs them */
 		be->weights_bf16 = 1;
 		be->precision = be_prec_name(prec);
 		be->gemm = dev_sim_gemm;

@@ -1,5 +1,6 @@
 /* common.cuh - what the kernel files share: the launch check, the rotary
- * embedding of an attention's q and k rows, and warp reductions.  CUDA C++, included by kernels/*.cu only. */
+ * embedding of an attention's q and k rows, and warp reductions.  CUDA
+ * C++, included by kernels/*.cu only. */
 #ifndef ESMBATCH_COMMON_CUH
 #define ESMBATCH_COMMON_CUH
 

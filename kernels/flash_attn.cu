@@ -99,7 +99,8 @@ k_flash_attn(be_attn_t a, int rb, int ntiles)
 		int w = e / (16 * DP), row = e / DP % 16, c = e % DP;
 		int bw = bg * rb + w / qt_n, iq = i0 + w % qt_n * 16 + row;
 		const float *qr = a.q + bw * a.q_sb + (int64_t)iq * a.q_sl + h * a.q_sh;
-		float x = bw < a.B && iq < a.Lq && c < D ? (a.rope ? cu_rope(qr, c, D, a.rope, iq) : qr[c]) : 0.0f;
+		float x = !(bw < a.B && iq < a.Lq && c < D) ? 0.0f
+		        : a.rope ? cu_rope(qr, c, D, a.rope, iq) : qr[c];
 		Qs[(w * 16 + row) * LDH + c] = __float2bfloat16(x);
 	}
 	for (int e = lane; e < 16 * LDO; e += 32) Os[e] = 0.0f;

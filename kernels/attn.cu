@@ -2,7 +2,8 @@
  *
  * o = softmax(scale * q k^T + bias + mask) v per (batch b, head h), strides
  * as in be_attn_t (backend.h); the optional gate (be_attn_t.g) is applied
- * as o is written: o / (1 + exp(-g)), no pass of its own.  One block of
+ * as o is written: o / (1 + exp(-g)), no pass of its own; the rotary
+ * embedding (be_attn_t.rope) as q and k are staged (cu_rope).  One block of
  * ATTN_WARPS warps owns BQ = ATTN_WARPS x QW consecutive queries of one
  * (b, h) and streams over the keys in tiles of ATTN_BK = 32, staged in
  * shared memory:
@@ -53,7 +54,9 @@ k_attn(be_attn_t a, int ntiles)
 	const float *qb = a.q + b * a.q_sb + h * a.q_sh;
 	for (int e = tid; e < BQ * dp; e += ATTN_WARPS * 32) {
 		int r = e / dp, c = e - r * dp;
-		Qs[e] = i0 + r < a.Lq && c < D ? a.scale * qb[(int64_t)(i0 + r) * a.q_sl + c] : 0.0f;
+		const float *x = qb + (int64_t)(i0 + r) * a.q_sl;
+		Qs[e] = i0 + r < a.Lq && c < D ? a.scale * (a.rope ? cu_rope(x, c, D, a.rope, i0 + r) : x[c])
+		                               : 0.0f;
 	}
 
 	float acc[QW][DT], m[QW], l[QW];
@@ -72,7 +75,8 @@ k_attn(be_attn_t a, int ntiles)
 		for (int e = tid; e < ATTN_BK * dp; e += ATTN_WARPS * 32) {
 			int r = e / dp, c = e - r * dp;
 			int ok = r < tk && c < D;
-			Ks[r * ks + c] = ok ? kb[(int64_t)(j0 + r) * a.k_sl + c] : 0.0f;
+			const float *x = kb + (int64_t)(j0 + r) * a.k_sl;
+			Ks[r * ks + c] = !ok ? 0.0f : a.rope ? cu_rope(x, c, D, a.rope, j0 + r) : x[c];
 			Vs[e] = ok ? vb[(int64_t)(j0 + r) * a.v_sl + c] : 0.0f;
 		}
 		__syncthreads();

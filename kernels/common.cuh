@@ -1,5 +1,6 @@
-/* common.cuh - what the kernel files share: the launch check and warp
- * reductions.  CUDA C++, included by kernels/*.cu only. */
+/* common.cuh - what the kernel files share: the launch check, the rotary
+ * embedding of an attention's q and k rows, and warp reductions.  CUDA
+ * C++, included by kernels/*.cu only. */
 #ifndef ESMBATCH_COMMON_CUH
 #define ESMBATCH_COMMON_CUH
 
@@ -24,6 +25,19 @@
 int cu_check(cudaError_t e);
 /* cu_check of the last launch of this host thread */
 int cu_launched(void);
+
+/* element c < D of a q or k row x: [D] at position p with ESM-2's rotary
+ * embedding from rope: [*, D/2, 2] (be_attn_t.rope), D even: each product
+ * and sum rounded on its own (no fused multiply-add), as the CPU backend
+ * rotates, so that the rotation is the same bit for bit */
+static __device__ __forceinline__ float cu_rope(const float *x, int c, int D, const float *rope,
+                                                int64_t p)
+{
+	int half = D / 2, d = c < half ? c : c - half;
+	float cs = rope[(p * half + d) * 2], sn = rope[(p * half + d) * 2 + 1];
+	return c < half ? __fsub_rn(__fmul_rn(x[c], cs), __fmul_rn(x[c + half], sn))
+	                : __fadd_rn(__fmul_rn(x[c], cs), __fmul_rn(x[c - half], sn));
+}
 
 /* the sum / maximum of v over the 32 lanes of a warp, in every lane */
 static __device__ __forceinline__ float cu_warp_sum(float v)

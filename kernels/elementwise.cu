@@ -1,5 +1,5 @@
 /* elementwise.cu - pointwise and data-movement kernels: activations, binary
- * ops, the gate with a residual add, the row-biased gate, axpby, fill, gather, transpose, rotary embedding, the sequence-to-pair
+ * ops, the gate with a residual add, the row-biased gate, axpby, fill, gather, transpose, the sequence-to-pair
  * outer features, the GEMM prologue (beta * C + bias), the GEMM epilogue
  * (bias and ReLU after the product) and the bfloat16
  * conversion of a GEMM's activation operand.
@@ -164,25 +164,6 @@ static __global__ void k_transpose_inplace(float *x, int64_t A, int64_t C)
 	}
 }
 
-/* x: [T, H, D]; inv_freq: [D/2]; one thread per (t, i < D/2), looping over
- * heads; the angle is evaluated in double as on the CPU */
-static __global__ void k_rotary(float *x, int T, int H, int D, const float *inv_freq)
-{
-	int half = D / 2;
-	GRID_STRIDE(e, (int64_t)T * half) {
-		int t = (int)(e / half), i = (int)(e % half);
-		double sn, cs;
-		sincos((double)t * inv_freq[i], &sn, &cs);
-		float c = (float)cs, s = (float)sn;
-		for (int h = 0; h < H; h++) {
-			float *xh = x + ((int64_t)t * H + h) * D;
-			float x1 = xh[i], x2 = xh[i + half];
-			xh[i] = x1 * c - x2 * s;
-			xh[i + half] = x2 * c + x1 * s;
-		}
-	}
-}
-
 /* y: [ni, L, 2c]; q, k: [L, c] */
 static __global__ void k_outer(float *y, const float *q, const float *k, int i0, int ni, int L, int c)
 {
@@ -324,14 +305,6 @@ extern "C" int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t
 	if (A < 0 || C < 0) return -EINVAL;
 	if (A * A * C == 0) return 0;
 	CU_LAUNCH(ew_blocks(A * A * C), EW_THREADS, 0, s, k_transpose_inplace)(x, A, C);
-	return cu_launched();
-}
-
-extern "C" int cu_rotary(cudaStream_t s, float *x, int T, int H, int D, const float *inv_freq)
-{
-	if (T < 0 || H < 0 || D < 0) return -EINVAL;
-	if ((int64_t)T * H * (D / 2) == 0) return 0;
-	CU_LAUNCH(ew_blocks((int64_t)T * (D / 2)), EW_THREADS, 0, s, k_rotary)(x, T, H, D, inv_freq);
 	return cu_launched();
 }
 

@@ -21,7 +21,9 @@
  * probabilities rounded to bf16; l sums the rounded values, so that o is
  * exactly a convex combination of the bf16 values.  Only a [16, FA_BK] tile
  * of scores exists per warp, never an [Lq, Lk] matrix.  The gate
- * (be_attn_t.g), where given, divides o by 1 + exp(-g) as it is written.
+ * (be_attn_t.g), where given, divides o by 1 + exp(-g) as it is written;
+ * the rotary embedding (be_attn_t.rope), where given, rotates q and k in
+ * fp32 (cu_rope) before they are rounded to bf16 into Qs and Ks.
  * The leading
  * dimensions keep every WMMA pointer on 32 bytes and ldm on 16 bytes.
  */
@@ -96,8 +98,9 @@ k_flash_attn(be_attn_t a, int rb, int ntiles)
 	for (int e = tid; e < FA_WARPS * 16 * DP; e += NT) {
 		int w = e / (16 * DP), row = e / DP % 16, c = e % DP;
 		int bw = bg * rb + w / qt_n, iq = i0 + w % qt_n * 16 + row;
-		float x = bw < a.B && iq < a.Lq && c < D
-		        ? a.q[bw * a.q_sb + iq * a.q_sl + h * a.q_sh + c] : 0.0f;
+		const float *qr = a.q + bw * a.q_sb + (int64_t)iq * a.q_sl + h * a.q_sh;
+		float x = !(bw < a.B && iq < a.Lq && c < D) ? 0.0f
+		        : a.rope ? cu_rope(qr, c, D, a.rope, iq) : qr[c];
 		Qs[(w * 16 + row) * LDH + c] = __float2bfloat16(x);
 	}
 	for (int e = lane; e < 16 * LDO; e += 32) Os[e] = 0.0f;
@@ -112,8 +115,9 @@ k_flash_attn(be_attn_t a, int rb, int ntiles)
 		for (int e = tid; e < rb * FA_BK * DP; e += NT) {
 			int rw = e / (FA_BK * DP), jj = e / DP % FA_BK, c = e % DP;
 			int bw = bg * rb + rw, j = j0 + jj, ok = bw < a.B && j < a.Lk && c < D;
+			const float *kr = a.k + bw * a.k_sb + (int64_t)j * a.k_sl + h * a.k_sh;
 			Ks[(rw * FA_BK + jj) * LDH + c] =
-				__float2bfloat16(ok ? a.k[bw * a.k_sb + j * a.k_sl + h * a.k_sh + c] : 0.0f);
+				__float2bfloat16(!ok ? 0.0f : a.rope ? cu_rope(kr, c, D, a.rope, j) : kr[c]);
 			Vs[(rw * FA_BK + jj) * LDH + c] =
 				__float2bfloat16(ok ? a.v[bw * a.v_sb + j * a.v_sl + h * a.v_sh + c] : 0.0f);
 		}

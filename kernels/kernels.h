@@ -60,9 +60,6 @@ int cu_gather(cudaStream_t s, float *y, const float *table, const int32_t *idx,
 int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A, int64_t B, int64_t C);
 /* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
 int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C);
-/* x: [T, H, D] in place, rotate-half rotary embedding of position t;
- * inv_freq: [D/2] */
-int cu_rotary(cudaStream_t s, float *x, int T, int H, int D, const float *inv_freq);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
 /* c: batch x [m, n] rows of stride ldc, batch stride stride_c:

@@ -230,6 +230,7 @@ static int dbg_attn(be_t *be, const be_attn_t *a)
 	int64_t no = dbg_span(a->B, a->o_sb, a->Lq, a->o_sl, a->H, a->o_sh, a->D);
 	int64_t nbias = a->bias ? dbg_span(a->B, a->bias_sb, a->H, a->bias_sh, a->Lq, a->bias_sq, a->Lk) : 0;
 	int64_t nmask = a->mask ? dbg_span(a->B, a->mask_sb, 1, 0, 1, 0, a->Lk) : 0;
+	int64_t nrope = a->rope ? (int64_t)(a->Lq > a->Lk ? a->Lq : a->Lk) * (a->D / 2) * 2 : 0;
 	int rc;
 
 	if (dbg_dev(c, "attn", "q", a->q, nq * F) || dbg_dev(c, "attn", "k", a->k, nk * F) ||
@@ -237,12 +238,15 @@ static int dbg_attn(be_t *be, const be_attn_t *a)
 	    dbg_dev(c, "attn", "bias", a->bias, nbias * F) ||
 	    dbg_dev(c, "attn", "mask", a->mask, nmask * F) ||
 	    dbg_dev(c, "attn", "g", a->g, a->g ? no * F : 0) ||
+	    dbg_dev(c, "attn", "rope", a->rope, nrope * F) ||
+	    (a->rope && a->D % 2 && dbg_fail(c, "attn", "D", "is odd with a rope table")) ||
 	    dbg_apart(c, "attn", "o and q", a->o, no, a->q, nq, 0) ||
 	    dbg_apart(c, "attn", "o and k", a->o, no, a->k, nk, 0) ||
 	    dbg_apart(c, "attn", "o and v", a->o, no, a->v, nv, 0) ||
 	    dbg_apart(c, "attn", "o and bias", a->o, no, a->bias, nbias, 0) ||
 	    dbg_apart(c, "attn", "o and mask", a->o, no, a->mask, nmask, 0) ||
-	    dbg_apart(c, "attn", "o and g", a->o, no, a->g, a->g ? no : 0, 0))
+	    dbg_apart(c, "attn", "o and g", a->o, no, a->g, a->g ? no : 0, 0) ||
+	    dbg_apart(c, "attn", "o and rope", a->o, no, a->rope, nrope, 0))
 		return -EFAULT;
 	if ((rc = dbg_enter(c))) return rc;
 	return dbg_leave(c, c->cpu->attn(c->cpu, a));
@@ -410,20 +414,6 @@ static int dbg_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
 	return dbg_leave(c, c->cpu->transpose_inplace(c->cpu, x, A, C));
 }
 
-static int dbg_rotary(be_t *be, float *x, int T, int H, int D, const float *inv_freq)
-{
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = (int64_t)T * H * D;
-	int rc;
-
-	if (dbg_dev(c, "rotary", "x", x, n * F) ||
-	    dbg_dev(c, "rotary", "inv_freq", inv_freq, D / 2 * F) ||
-	    dbg_apart(c, "rotary", "x and inv_freq", x, n, inv_freq, D / 2, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->rotary(c->cpu, x, T, H, D, inv_freq));
-}
-
 static int dbg_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
                      int ch)
 {
@@ -494,7 +484,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
 		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
-		.transpose_inplace = dbg_transpose_inplace, .rotary = dbg_rotary, .outer = dbg_outer,
+		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
 		.trimul = dbg_trimul,
 	};
 	return be;

@@ -395,13 +395,39 @@ static double attn_bf16_bound(const attn_t *t, int b, int i, int h, int d)
 	return (eta + u * (1.0 + eta) + (2.0 * a->Lk + 64.0) * 0x1p-24) * V;
 }
 
+/* the GPU's bf16 output of t (downloaded into h: [t->o.n]) against the
+ * CPU's (t->o.c): printed, the largest error / bound (attn_bf16_bound)
+ * asserted <= 1; its NMSE */
+static double attn_bf16_check(const attn_t *t, float *h, const char *what)
+{
+	const be_attn_t *a = &t->a;
+	double worst = 0.0, num = 0.0, den = 0.0;
+
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, h, t->o.g, sizeof *h * (size_t)t->o.n), 0);
+	for (int b = 0; b < a->B; b++)
+		for (int i = 0; i < a->Lq; i++)
+			for (int hd = 0; hd < a->H; hd++)
+				for (int d = 0; d < a->D; d++) {
+					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
+					double err = fabs((double)h[at] - t->o.c[at]);
+					double bound = attn_bf16_bound(t, b, i, hd, d);
+					num += err * err;
+					den += (double)t->o.c[at] * t->o.c[at];
+					double ratio = err <= 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
+					if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
+				}
+	double nmse = den > 0.0 ? num / den : num;
+	printf("  %-56s bf16: largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
+	assert_true(worst <= 1.0);
+	return nmse;
+}
+
 static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask,
                            float bias_scale)
 {
 	attn_t t;
 	char what[160];
-	const be_attn_t *a = &t.a;
-	double worst = 0.0, num = 0.0, den = 0.0;
 
 	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, bias_scale);
 	attn_run(&t, cpu);
@@ -415,24 +441,8 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 
 	float *h = malloc(sizeof *h * (size_t)t.o.n);
 	assert_non_null(h);
-	assert_int_equal(gpu->sync(gpu), 0);
-	assert_int_equal(gpu->download(gpu, h, t.o.g, sizeof *h * (size_t)t.o.n), 0);
-	for (int b = 0; b < B; b++)
-		for (int i = 0; i < Lq; i++)
-			for (int hd = 0; hd < H; hd++)
-				for (int d = 0; d < D; d++) {
-					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
-					double err = fabs((double)h[at] - t.o.c[at]);
-					double bound = attn_bf16_bound(&t, b, i, hd, d);
-					num += err * err;
-					den += (double)t.o.c[at] * t.o.c[at];
-					double ratio = err <= 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
-					if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
-				}
+	double nmse = attn_bf16_check(&t, h, what);
 	free(h);
-	double nmse = den > 0.0 ? num / den : num;
-	printf("  %-56s bf16: largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
-	assert_true(worst <= 1.0);
 	assert_true(nmse > 100.0 * nmse32);
 	attn_free(&t);
 }
@@ -525,6 +535,123 @@ static void test_attn_gate(void **state)
 		attn_gate_case(3, 2, 33, 40, 64, LAY_PADDED, BIAS_SHARED, MASK_RANDOM, bf16);
 	}
 	attn_gate_case(1, 2, 33, 70, 100, LAY_HEAD_MAJOR, BIAS_NONE, MASK_NONE, 0);
+}
+
+/* --- attention with the rotary table (be_attn_t.rope) ---
+ * ESM-2's attention rotates q and k as it loads them.  The reference is
+ * attention without the table on q and k rotated first here (the rotary
+ * pass's arithmetic): the CPU and both CUDA kernels (exact fp32, bf16
+ * tensor cores) must give its bits exactly, and the kernels must match the
+ * CPU as test_attn (fp32 NMSE) and test_attn_bf16 (the bf16 bound, on the
+ * rotated q and k) demand. */
+
+/* t's q and k (both copies) rotated in place by rope: host [P, D/2, 2] at
+ * positions i (queries) and j (keys), rotate-half */
+static void attn_rotate(attn_t *t, const float *rope)
+{
+	const be_attn_t *a = &t->a;
+	int half = a->D / 2;
+	struct { pair_t *x; int L; int64_t sb, sl, sh; } qk[2] = {
+		{ &t->q, a->Lq, a->q_sb, a->q_sl, a->q_sh }, { &t->k, a->Lk, a->k_sb, a->k_sl, a->k_sh },
+	};
+	for (int w = 0; w < 2; w++) {
+		for (int b = 0; b < a->B; b++)
+			for (int i = 0; i < qk[w].L; i++)
+				for (int h = 0; h < a->H; h++) {
+					float *r = qk[w].x->c + b * qk[w].sb + i * qk[w].sl + h * qk[w].sh;
+					for (int d = 0; d < half; d++) {
+						float cs = rope[((int64_t)i * half + d) * 2], sn = rope[((int64_t)i * half + d) * 2 + 1];
+						float x1 = r[d], x2 = r[d + half];
+						r[d] = x1 * cs - x2 * sn;
+						r[d + half] = x2 * cs + x1 * sn;
+					}
+				}
+		assert_int_equal(gpu->upload(gpu, qk[w].x->g, qk[w].x->c, sizeof(float) * qk[w].x->n), 0);
+	}
+}
+
+/* o of t and of r (downloaded) equal bit for bit */
+static void attn_same(const attn_t *t, const attn_t *r, int gpu_copy, const char *what)
+{
+	int64_t n = t->o.n;
+	float *x = malloc(sizeof *x * (size_t)n), *y = malloc(sizeof *y * (size_t)n);
+	assert_true(x && y);
+	if (gpu_copy) {
+		assert_int_equal(gpu->sync(gpu), 0);
+		assert_int_equal(gpu->download(gpu, x, t->o.g, sizeof *x * (size_t)n), 0);
+		assert_int_equal(gpu->download(gpu, y, r->o.g, sizeof *y * (size_t)n), 0);
+	} else {
+		memcpy(x, t->o.c, sizeof *x * (size_t)n);
+		memcpy(y, r->o.c, sizeof *y * (size_t)n);
+	}
+	for (int64_t i = 0; i < n; i++)
+		if (memcmp(x + i, y + i, sizeof *x))
+			fail_msg("%s: o[%lld] = %.9g with the table, %.9g rotated first", what, (long long)i,
+			         x[i], y[i]);
+	free(x);
+	free(y);
+}
+
+static void attn_rope_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask)
+{
+	attn_t t, r;
+	char what[160];
+	int P = Lq > Lk ? Lq : Lk;
+	uint64_t seed = rng;
+
+	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, 3.0f);
+	rng = seed;
+	attn_new(&r, B, H, Lq, Lk, D, lay, bias, mask, 3.0f);   /* the same numbers */
+	pair_t rope = pair_new((int64_t)P * D);
+	for (int p = 0; p < P; p++)   /* ESM-2's angles p 10000^(-2d/D) */
+		for (int d = 0; d < D / 2; d++) {
+			double ang = p * pow(10000.0, -2.0 * d / D);
+			rope.c[((int64_t)p * (D / 2) + d) * 2] = (float)cos(ang);
+			rope.c[((int64_t)p * (D / 2) + d) * 2 + 1] = (float)sin(ang);
+		}
+	assert_int_equal(gpu->upload(gpu, rope.g, rope.c, sizeof(float) * rope.n), 0);
+	attn_rotate(&r, rope.c);
+	snprintf(what, sizeof what, "rope attn B%d H%d Lq%d Lk%d D%d lay%d bias%d mask%d",
+	         B, H, Lq, Lk, D, lay, bias, mask);
+
+	t.a.rope = rope.c;
+	attn_run(&t, cpu);
+	attn_run(&r, cpu);
+	attn_same(&t, &r, 0, what);
+	t.a.rope = rope.g;
+	attn_run(&t, gpu);
+	attn_run(&r, gpu);
+	attn_same(&t, &r, 1, what);
+	pair_check(&t.o, 1e-9, what);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	attn_run(&t, gpu);
+	attn_run(&r, gpu);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	attn_same(&t, &r, 1, what);
+	float *h = malloc(sizeof *h * (size_t)r.o.n);
+	assert_non_null(h);
+	attn_bf16_check(&r, h, what);
+	free(h);
+	pair_free(&rope);
+	attn_free(&t);
+	attn_free(&r);
+}
+
+/* ESM-2's shape (one batch row, Lq = Lk = T) at T 1, 17, 70, 130 (off the
+ * 16-query and 32-key tiles), heads of 16, 32 and 64, random and dropped
+ * keys; more rows with a bias, Lq != Lk, a padded head (24) and one over
+ * CU_FLASH_DMAX (exact kernel at bf16) */
+static void test_attn_rope(void **state)
+{
+	attn_rope_case(1, 2, 1, 1, 16, LAY_INTERLEAVED, BIAS_NONE, MASK_NONE);
+	attn_rope_case(1, 3, 17, 17, 32, LAY_INTERLEAVED, BIAS_NONE, MASK_RANDOM);
+	attn_rope_case(1, 4, 70, 70, 64, LAY_INTERLEAVED, BIAS_NONE, MASK_RANDOM);
+	attn_rope_case(1, 2, 130, 130, 16, LAY_PADDED, BIAS_NONE, MASK_NONE);
+	attn_rope_case(1, 2, 130, 130, 64, LAY_INTERLEAVED, BIAS_NONE, MASK_RANDOM);
+	attn_rope_case(3, 2, 70, 70, 32, LAY_HEAD_MAJOR, BIAS_PER_BATCH, MASK_ONE_EMPTY);
+	attn_rope_case(2, 3, 37, 45, 24, LAY_PADDED, BIAS_SHARED, MASK_RANDOM);
+	attn_rope_case(2, 2, 45, 17, 64, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_NONE);
+	attn_rope_case(1, 2, 33, 40, 100, LAY_HEAD_MAJOR, BIAS_NONE, MASK_RANDOM);
 }
 
 /* --- row ops --- */
@@ -750,23 +877,6 @@ static void test_transpose_inplace(void **state)
 	}
 }
 
-static void test_rotary(void **state)
-{
-	static const int s[][3] = { { 37, 3, 10 }, { 300, 2, 64 }, { 1, 1, 2 }, { 1100, 20, 128 } };
-	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
-		int T = s[i][0], H = s[i][1], D = s[i][2];
-		pair_t x = pair_new((int64_t)T * H * D), f = pair_new(D / 2);
-		char what[64];
-		for (int j = 0; j < D / 2; j++) f.c[j] = powf(10000.0f, -2.0f * j / D);
-		assert_int_equal(gpu->upload(gpu, f.g, f.c, sizeof(float) * f.n), 0);
-		assert_int_equal(cpu->rotary(cpu, x.c, T, H, D, f.c), 0);
-		assert_int_equal(gpu->rotary(gpu, x.g, T, H, D, f.g), 0);
-		snprintf(what, sizeof what, "rotary T%d H%d D%d", T, H, D);
-		pair_check(&x, 1e-10, what);
-		pair_free(&x); pair_free(&f);
-	}
-}
-
 static void test_outer(void **state)
 {
 	static const int s[][4] = { { 37, 5, 3, 11 }, { 64, 32, 0, 64 }, { 1, 1, 0, 1 }, { 130, 33, 129, 1 } };
@@ -808,6 +918,7 @@ int main(void)
 		cmocka_unit_test(test_attn),
 		cmocka_unit_test(test_attn_bf16),
 		cmocka_unit_test(test_attn_gate),
+		cmocka_unit_test(test_attn_rope),
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_layernorm_cm),
 		cmocka_unit_test(test_softmax),
@@ -819,7 +930,6 @@ int main(void)
 		cmocka_unit_test(test_gather_long),
 		cmocka_unit_test(test_transpose),
 		cmocka_unit_test(test_transpose_inplace),
-		cmocka_unit_test(test_rotary),
 		cmocka_unit_test(test_outer),
 		cmocka_unit_test(test_oom),
 	};

@@ -5,12 +5,12 @@
  * sticky errors and planning mode.
  *
  * Error bounds (float32 unit roundoff u = 2^-24 ~ 6e-8):
- *  - elementwise ops (act, binary, axpby, gather, rotary, outer): max
+ *  - elementwise ops (act, binary, axpby, gather, outer): max
  *    relative error <= 1e-5.  Each output is a handful of float roundings
  *    plus at most one libm call (expf, erff: a few ulp), i.e. <~ 10 u = 6e-7;
  *    1e-5 keeps a 15x margin while any wrong formula or index is >= 1e-3.
  *    Where the exact result cancels (a + b, a - b, alpha x + beta y, the
- *    rotation, 0.5 x (1 + erf)), float32 can only promise an error relative
+ *    0.5 x (1 + erf)), float32 can only promise an error relative
  *    to the operands, so the error is divided by max(|ref|, operand scale).
  *  - reductions (gemm, attention, layernorm, softmax, linear): NMSE =
  *    sum (got - ref)^2 / sum ref^2 < 1e-10.  A float32 sum of k products
@@ -44,7 +44,7 @@
 /* ---- worst errors per op ------------------------------------------------- */
 
 enum { E_GEMM, E_ATTN, E_LN, E_SOFTMAX, E_GELU, E_SIGMOID, E_ADD, E_MUL, E_GATE,
-       E_AXPBY, E_GATHER, E_ROTARY, E_OUTER, E_TRIMUL, E_LINEAR, E_N };
+       E_AXPBY, E_GATHER, E_OUTER, E_TRIMUL, E_LINEAR, E_N };
 
 static struct { const char *name, *metric; double bound, worst; } errs[E_N] = {
 	[E_GEMM] = { "gemm", "nmse", NMSE_BOUND, 0 },
@@ -58,7 +58,6 @@ static struct { const char *name, *metric; double bound, worst; } errs[E_N] = {
 	[E_GATE] = { "gate", "rel", ELEM_TOL, 0 },
 	[E_AXPBY] = { "axpby", "rel", ELEM_TOL, 0 },
 	[E_GATHER] = { "gather", "rel", ELEM_TOL, 0 },
-	[E_ROTARY] = { "rotary", "rel", ELEM_TOL, 0 },
 	[E_OUTER] = { "outer", "rel", ELEM_TOL, 0 },
 	[E_TRIMUL] = { "trimul", "nmse", NMSE_BOUND, 0 },
 	[E_LINEAR] = { "op_linear", "nmse", NMSE_BOUND, 0 },
@@ -376,24 +375,99 @@ static void attn_ref_row(const be_attn_t *a, int b, int h, int i, double *ref, i
 	for (int d = 0; d < a->D; d++) ref[o_at + d] /= sum;
 }
 
+/* rope: [P, D/2, 2] = (cos, sin) of ESM-2's rotary angles p 10000^(-2d/D),
+ * evaluated in double (be_attn_t.rope) */
+static float *rope_table(int P, int D)
+{
+	float *rope = tmp(sizeof *rope * (size_t)P * D);
+	for (int p = 0; p < P; p++)
+		for (int d = 0; d < D / 2; d++) {
+			double ang = p * pow(10000.0, -2.0 * d / D);
+			rope[((int64_t)p * (D / 2) + d) * 2] = (float)cos(ang);
+			rope[((int64_t)p * (D / 2) + d) * 2 + 1] = (float)sin(ang);
+		}
+	return rope;
+}
+
+/* x: [B, L, H, D] at strides sb, sl, sh: each row (b, i, h) rotated in
+ * place by rope at position i (rotate-half), the rotary pass written out */
+static void rope_rows(float *x, int B, int L, int H, int D, int64_t sb, int64_t sl, int64_t sh,
+                      const float *rope)
+{
+	int half = D / 2;
+	for (int b = 0; b < B; b++)
+		for (int i = 0; i < L; i++)
+			for (int h = 0; h < H; h++) {
+				float *r = x + b * sb + i * sl + h * sh;
+				for (int d = 0; d < half; d++) {
+					float cs = rope[((int64_t)i * half + d) * 2], sn = rope[((int64_t)i * half + d) * 2 + 1];
+					float x1 = r[d], x2 = r[d + half];
+					r[d] = x1 * cs - x2 * sn;
+					r[d + half] = x2 * cs + x1 * sn;
+				}
+			}
+}
+
+/* Attention a (o: on floats with the layout lo, `before` its old bytes;
+ * q and k in buffers of nq and nk floats, one shared buffer where qkv)
+ * with a rope table must be attention without it on q and k rotated
+ * first (rope_rows), bit for bit, and within the reference's bound on
+ * the rotated tensors. */
+static void attn_rope_check(be_t *be, be_attn_t a, const float *before, int64_t on, lay_t lo,
+                            int64_t nq, int64_t nk, int qkv, int threads)
+{
+	int P = a.Lq > a.Lk ? a.Lq : a.Lk;
+	const float *rope = rope_table(P, a.D);
+	float *rq = fcopy(a.q, nq), *rk = qkv ? rq + a.D : fcopy(a.k, nk);
+	float *got = fcopy(before, on), *want = fcopy(before, on);
+	double *ref = dref(on), *sc = tmp(a.Lk * sizeof *sc);
+	be_attn_t r = a;
+
+	rope_rows(rq, a.B, a.Lq, a.H, a.D, a.q_sb, a.q_sl, a.q_sh, rope);
+	rope_rows(rk, a.B, a.Lk, a.H, a.D, a.k_sb, a.k_sl, a.k_sh, rope);
+	r.q = rq; r.k = rk; r.o = want;
+	if (qkv) r.v = rq + 2 * a.D;
+	a.o = got;
+	a.rope = rope;
+#ifdef _OPENMP
+	omp_set_num_threads(threads);
+#endif
+	assert_int_equal(be->attn(be, &r), 0);
+	assert_int_equal(be->attn(be, &a), 0);
+#ifdef _OPENMP
+	omp_set_num_threads(1);
+#endif
+	for (int64_t i = 0; i < on; i++)
+		if (memcmp(got + i, want + i, sizeof *got))
+			fail_msg("attn with rope: o[%lld] = %.9g, not %.9g (rotated first)", (long long)i,
+			         got[i], want[i]);
+	for (int b = 0; b < a.B; b++)
+		for (int h = 0; h < a.H; h++)
+			for (int i = 0; i < a.Lq; i++)
+				attn_ref_row(&r, b, h, i, ref, b * lo.sb + i * lo.sl + h * lo.sh, sc);
+	expect_err(E_ATTN, cmp_nmse(got, before, ref, on));
+}
+
 /* One attention call on case c (under `threads` OpenMP threads) against the
  * reference; o's padding must be untouched and a fully masked row gives
- * exactly 0. */
+ * exactly 0; then, where D is even, with the rotary table
+ * (attn_rope_check). */
 static void attn_trial(be_t *be, uint64_t *s, const attn_case_t *c, int threads)
 {
 	lay_t lq, lk, lv, lo;
+	int64_t nq, nk;
 	be_attn_t a = { .B = c->B, .H = c->H, .Lq = c->Lq, .Lk = c->Lk, .D = c->D,
 	                .scale = 1.0f / sqrtf((float)c->D) };
 	const float amp = 1.5f;
 
 	if (c->lay == LAY_QKV) {   /* one buffer [B, L, H, q|k|v] */
-		int64_t n = lay_make(&lq, LAY_QKV, c->B, c->Lq, c->H, c->D, s);
-		float *qkv = frand(s, n, amp);
+		nq = nk = lay_make(&lq, LAY_QKV, c->B, c->Lq, c->H, c->D, s);
+		float *qkv = frand(s, nq, amp);
 		lk = lv = lq;
 		a.q = qkv; a.k = qkv + c->D; a.v = qkv + 2 * c->D;
 	} else {
-		a.q = frand(s, lay_make(&lq, c->lay, c->B, c->Lq, c->H, c->D, s), amp);
-		a.k = frand(s, lay_make(&lk, c->lay, c->B, c->Lk, c->H, c->D, s), amp);
+		a.q = frand(s, nq = lay_make(&lq, c->lay, c->B, c->Lq, c->H, c->D, s), amp);
+		a.k = frand(s, nk = lay_make(&lk, c->lay, c->B, c->Lk, c->H, c->D, s), amp);
 		a.v = frand(s, lay_make(&lv, c->lay, c->B, c->Lk, c->H, c->D, s), amp);
 	}
 	int64_t on = lay_make(&lo, c->olay, c->B, c->Lq, c->H, c->D, s);
@@ -450,6 +524,10 @@ static void attn_trial(be_t *be, uint64_t *s, const attn_case_t *c, int threads)
 		if (memcmp(a.o + i, isnan(ref[i]) ? before + i : want + i, sizeof *a.o))
 			fail_msg("gated attn: o[%lld] = %.9g, not %.9g", (long long)i, a.o[i],
 			         isnan(ref[i]) ? before[i] : want[i]);
+	if (c->D % 2 == 0) {
+		a.g = NULL;
+		attn_rope_check(be, a, before, on, lo, nq, nk, c->lay == LAY_QKV, threads);
+	}
 	tmp_reset();
 }
 
@@ -488,6 +566,30 @@ static void test_attn(void **state)
 		};
 		if (c.lay == LAY_QKV) c.Lk = c.Lq;
 		attn_trial(*state, &s, &c, 1);
+	}
+}
+
+/* attn with the rotary table (be_attn_t.rope) in ESM-2's shape (one batch
+ * row, Lq = Lk = T) and others: T of 1, 17, 70, 130 and past the 256-key
+ * tile, head widths 16, 32, 64, masks, under 1 and 3 threads (each case
+ * also without the table, as attn_trial runs it) */
+static void test_attn_rope(void **state)
+{
+	static const attn_case_t cases[] = {
+		/* B  H  Lq   Lk  D  layout    o layout  bias         mask */
+		{ 1, 1, 1, 1, 16, LAY_BLHD, LAY_BLHD, BIAS_NONE, MASK_NONE },
+		{ 1, 3, 17, 17, 32, LAY_BLHD, LAY_BLHD, BIAS_NONE, MASK_MIXED },
+		{ 1, 5, 70, 70, 64, LAY_BLHD, LAY_BLHD, BIAS_NONE, MASK_NONE },
+		{ 1, 2, 130, 130, 16, LAY_QKV, LAY_BLHD, BIAS_NONE, MASK_MIXED },
+		{ 2, 2, 130, 130, 64, LAY_BHLD, LAY_BHLD, BIAS_BATCH, MASK_MIXED },
+		{ 1, 2, 300, 300, 32, LAY_BLHD, LAY_BLHD, BIAS_NONE, MASK_MIXED },
+		{ 2, 3, 17, 70, 32, LAY_BLHD, LAY_BHLD, BIAS_SHARED, MASK_MIXED },
+		{ 1, 2, 70, 17, 64, LAY_BHLD, LAY_BLHD, BIAS_NONE, MASK_NONE },
+	};
+	uint64_t s = 5;
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		attn_trial(*state, &s, &cases[i], 1);
+		attn_trial(*state, &s, &cases[i], 3);
 	}
 }
 
@@ -771,34 +873,6 @@ static void test_transpose(void **state)
 	}
 }
 
-/* rotary: rotate-half layout, position t = 0..T-1 (T up to 300), ESM's
- * inverse frequencies 10000^(-2i/D); the error is relative to |x1| + |x2|
- * (a rotation of the pair). */
-static void test_rotary(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 11;
-	for (int t = 0; t < TRIALS; t++) {
-		int T = rng_dim(&s, 300), H = rng_dim(&s, 4), half = rng_dim(&s, 32), D = 2 * half;
-		int64_t n = (int64_t)T * H * D;
-		float *x = frand(&s, n, 2.0f), *inv = tmp(half * sizeof *inv);
-		double *ref = dref(n), *scl = dref(n);
-		for (int i = 0; i < half; i++) inv[i] = (float)pow(10000.0, -2.0 * i / D);
-		for (int p = 0; p < T; p++)
-			for (int h = 0; h < H; h++)
-				for (int i = 0; i < half; i++) {
-					int64_t at = ((int64_t)p * H + h) * D + i;
-					double ang = (double)p * inv[i], x1 = x[at], x2 = x[at + half];
-					ref[at] = x1 * cos(ang) - x2 * sin(ang);
-					ref[at + half] = x2 * cos(ang) + x1 * sin(ang);
-					scl[at] = scl[at + half] = fabs(x1) + fabs(x2);
-				}
-		assert_int_equal(be->rotary(be, x, T, H, D, inv), 0);
-		expect_err(E_ROTARY, cmp_rel(x, ref, scl, n));
-		tmp_reset();
-	}
-}
-
 /* outer: y[i, j] = (q[j] * k[i0 + i], q[j] - k[i0 + i]) for rows i0.. of
  * the chunk; exactly ni * L * 2c floats written. */
 static void test_outer(void **state)
@@ -934,7 +1008,13 @@ static void bad_layernorm(fwd_t *fx)
 static void bad_binary(fwd_t *fx) { op_binary(fx, fwd_new2(fx, 4, 5), fwd_new2(fx, 4, 5), fwd_new2(fx, 5, 5), BE_ADD); }
 static void bad_axpby(fwd_t *fx) { op_axpby(fx, fwd_new1(fx, 20), fwd_new1(fx, 21), 1.0f, 1.0f); }
 static void bad_transpose(fwd_t *fx) { op_transpose(fx, fwd_new3(fx, 4, 3, 6), fwd_new3(fx, 3, 4, 5)); }
-static void bad_rotary(fwd_t *fx) { op_rotary(fx, fwd_new3(fx, 3, 2, 5), zeros); }
+static void bad_attn_rope(fwd_t *fx)   /* a rope table, D odd */
+{
+	tensor_t x = fwd_new2(fx, 5, 7), o = fwd_new2(fx, 5, 7);
+	op_attn(fx, &(be_attn_t){ .B = 1, .H = 1, .Lq = 5, .Lk = 5, .D = 7, .scale = 1.0f,
+	                          .q = x.d, .q_sl = 7, .k = x.d, .k_sl = 7, .v = x.d, .v_sl = 7,
+	                          .o = o.d, .o_sl = 7, .rope = zeros });
+}
 static void bad_gather(fwd_t *fx) { op_gather(fx, fwd_new1(fx, 8), zeros, (const int32_t[]){ 0 }, 1.0f); }
 static void bad_outer(fwd_t *fx)
 {
@@ -951,7 +1031,7 @@ static const bad_call_t bad_calls[] = {
 	{ "linear", bad_linear_in }, { "linear", bad_linear_out }, { "linear", bad_linear_rows },
 	{ "layernorm", bad_layernorm },
 	{ "binary", bad_binary }, { "axpby", bad_axpby }, { "transpose", bad_transpose },
-	{ "rotary", bad_rotary }, { "gather", bad_gather }, { "outer", bad_outer },
+	{ "attention", bad_attn_rope }, { "gather", bad_gather }, { "outer", bad_outer },
 	{ "trimul", bad_trimul },
 };
 
@@ -1012,7 +1092,6 @@ static int spy_fill(be_t *be, float *x, int64_t n, float v) { return spy(); }
 static int spy_gather(be_t *be, float *y, const float *t, const int32_t *i, int64_t r, int d,
                       float s) { return spy(); }
 static int spy_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C) { return spy(); }
-static int spy_rotary(be_t *be, float *x, int T, int H, int D, const float *f) { return spy(); }
 static int spy_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
                      int c) { return spy(); }
 
@@ -1022,17 +1101,16 @@ static be_t spy_backend(const be_t *cpu)
 	be.gemm = spy_gemm; be.attn = spy_attn; be.layernorm = spy_ln; be.softmax = spy_softmax;
 	be.act = spy_act; be.binary = spy_binary; be.gate_add = spy_gate_add;
 	be.gate_rows = spy_gate_rows; be.layernorm_cm = spy_ln_cm; be.axpby = spy_axpby; be.fill = spy_fill;
-	be.gather = spy_gather; be.transpose = spy_transpose; be.rotary = spy_rotary;
-	be.outer = spy_outer;
+	be.gather = spy_gather; be.transpose = spy_transpose; be.outer = spy_outer;
 	return be;
 }
 
-#define ALL_OPS 16
+#define ALL_OPS 15
 
 /* one valid call of every op (ALL_OPS of them) on tensors of fx */
 static void all_ops(fwd_t *fx)
 {
-	static float w[8 * 8], inv[4];
+	static float w[8 * 8];
 	lin_t l = { .w = w, .b = w, .out = 8, .in = 8 };
 	ln_t ln = { w, w, 8, 1e-5f };
 	tensor_t x = fwd_new2(fx, 5, 8), y = fwd_new2(fx, 5, 8), r = fwd_new3(fx, 5, 1, 8);
@@ -1050,13 +1128,12 @@ static void all_ops(fwd_t *fx)
 	op_softmax(fx, y);
 	op_gather(fx, r, w, (const int32_t[]){ 0, 1, 2, 3, 4 }, 1.0f);
 	op_transpose(fx, t, x);
-	op_rotary(fx, r, inv);
 	op_outer(fx, p, x, y, 3);
 	op_gemm(fx, &(be_gemm_t){ .m = 5, .n = 8, .k = 8, .alpha = 1.0f, .a = x.d, .lda = 8,
 	                          .b = w, .ldb = 8, .c = y.d, .ldc = 8, .batch = 1 });
 	op_attn(fx, &(be_attn_t){ .B = 1, .H = 1, .Lq = 5, .Lk = 5, .D = 8, .scale = 1.0f,
 	                          .q = x.d, .q_sl = 8, .k = x.d, .k_sl = 8, .v = y.d, .v_sl = 8,
-	                          .o = r.d, .o_sl = 8 });
+	                          .o = r.d, .o_sl = 8, .rope = w });
 	fwd_drop(fx, &t); fwd_drop(fx, &p); fwd_drop(fx, &r); fwd_drop(fx, &y); fwd_drop(fx, &x);
 }
 
@@ -1112,7 +1189,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gather, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_transpose, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_rotary, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_attn_rope, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_outer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trimul, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_op_linear, setup, teardown),

@@ -67,6 +67,13 @@ typedef struct {
  *   g: [B, Lq, H, D] at g + b*o_sb + i*o_sl + h*o_sh (the output's
  *      strides), pre-sigmoid gate logits, or NULL: then o = attention /
  *      (1 + exp(-g)), applied in the epilogue (the BE_GATE formula)
+ *   rope: [max(Lq, Lk), D/2, 2] or NULL: ESM-2's rotary embedding
+ *      applied to q and k as they are loaded (D even): with (c, s) =
+ *      (rope[2 (p D/2 + d)], rope[2 (p D/2 + d) + 1]) at position p (query
+ *      row i, key j), x[d] becomes x[d] c - x[d + D/2] s and x[d + D/2]
+ *      becomes x[d + D/2] c + x[d] s for d < D/2 (rotate-half), each
+ *      product and sum rounded to fp32 as written, so that the result is
+ *      attention on the rotated tensors bit for bit
  * Implementations stream over keys (online softmax): no [Lq, Lk] score
  * matrix beyond a tile is ever materialised. */
 typedef struct {
@@ -79,6 +86,7 @@ typedef struct {
 	const float *bias; int64_t bias_sb, bias_sh, bias_sq;
 	const float *mask; int64_t mask_sb;
 	const float *g;          /* gate logits, o's strides, or NULL */
+	const float *rope;       /* rotary (cos, sin) table, or NULL */
 } be_attn_t;
 
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
@@ -157,9 +165,6 @@ struct be {
 	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
 	/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
 	int (*transpose_inplace)(be_t *be, float *x, int64_t A, int64_t C);
-	/* x: [T, H, D] in place, rotary embedding of position t (rotate-half
-	 * layout), inv_freq: [D/2] */
-	int (*rotary)(be_t *be, float *x, int T, int H, int D, const float *inv_freq);
 	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
 	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
 	 * q, k: [L, c] */

@@ -381,25 +381,53 @@ static void cpu_scale(float *y, const float *x, int64_t n, float a)
 
 static void cpu_attn_gate(const be_attn_t *a, int b, int h, int i0, int tq);
 
+/* y: [n, D] rows of stride ldy = x: [n, D] rows of stride ldx with ESM-2's
+ * rotary embedding of positions p0..p0+n-1 from the table rope (be_attn_t.rope):
+ * the rotary pass's arithmetic, so attention on y is attention on the
+ * rotated tensor bit for bit */
+static void cpu_rope_rows(float *y, int64_t ldy, const float *x, int64_t ldx, int n, int p0, int D,
+                          const float *rope)
+{
+	int half = D / 2;
+	for (int r = 0; r < n; r++) {
+		const float *xr = x + r * ldx, *cs = rope + (int64_t)(p0 + r) * D;
+		float *yr = y + r * ldy;
+		for (int d = 0; d < half; d++) {
+			float c = cs[2 * d], sn = cs[2 * d + 1], x1 = xr[d], x2 = xr[d + half];
+			yr[d] = x1 * c - x2 * sn;
+			yr[d + half] = x2 * c + x1 * sn;
+		}
+	}
+}
+
 /* One (batch, head, query tile): streaming softmax over key tiles.
  * s: [tq, TK] scores, acc: [tq, D] unnormalised output, m, l: [tq].
  * kp, vp: this (batch, head)'s K^T and V packed for the own kernel
  * (cpu_attn_pack), or NULL: CBLAS on K and V in place.  With the own
  * kernel and all keys in one tile, s becomes the softmax itself and its
- * product with v is stored straight into o (no accumulator). */
+ * product with v is stored straight into o (no accumulator).  With a rope
+ * table the tile's queries are rotated into qr: [TQ, D] and, on CBLAS,
+ * each key tile into kr: [TK, D] (the own kernel's kp is packed rotated). */
 static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, const float *kp,
-                          const float *vp, float *s, float *acc, float *m, float *l)
+                          const float *vp, float *s, float *acc, float *m, float *l, float *qr,
+                          float *kr)
 {
 	const float *q = a->q + b * a->q_sb + (int64_t)i0 * a->q_sl + h * a->q_sh;
 	const float *mask = a->mask ? a->mask + b * a->mask_sb : NULL;
 	const float *bias = a->bias ? a->bias + b * a->bias_sb + h * a->bias_sh + (int64_t)i0 * a->bias_sq
 	                            : NULL;   /* the tile's first row, key 0 */
 	int D = a->D;
+	int64_t ldq = a->q_sl;
 
+	if (a->rope) {
+		cpu_rope_rows(qr, D, q, a->q_sl, tq, i0, D, a->rope);
+		q = qr;
+		ldq = D;
+	}
 	for (int i = 0; i < tq; i++) { m[i] = -INFINITY; l[i] = 0.0f; }
 	if (kp && a->Lk <= BE_CPU_TK) {   /* one key tile: o = softmax(s) v, no accumulator */
 		be_gemm_t gs = { .transb = 1, .m = tq, .n = a->Lk, .k = D, .alpha = a->scale,
-		                 .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
+		                 .a = q, .lda = ldq, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
 		be_gemm_t go = { .m = tq, .n = D, .k = a->Lk, .alpha = 1.0f, .a = s, .lda = BE_CPU_TK,
 		                 .c = a->o + b * a->o_sb + (int64_t)i0 * a->o_sl + h * a->o_sh,
 		                 .ldc = a->o_sl, .batch = 1 };
@@ -414,15 +442,21 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 		int tk = a->Lk - j0 < BE_CPU_TK ? a->Lk - j0 : BE_CPU_TK;
 		const float *k = a->k + b * a->k_sb + (int64_t)j0 * a->k_sl + h * a->k_sh;
 		const float *v = a->v + b * a->v_sb + (int64_t)j0 * a->v_sl + h * a->v_sh;
+		int64_t ldk = a->k_sl;
 
 		/* s[i, j] = scale * q_i . k_j */
 		if (kp) {
 			be_gemm_t g = { .transb = 1, .m = tq, .n = tk, .k = D, .alpha = a->scale,
-			                .a = q, .lda = a->q_sl, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
+			                .a = q, .lda = ldq, .c = s, .ldc = BE_CPU_TK, .batch = 1 };
 			avx512_block(&g, 0, 0, tq, 0, tk, kp + (int64_t)j0 * D, NULL, 0);
 		} else {
+			if (a->rope) {
+				cpu_rope_rows(kr, D, k, a->k_sl, tk, j0, D, a->rope);
+				k = kr;
+				ldk = D;
+			}
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, tk, D, a->scale,
-			            q, (int)a->q_sl, k, (int)a->k_sl, 0.0f, s, BE_CPU_TK);
+			            q, (int)ldq, k, (int)ldk, 0.0f, s, BE_CPU_TK);
 		}
 		const float *bj = bias ? bias + j0 : NULL, *mj = mask ? mask + j0 : NULL;
 		if (kp) avx512_attn_rows(s, BE_CPU_TK, tq, tk, bj, a->bias_sq, mj, m, l, acc, D);
@@ -444,12 +478,19 @@ static void cpu_attn_tile(const be_attn_t *a, int b, int h, int i0, int tq, cons
 /* kp: [AVX512_PACKED(D, Lk)] = K^T of (batch b, head h), packed whole for
  * avx512_block (the key block from j0 at kp + j0 D); vp: [AVX512_PACKED(Lk, D)] = V
  * likewise, one column block of D, so that the keys from j0 (a multiple
- * of AVX512_KB) start at vp + AVX512_PACKED(j0, D). */
-static void cpu_attn_pack(const be_attn_t *a, int b, int h, float *kp, float *vp)
+ * of AVX512_KB) start at vp + AVX512_PACKED(j0, D).  With a rope table,
+ * K is rotated into kr: [Lk, D] first and packed from there. */
+static void cpu_attn_pack(const be_attn_t *a, int b, int h, float *kp, float *vp, float *kr)
 {
 	be_gemm_t gk = { .transb = 1, .n = a->Lk, .k = a->D,
 	                 .b = a->k + b * a->k_sb + h * a->k_sh, .ldb = a->k_sl };
 	be_gemm_t gv = { .n = a->D, .k = a->Lk, .b = a->v + b * a->v_sb + h * a->v_sh, .ldb = a->v_sl };
+
+	if (a->rope) {
+		cpu_rope_rows(kr, a->D, gk.b, a->k_sl, a->Lk, 0, a->D, a->rope);
+		gk.b = kr;
+		gk.ldb = a->D;
+	}
 
 	for (int p = 0; p < AVX512_PANELS(a->Lk); p++) avx512_pack_b(&gk, 0, p, kp);
 	for (int p = 0; p < AVX512_PANELS(a->D); p++) avx512_pack_b(&gv, 0, p, vp);
@@ -464,12 +505,16 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 	int own = cpu_has_cg && BE_CPU_TK == AVX512_KB && a->D <= AVX512_NB;
 	int64_t ntask = (int64_t)a->B * a->H * (own ? 1 : nqt);
 	size_t pk = own ? (size_t)AVX512_PACKED(a->D, a->Lk) + (size_t)AVX512_PACKED(a->Lk, a->D) : 0;
-	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ + pk;
+	/* the rotated queries of a tile and keys of (b, h) (own) or of a key tile */
+	size_t rq = a->rope ? (size_t)BE_CPU_TQ * a->D : 0;
+	size_t rk = a->rope ? (size_t)(own ? a->Lk : BE_CPU_TK) * a->D : 0;
+	size_t need = (size_t)BE_CPU_TQ * BE_CPU_TK + (size_t)BE_CPU_TQ * a->D + 2 * BE_CPU_TQ + pk + rq + rk;
 	int fail = 0;
 
 	#pragma omp parallel reduction(|:fail)
 	{
 		float *s = cpu_scratch(need), *acc = NULL, *m = NULL, *l = NULL, *kp = NULL, *vp = NULL;
+		float *qr = NULL, *kr = NULL;
 		if (s) {
 			/* the packed operands first: 64-byte aligned, as avx512_block reads them */
 			if (own) {
@@ -480,6 +525,8 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 			acc = s + (size_t)BE_CPU_TQ * BE_CPU_TK;
 			m = acc + (size_t)BE_CPU_TQ * a->D;
 			l = m + BE_CPU_TQ;
+			qr = l + BE_CPU_TQ;
+			kr = qr + rq;
 		}
 		/* every thread must reach the worksharing loop, even one whose
 		 * scratch failed: it then only records the failure */
@@ -488,16 +535,16 @@ static int cpu_attn(be_t *be, const be_attn_t *a)
 			if (!s) { fail = 1; continue; }
 			if (own) {
 				int h = (int)(t % a->H), b = (int)(t / a->H);
-				cpu_attn_pack(a, b, h, kp, vp);
+				cpu_attn_pack(a, b, h, kp, vp, kr);
 				for (int i0 = 0; i0 < a->Lq; i0 += BE_CPU_TQ)
 					cpu_attn_tile(a, b, h, i0, a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ,
-					              kp, vp, s, acc, m, l);
+					              kp, vp, s, acc, m, l, qr, kr);
 				continue;
 			}
 			int qt = (int)(t % nqt), h = (int)(t / nqt % a->H), b = (int)(t / nqt / a->H);
 			int i0 = qt * BE_CPU_TQ;
 			cpu_attn_tile(a, b, h, i0, a->Lq - i0 < BE_CPU_TQ ? a->Lq - i0 : BE_CPU_TQ,
-			              NULL, NULL, s, acc, m, l);
+			              NULL, NULL, s, acc, m, l, qr, kr);
 		}
 	}
 	return fail ? -1 : 0;
@@ -776,24 +823,6 @@ static int cpu_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
 	return 0;
 }
 
-static int cpu_rotary(be_t *be, float *x, int T, int H, int D, const float *inv_freq)
-{
-	int half = D / 2;
-	#pragma omp parallel for if ((int64_t)T * H * D > 65536)
-	for (int t = 0; t < T; t++)
-		for (int i = 0; i < half; i++) {
-			double ang = (double)t * inv_freq[i];
-			float c = (float)cos(ang), s = (float)sin(ang);
-			for (int h = 0; h < H; h++) {
-				float *xh = x + ((int64_t)t * H + h) * D;
-				float x1 = xh[i], x2 = xh[i + half];
-				xh[i] = x1 * c - x2 * s;
-				xh[i + half] = x2 * c + x1 * s;
-			}
-		}
-	return 0;
-}
-
 static int cpu_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c)
 {
 	#pragma omp parallel for collapse(2) if ((int64_t)ni * L * c > 65536)
@@ -876,7 +905,7 @@ be_t *be_cpu_init(int threads)
 		.gate_add = cpu_gate_add, .gate_rows = cpu_gate_rows, .layernorm_cm = cpu_layernorm_cm,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.transpose_inplace = cpu_transpose_inplace,
-		.rotary = cpu_rotary, .outer = cpu_outer, .trimul = cpu_trimul,
+		.outer = cpu_outer, .trimul = cpu_trimul,
 	};
 	return be;
 }

@@ -409,12 +409,6 @@ static int be_cuda_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
 	return be_cuda_k(c, cu_transpose_inplace(c->stream, x, A, C), "transpose in place");
 }
 
-static int be_cuda_rotary(be_t *be, float *x, int T, int H, int D, const float *inv_freq)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_rotary(c->stream, x, T, H, D, inv_freq), "rotary");
-}
-
 static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni,
                          int L, int ch)
 {
@@ -596,7 +590,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gate_add = be_cuda_gate_add, .gate_rows = be_cuda_gate_rows,
 		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
-		.transpose_inplace = be_cuda_transpose_inplace, .rotary = be_cuda_rotary, .outer = be_cuda_outer,
+		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

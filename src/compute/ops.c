@@ -167,15 +167,6 @@ void op_transpose_inplace(fwd_t *fx, tensor_t x)
 	          "transpose_inplace");
 }
 
-void op_rotary(fwd_t *fx, tensor_t x, const float *inv_freq)
-{
-	if (!op_check(fx, x.nd == 3 && x.ne[2] % 2 == 0, "rotary", "x [T, H, D], D even")) return;
-	op_count(fx, 2 * tensor_numel(x));
-	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->rotary(fx->be, x.d, (int)x.ne[0], (int)x.ne[1], (int)x.ne[2], inv_freq),
-	          "rotary");
-}
-
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
 {
 	int ok = q.nd == 2 && k.nd == 2 && q.ne[0] == k.ne[0] && q.ne[1] == k.ne[1] &&
@@ -215,8 +206,10 @@ void op_gemm(fwd_t *fx, const be_gemm_t *g)
 void op_attn(fwd_t *fx, const be_attn_t *a)
 {
 	int64_t q = (int64_t)a->B * a->Lq * a->H * a->D, kv = (int64_t)a->B * a->Lk * a->H * a->D;
+	if (!op_check(fx, !a->rope || a->D % 2 == 0, "attention", "a rope table wants D even")) return;
 	op_count(fx, (a->g ? 3 : 2) * q + 2 * kv + (a->bias ? (int64_t)(a->bias_sb ? a->B : 1) * a->H * a->Lq * a->Lk : 0) +
-	             (a->mask ? (int64_t)a->B * a->Lk : 0));
+	             (a->mask ? (int64_t)a->B * a->Lk : 0) +
+	             (a->rope ? (int64_t)(a->Lq > a->Lk ? a->Lq : a->Lk) * a->D : 0));
 	if (!op_run(fx) || !a->B || !a->H || !a->Lq) return;
 	op_status(fx, fx->be->attn(fx->be, a), "attention");
 }

@@ -50,8 +50,6 @@ void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, fl
 void op_transpose(fwd_t *fx, tensor_t y, tensor_t x);
 /* x: [A, A, ...] in place, x[a, b] <-> x[b, a] */
 void op_transpose_inplace(fwd_t *fx, tensor_t x);
-/* x: [T, H, D] rotary position embedding in place; inv_freq: [D/2] */
-void op_rotary(fwd_t *fx, tensor_t x, const float *inv_freq);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);

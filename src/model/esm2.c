@@ -8,7 +8,9 @@
 
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */
 
-static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, int i)
+/* *inv_freq: the layer's own rotary frequencies [hd/2] in backend memory, or NULL */
+static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, int i,
+                         float **inv_freq)
 {
 	const char *p = "esm.encoder.layer";
 	int D = c->lm_dim, hd = c->lm_dim / c->lm_heads, rc = 0;
@@ -17,7 +19,7 @@ static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, 
 	rc |= weights_lin(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
 	rc |= weights_lin(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
 	rc |= weights_lin(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
-	rc |= weights_get(w, be, (float **)&l->inv_freq, 1, 1, (int64_t[]){ hd / 2 },
+	rc |= weights_get(w, be, inv_freq, 1, 1, (int64_t[]){ hd / 2 },
 	             "%s.%d.attention.self.rotary_embeddings.inv_freq", p, i);
 	rc |= weights_lin(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
 	rc |= weights_ln(w, be, &l->ffn_ln, D, c->lm_ln_eps, "%s.%d.LayerNorm", p, i);
@@ -26,34 +28,17 @@ static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, 
 	return rc ? -1 : 0;
 }
 
-/* rotary frequencies 1 / 10000^(2i/hd), as ESM-2 builds its buffer */
-static int lm_make_inv_freq(lm_t *lm, be_t *be, int hd)
-{
-	float host[512];
-	void *p;
-
-	if (hd / 2 > 512 || be->alloc(be, sizeof(float) * (hd / 2), &p) < 0) return -1;
-	for (int i = 0; i < hd / 2; i++)
-		host[i] = (float)(1.0 / pow(10000.0, (double)(2 * i) / hd));
-	if (be->upload(be, p, host, sizeof(float) * (hd / 2)) < 0) {
-		be->free(be, p);
-		return -1;
-	}
-	lm->inv_freq = p;
-	lm->be = be;
-	return 0;
-}
-
 int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
 {
-	int D = c->lm_dim, n = c->lm_layers, rc = 0;
-	float *comb = NULL, *shared_freq = NULL;
+	int D = c->lm_dim, n = c->lm_layers, half = D / c->lm_heads / 2, rc = 0;
+	float *comb = NULL, *shared_freq = NULL, **own_freq = NULL;
 
 	memset(lm, 0, sizeof *lm);
 	lm->nlayers = n;
-	if (!(lm->layers = calloc(n, sizeof *lm->layers)) || !(lm->combine = malloc(sizeof(float) * (n + 1))))
+	if (!(lm->layers = calloc(n, sizeof *lm->layers)) || !(lm->combine = malloc(sizeof(float) * (n + 1))) ||
+	    !(lm->freq = calloc((size_t)n * half, sizeof *lm->freq)) || !(own_freq = calloc(n, sizeof *own_freq)))
 		goto fail;
-	for (int i = 0; i < n; i++) rc |= lm_load_layer(&lm->layers[i], c, w, be, i);
+	for (int i = 0; i < n; i++) rc |= lm_load_layer(&lm->layers[i], c, w, be, i, &own_freq[i]);
 	rc |= weights_get(w, be, (float **)&lm->embed, 0, 2, (int64_t[]){ c->vocab, D },
 	             "esm.embeddings.word_embeddings.weight");
 	rc |= weights_ln(w, be, &lm->final_ln, D, c->lm_ln_eps, "esm.encoder.emb_layer_norm_after");
@@ -64,10 +49,10 @@ int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
 	rc |= weights_get(w, be, (float **)&lm->aa_embed, 0, 2, (int64_t[]){ LM_AA_TYPES, c->c_s },
 	             "embedding.weight");
 	/* newer transformers keep one rotary buffer for all layers */
-	rc |= weights_get(w, be, &shared_freq, 1, 1, (int64_t[]){ D / c->lm_heads / 2 },
+	rc |= weights_get(w, be, &shared_freq, 1, 1, (int64_t[]){ half },
 	             "esm.rotary_embeddings.inv_freq");
 	if (rc) goto fail;
-	if (!be) return 0;
+	if (!be) goto done;
 	/* softmax(esm_s_combine) on the host, in double */
 	if (be->download(be, lm->combine, comb, sizeof(float) * (n + 1)) < 0) goto fail;
 	{
@@ -76,29 +61,49 @@ int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
 		for (int i = 0; i <= n; i++) sum += e[i] = exp(lm->combine[i] - mx);
 		for (int i = 0; i <= n; i++) lm->combine[i] = (float)(e[i] / sum);
 	}
-	for (int i = 0; i < n; i++)
-		if (!lm->layers[i].inv_freq && shared_freq) {
-			lm->layers[i].inv_freq = shared_freq;
-		} else if (!lm->layers[i].inv_freq) {
-			if (!lm->inv_freq && lm_make_inv_freq(lm, be, D / c->lm_heads) < 0) goto fail;
-			lm->layers[i].inv_freq = lm->inv_freq;
-		}
+	for (int i = 0; i < n; i++) {
+		float *f = lm->freq + (size_t)i * half, *src = own_freq[i] ? own_freq[i] : shared_freq;
+		if (src && be->download(be, f, src, sizeof *f * half) < 0) goto fail;
+		for (int d = 0; d < half && !src; d++)   /* as ESM-2 builds its buffer */
+			f[d] = (float)(1.0 / pow(10000.0, (double)(2 * d) / (2 * half)));
+	}
+done:
+	free(own_freq);
 	return 0;
 fail:
+	free(own_freq);
 	lm_free(lm);
 	return -1;
 }
 
 void lm_free(lm_t *lm)
 {
-	if (lm->inv_freq) lm->be->free(lm->be, lm->inv_freq);
 	free(lm->layers);
 	free(lm->combine);
+	free(lm->freq);
 	memset(lm, 0, sizeof *lm);
 }
 
-/* one pre-LayerNorm block; x: [T, D] updated in place */
-static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x)
+/* rope: [T, hd/2, 2] = (cos, sin) of ESM-2's rotary angles t f[d] for the
+ * positions t < T and frequencies f: host [hd/2], each evaluated in double
+ * and rounded (be_attn_t.rope); staged in tab: host [T, hd] */
+static void lm_rope(fwd_t *fx, tensor_t rope, float *tab, const float *f)
+{
+	int T = (int)rope.ne[0], half = (int)rope.ne[1] / 2;
+
+	if (fx->planning || fx->err) return;
+	for (int t = 0; t < T; t++)
+		for (int d = 0; d < half; d++) {
+			double ang = (double)t * f[d];
+			tab[((int64_t)t * half + d) * 2] = (float)cos(ang);
+			tab[((int64_t)t * half + d) * 2 + 1] = (float)sin(ang);
+		}
+	fwd_set(fx, rope, tab);
+}
+
+/* one pre-LayerNorm block; x: [T, D] updated in place; rope: [T, hd/2, 2]
+ * the rotary table of its frequencies (lm_rope) */
+static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x, tensor_t rope)
 {
 	int T = (int)x.ne[0], D = c->lm_dim, H = c->lm_heads, hd = D / H;
 	tensor_t h = fwd_new2(fx, T, D);
@@ -108,13 +113,11 @@ static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x)
 	op_linear(fx, tensor_reshape2(q, T, D), h, &l->q, 0.0f);
 	op_linear(fx, tensor_reshape2(k, T, D), h, &l->k, 0.0f);
 	op_linear(fx, tensor_reshape2(v, T, D), h, &l->v, 0.0f);
-	op_rotary(fx, q, l->inv_freq);
-	op_rotary(fx, k, l->inv_freq);
-	/* h: [T, H, hd] = softmax(q k^T / sqrt(hd)) v */
+	/* h: [T, H, hd] = softmax(rot(q) rot(k)^T / sqrt(hd)) v, q and k rotated as loaded */
 	be_attn_t a = {
 		.B = 1, .H = H, .Lq = T, .Lk = T, .D = hd, .scale = 1.0f / sqrtf((float)hd),
 		.q = q.d, .q_sl = D, .q_sh = hd, .k = k.d, .k_sl = D, .k_sh = hd,
-		.v = v.d, .v_sl = D, .v_sh = hd, .o = h.d, .o_sl = D, .o_sh = hd,
+		.v = v.d, .v_sl = D, .v_sh = hd, .o = h.d, .o_sl = D, .o_sh = hd, .rope = rope.d,
 	};
 	op_attn(fx, &a);
 	fwd_drop(fx, &v);
@@ -141,13 +144,14 @@ static void lm_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidd
 void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
                 const int *aatype, tensor_t s_s_0, float *hidden, float *combined)
 {
-	int L = (int)s_s_0.ne[0], T = L + 2, D = c->lm_dim;
+	int L = (int)s_s_0.ne[0], T = L + 2, D = c->lm_dim, hd = D / c->lm_heads;
 	size_t hs = (size_t)T * D;
 	int32_t *aa = NULL;
 	/* token dropout at inference: no <mask> tokens, so the embedding is
 	 * scaled by (1 - 0.15 * 0.8) / (1 - 0) */
 	float scale = c->token_dropout ? (float)(1.0 - 0.15 * 0.8) : 1.0f;
-	tensor_t x = fwd_new2(fx, T, D), acc = fwd_new2(fx, L, D);
+	tensor_t x = fwd_new2(fx, T, D), acc = fwd_new2(fx, L, D), rope = fwd_new2(fx, T, hd);
+	float *tab = fwd_host(fx, sizeof *tab * T * hd);
 
 	op_gather(fx, x, lm->embed, tokens, scale);
 	op_fill(fx, acc, 0.0f);
@@ -156,13 +160,17 @@ void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens
 	fwd_memo_t memo;
 	fwd_memo_init(&memo);
 	for (int i = 0; i < lm->nlayers; i++) {
+		const float *f = lm->freq + (size_t)i * (hd / 2);
+		if (i == 0 || memcmp(f - hd / 2, f, sizeof *f * (hd / 2))) lm_rope(fx, rope, tab, f);
 		if (fwd_memo_begin(fx, &memo)) continue;
-		lm_layer(fx, &lm->layers[i], c, x);
+		lm_layer(fx, &lm->layers[i], c, x, rope);
 		fwd_memo_end(fx, &memo);
 		if (i == lm->nlayers - 1) op_layernorm(fx, x, x, &lm->final_ln);
 		lm_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
 	}
 	fwd_memo_free(&memo);
+	fwd_host_drop(fx, tab, sizeof *tab * T * hd);
+	fwd_drop(fx, &rope);
 	fwd_drop(fx, &x);
 	if (combined) fwd_get(fx, acc, combined);
 

@@ -2,7 +2,8 @@
  * the trunk input s_s_0.
  *
  * tokens -> embedding (token-dropout rescaling) -> N pre-LayerNorm blocks
- * (rotary self-attention, GELU feed-forward) -> final LayerNorm; the N+1
+ * (self-attention with the rotary embedding applied as q and k are loaded,
+ * GELU feed-forward) -> final LayerNorm; the N+1
  * representations (without <cls>/<eos>) are combined as they are produced by
  * softmax(esm_s_combine), then esm_s_mlp, plus the amino-acid embedding.
  */
@@ -16,8 +17,6 @@
 typedef struct {
 	ln_t  attn_ln;          /* esm.encoder.layer.N.attention.LayerNorm */
 	lin_t q, k, v;          /* esm.encoder.layer.N.attention.self.{query,key,value} */
-	const float *inv_freq;  /* esm.encoder.layer.N.attention.self.rotary_embeddings.inv_freq [hd/2],
-	                         * else esm.rotary_embeddings.inv_freq (shared), else computed */
 	lin_t o;                /* esm.encoder.layer.N.attention.output.dense */
 	ln_t  ffn_ln;           /* esm.encoder.layer.N.LayerNorm */
 	lin_t fc1;              /* esm.encoder.layer.N.intermediate.dense [ffn, D] */
@@ -34,8 +33,12 @@ typedef struct {
 	lin_t        s_mlp_1;   /* esm_s_mlp.1 [c_s, D] */
 	lin_t        s_mlp_3;   /* esm_s_mlp.3 [c_s, c_s] */
 	const float *aa_embed;  /* embedding.weight [23, c_s] */
-	float       *inv_freq;  /* computed rotary frequencies when the file has none */
-	be_t        *be;        /* owner of inv_freq */
+	/* host [nlayers, hd/2]: each layer's rotary inverse frequencies,
+	 * esm.encoder.layer.N.attention.self.rotary_embeddings.inv_freq, else
+	 * esm.rotary_embeddings.inv_freq (shared), else 1 / 10000^(2i/hd) as
+	 * ESM-2 builds them; the attention rotates q and k as it loads them
+	 * (be_attn_t.rope) */
+	float       *freq;
 } lm_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights. 0 or negative. */

@@ -42,6 +42,13 @@ static inline float rsqrtf(float x)
 	return 1.0f / sqrtf(x);
 }
 
+/* IEEE float products and sums rounded to nearest, never fused into a
+ * multiply-add: what plain float arithmetic is here (ISO C++, no
+ * contraction) */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+
 static inline __attribute__((always_inline)) void __syncthreads(void)
 {
 	cuemu_syncthreads();

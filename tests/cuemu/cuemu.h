@@ -42,6 +42,26 @@ static inline float rsqrtf(float x)
 	return 1.0f / sqrtf(x);
 }
 
+/* single operations rounded to nearest that nvcc never contracts into an
+ * fma; here each result goes through memory, so g++ cannot fuse either */
+static inline float __fmul_rn(float a, float b)
+{
+	volatile float r = a * b;
+	return r;
+}
+
+static inline float __fadd_rn(float a, float b)
+{
+	volatile float r = a + b;
+	return r;
+}
+
+static inline float __fsub_rn(float a, float b)
+{
+	volatile float r = a - b;
+	return r;
+}
+
 static inline __attribute__((always_inline)) void __syncthreads(void)
 {
 	cuemu_syncthreads();

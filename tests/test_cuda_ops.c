@@ -3,6 +3,7 @@
  * bound per op (float32 unless a case says otherwise).  Exits 77 (skip)
  * when there is no CUDA device, so `make check` skips it on such hosts. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -806,6 +807,32 @@ static void pair_scale(pair_t *p, float f)
 	assert_int_equal(gpu->upload(gpu, p->g, p->c, sizeof(float) * p->n), 0);
 }
 
+/* the device's compensated squared norms: ka's -w/2 sum |g|^2 of its own
+ * fp32 points g within the sum's and the product's roundings (2 u, u =
+ * 2^-24), which a plain fp32 sum or an fma-contracted TwoSum exceeds */
+static void ipa_sumsq_check(const pair_t *ka, const pair_t *hw, int L, int H, int Pq)
+{
+	int Dp = 3 * Pq + 2;
+	float *k = malloc(sizeof(float) * (size_t)ka->n);
+	const double u = FLT_EPSILON / 2;
+	double worst = 0.0;
+
+	assert_non_null(k);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, k, ka->g, sizeof(float) * (size_t)ka->n), 0);
+	for (int ih = 0; ih < L * H; ih++) {
+		double x = hw->c[ih % H], sp = x > 20.0 ? x : log1p(exp(x)), sq = 0.0;
+		float wf = (float)(sp * sqrt(2.0 / (27.0 * Pq)));
+		const float *r = k + (size_t)ih * Dp;
+		for (int e = 0; e < 3 * Pq; e++) sq += (double)r[e] * r[e];
+		double ref = -0.5 * wf * sq, err = sq > 0.0 ? fabs(r[3 * Pq + 1] - ref) / fabs(ref) : fabs(r[3 * Pq + 1]);
+		worst = fmax(worst, err / u);
+	}
+	free(k);
+	printf("  %-48s %.2f u (bound 2 u)\n", "ipa_in: device's -w/2 sum |g|^2", worst);
+	assert_true(worst <= 2.0 * (1.0 + u));
+}
+
 /* the structure module's point steps (ipa_in, ipa_out, ipa_rigid)
  * against the CPU's: awkward lengths (1 to 130), head and point counts
  * of ESMFold's (12, 4, 8) and odd ones, random unit quaternions,
@@ -842,6 +869,7 @@ static void test_ipa(void **state)
 		pair_check(&ka, bound, what);
 		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: vp", L, H, Pq, Pv);
 		pair_check(&vp, bound, what);
+		ipa_sumsq_check(&ka, &hw, L, H, Pq);
 		/* points out, in the CPU's rigids on both sides */
 		assert_int_equal(gpu->upload(gpu, rig.g, rig.c, sizeof(float) * 12 * L), 0);
 		assert_int_equal(cpu->ipa_out(cpu, cat.c + c0, ldc, op.c, rig.c, L, n, 1e-8f), 0);

@@ -84,6 +84,20 @@ int cu_attn(cudaStream_t s, const be_attn_t *a);
  * to bfloat16, products and softmax statistics in fp32; D <= CU_FLASH_DMAX */
 int cu_flash_attn(cudaStream_t s, const be_attn_t *a);
 
+/* --- ipa.cu --- */
+/* the structure module's point steps as be_t.ipa_in, ipa_out, ipa_rigid
+ * describe them (backend.h): rig: [L, 12] of state: [L, 7] (one block
+ * reduces the mean translation), then qa, ka: [L, H, 3 Pq + 2], vp: [L, H,
+ * 3 Pv] of qp: [L, 3, H Pq], kvp: [L, 3, H (Pq + Pv)]; hw, bb: [H] */
+int cu_ipa_in(cudaStream_t s, float *qa, float *ka, float *vp, float *rig, const float *state,
+              const float *qp, const float *kvp, const float *hw, const float *bb,
+              int L, int H, int Pq, int Pv);
+/* cat: [L, ldc], columns 0 .. 4 n - 1, from op: [L, n, 3] and rig: [L, 12] */
+int cu_ipa_out(cudaStream_t s, float *cat, int64_t ldc, const float *op, const float *rig,
+               int L, int n, float eps);
+/* state: [L, 7] composed with upd: [L, 6] (NULL: identity); frame: [L, 7] or NULL */
+int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, int L, float scale);
+
 #ifdef __cplusplus
 }
 #endif

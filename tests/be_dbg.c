@@ -444,6 +444,60 @@ static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
 }
 
+static int dbg_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
+                      const float *qp, const float *kvp, const float *hw, const float *bb,
+                      int L, int H, int Pq, int Pv)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t na = (int64_t)L * H * (3 * Pq + 2), nv = (int64_t)L * H * 3 * Pv, nr = (int64_t)L * 12;
+	int64_t ns = (int64_t)L * 7, nq = (int64_t)L * 3 * H * Pq, nkv = (int64_t)L * 3 * H * (Pq + Pv);
+	int rc;
+
+	if (dbg_dev(c, "ipa_in", "qa", qa, na * F) || dbg_dev(c, "ipa_in", "ka", ka, na * F) ||
+	    dbg_dev(c, "ipa_in", "vp", vp, nv * F) || dbg_dev(c, "ipa_in", "rig", rig, nr * F) ||
+	    dbg_dev(c, "ipa_in", "state", state, ns * F) || dbg_dev(c, "ipa_in", "qp", qp, nq * F) ||
+	    dbg_dev(c, "ipa_in", "kvp", kvp, nkv * F) || dbg_dev(c, "ipa_in", "hw", hw, H * F) ||
+	    dbg_dev(c, "ipa_in", "bb", bb, H * F) ||
+	    dbg_apart(c, "ipa_in", "qa and ka", qa, na, ka, na, 0) ||
+	    dbg_apart(c, "ipa_in", "rig and state", rig, nr, state, ns, 0) ||
+	    dbg_apart(c, "ipa_in", "qa and qp", qa, na, qp, nq, 0) ||
+	    dbg_apart(c, "ipa_in", "ka and kvp", ka, na, kvp, nkv, 0) ||
+	    dbg_apart(c, "ipa_in", "vp and kvp", vp, nv, kvp, nkv, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->ipa_in(c->cpu, qa, ka, vp, rig, state, qp, kvp, hw, bb, L, H, Pq, Pv));
+}
+
+static int dbg_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
+                       int L, int n_pts, float eps)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t nc = L ? (L - 1) * ldc + 4 * (int64_t)n_pts : 0, no = (int64_t)L * n_pts * 3;
+	int rc;
+
+	if (dbg_dev(c, "ipa_out", "cat", cat, nc * F) || dbg_dev(c, "ipa_out", "op", op, no * F) ||
+	    dbg_dev(c, "ipa_out", "rig", rig, (int64_t)L * 12 * F) ||
+	    dbg_apart(c, "ipa_out", "cat and op", cat, nc, op, no, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->ipa_out(c->cpu, cat, ldc, op, rig, L, n_pts, eps));
+}
+
+static int dbg_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t n = (int64_t)L * 7;
+	int rc;
+
+	if (dbg_dev(c, "ipa_rigid", "state", state, n * F) ||
+	    (frame && dbg_dev(c, "ipa_rigid", "frame", frame, n * F)) ||
+	    (upd && dbg_dev(c, "ipa_rigid", "upd", upd, (int64_t)L * 6 * F)) ||
+	    (frame && dbg_apart(c, "ipa_rigid", "frame and state", frame, n, state, n, 0)))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->ipa_rigid(c->cpu, state, frame, upd, L, scale));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -486,6 +540,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
 		.trimul = dbg_trimul,
+		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 	};
 	return be;
 fail:

@@ -3,6 +3,7 @@
  * bound per op (float32 unless a case says otherwise).  Exits 77 (skip)
  * when there is no CUDA device, so `make check` skips it on such hosts. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -893,6 +894,117 @@ static void test_outer(void **state)
 	}
 }
 
+/* n random unit quaternions and translations in [-scale, scale) as
+ * state: [n, 7] on both backends */
+static pair_t ipa_state(int n, float scale)
+{
+	pair_t st = pair_new((int64_t)n * 7);
+	for (int i = 0; i < n; i++) {
+		float *q = st.c + 7 * i, nq = 0.0f;
+		for (int k = 0; k < 4; k++) nq += q[k] * q[k];
+		nq = sqrtf(nq > 1e-6f ? nq : 1.0f);
+		for (int k = 0; k < 4; k++) q[k] /= nq;
+		for (int k = 4; k < 7; k++) q[k] *= scale;
+	}
+	assert_int_equal(gpu->upload(gpu, st.g, st.c, sizeof(float) * 7 * n), 0);
+	return st;
+}
+
+/* pair p's values times f on both backends */
+static void pair_scale(pair_t *p, float f)
+{
+	for (int64_t i = 0; i < p->n; i++) p->c[i] *= f;
+	assert_int_equal(gpu->upload(gpu, p->g, p->c, sizeof(float) * p->n), 0);
+}
+
+/* the device's compensated squared norms: ka's -w/2 sum |g|^2 of its own
+ * fp32 points g within the sum's and the product's roundings (2 u, u =
+ * 2^-24), which a plain fp32 sum or an fma-contracted TwoSum exceeds */
+static void ipa_sumsq_check(const pair_t *ka, const pair_t *hw, int L, int H, int Pq)
+{
+	int Dp = 3 * Pq + 2;
+	float *k = malloc(sizeof(float) * (size_t)ka->n);
+	const double u = FLT_EPSILON / 2;
+	double worst = 0.0;
+
+	assert_non_null(k);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, k, ka->g, sizeof(float) * (size_t)ka->n), 0);
+	for (int ih = 0; ih < L * H; ih++) {
+		double x = hw->c[ih % H], sp = x > 20.0 ? x : log1p(exp(x)), sq = 0.0;
+		float wf = (float)(sp * sqrt(2.0 / (27.0 * Pq)));
+		const float *r = k + (size_t)ih * Dp;
+		for (int e = 0; e < 3 * Pq; e++) sq += (double)r[e] * r[e];
+		double ref = -0.5 * wf * sq, err = sq > 0.0 ? fabs(r[3 * Pq + 1] - ref) / fabs(ref) : fabs(r[3 * Pq + 1]);
+		worst = fmax(worst, err / u);
+	}
+	free(k);
+	printf("  %-48s %.2f u (bound 2 u)\n", "ipa_in: device's -w/2 sum |g|^2", worst);
+	assert_true(worst <= 2.0 * (1.0 + u));
+}
+
+/* the structure module's point steps (ipa_in, ipa_out, ipa_rigid)
+ * against the CPU's: awkward lengths (1 to 130), head and point counts
+ * of ESMFold's (12, 4, 8) and odd ones, random unit quaternions,
+ * translations far from the origin (the mean is taken out on the
+ * device), eight chained backbone updates; all fp32 (no GEMM), so the
+ * bound is fp32 rounding: relative RMS 3e-6, some 50 ulp over chains of
+ * ten operations */
+static void test_ipa(void **state)
+{
+	static const int cs[][4] = { { 1, 12, 4, 8 }, { 7, 5, 3, 7 }, { 33, 3, 4, 1 }, { 130, 12, 4, 8 } };
+	const double bound = 1e-11;
+	char what[96];
+
+	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
+		int L = cs[t][0], H = cs[t][1], Pq = cs[t][2], Pv = cs[t][3], Dp = 3 * Pq + 2, n = H * Pv;
+		int64_t ldc = 4 * n + 5, c0 = 3;
+		pair_t st = ipa_state(L, 40.0f), qp = pair_new((int64_t)L * 3 * H * Pq);
+		pair_t kvp = pair_new((int64_t)L * 3 * H * (Pq + Pv)), hw = pair_new(H), bb = pair_new(H);
+		pair_t qa = pair_new((int64_t)L * H * Dp), ka = pair_new((int64_t)L * H * Dp);
+		pair_t vp = pair_new((int64_t)L * n * 3), rig = pair_new((int64_t)L * 12);
+		pair_t op = pair_new((int64_t)L * n * 3), cat = pair_new((int64_t)L * ldc);
+		pair_t upd = pair_new((int64_t)L * 6), fr = pair_new((int64_t)L * 7);
+		pair_scale(&qp, 8.0f);
+		pair_scale(&kvp, 8.0f);
+		pair_scale(&hw, 3.0f);
+		pair_scale(&op, 20.0f);
+		assert_int_equal(cpu->ipa_in(cpu, qa.c, ka.c, vp.c, rig.c, st.c, qp.c, kvp.c, hw.c, bb.c, L, H, Pq, Pv), 0);
+		assert_int_equal(gpu->ipa_in(gpu, qa.g, ka.g, vp.g, rig.g, st.g, qp.g, kvp.g, hw.g, bb.g, L, H, Pq, Pv), 0);
+		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: rig", L, H, Pq, Pv);
+		pair_check(&rig, bound, what);
+		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: qa", L, H, Pq, Pv);
+		pair_check(&qa, bound, what);
+		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: ka", L, H, Pq, Pv);
+		pair_check(&ka, bound, what);
+		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: vp", L, H, Pq, Pv);
+		pair_check(&vp, bound, what);
+		ipa_sumsq_check(&ka, &hw, L, H, Pq);
+		/* points out, in the CPU's rigids on both sides */
+		assert_int_equal(gpu->upload(gpu, rig.g, rig.c, sizeof(float) * 12 * L), 0);
+		assert_int_equal(cpu->ipa_out(cpu, cat.c + c0, ldc, op.c, rig.c, L, n, 1e-8f), 0);
+		assert_int_equal(gpu->ipa_out(gpu, cat.g + c0, ldc, op.g, rig.g, L, n, 1e-8f), 0);
+		snprintf(what, sizeof what, "ipa_out L%d, %d points, ldc %lld", L, n, (long long)ldc);
+		pair_check(&cat, bound, what);
+		/* eight backbone updates from the identity, each frame checked */
+		assert_int_equal(cpu->ipa_rigid(cpu, st.c, NULL, NULL, L, 0.0f), 0);
+		assert_int_equal(gpu->ipa_rigid(gpu, st.g, NULL, NULL, L, 0.0f), 0);
+		pair_check(&st, 0.0, "ipa_rigid identity");
+		for (int blk = 0; blk < 8; blk++) {
+			for (int64_t i = 0; i < upd.n; i++) upd.c[i] = urand() * (i % 6 < 3 ? 0.5f : 4.0f);
+			assert_int_equal(gpu->upload(gpu, upd.g, upd.c, sizeof(float) * upd.n), 0);
+			assert_int_equal(cpu->ipa_rigid(cpu, st.c, fr.c, upd.c, L, 10.0f), 0);
+			assert_int_equal(gpu->ipa_rigid(gpu, st.g, fr.g, upd.g, L, 10.0f), 0);
+			snprintf(what, sizeof what, "ipa_rigid L%d block %d: frame", L, blk);
+			pair_check(&fr, bound, what);
+		}
+		pair_check(&st, bound, "ipa_rigid: state after 8 blocks");
+		pair_free(&st); pair_free(&qp); pair_free(&kvp); pair_free(&hw); pair_free(&bb);
+		pair_free(&qa); pair_free(&ka); pair_free(&vp); pair_free(&rig); pair_free(&op);
+		pair_free(&cat); pair_free(&upd); pair_free(&fr);
+	}
+}
+
 /* an allocation the device cannot satisfy is a status, and the backend
  * still works afterwards */
 static void test_oom(void **state)
@@ -931,6 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_transpose),
 		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_outer),
+		cmocka_unit_test(test_ipa),
 		cmocka_unit_test(test_oom),
 	};
 	int rc;

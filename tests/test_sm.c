@@ -4,10 +4,13 @@
  * compare frames, positions, angles, unnormalized_angles and states (where
  * stored), sidechain_frames, atom37_positions, the atom masks, plddt,
  * plddt_residue and mean_plddt within the fixtures' tolerance rule.  The
- * pass is planned first and then run in exactly the planned arena. */
+ * pass is planned first and then run in exactly the planned arena.  And
+ * the structure module's copies to and from the backend: three, whatever
+ * its block count. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,99 @@ static void run_fixture(const char *fixture)
 	be_free(be);
 }
 
+/* the CPU backend with its host<->backend copies and synchronisations
+ * counted (the op layer's only way to the host) */
+static be_t *counted_cpu;
+static long n_upload, n_download, n_sync;
+
+static int counted_upload(be_t *be, void *dst, const void *src, size_t n)
+{
+	n_upload++;
+	return counted_cpu->upload(counted_cpu, dst, src, n);
+}
+
+static int counted_download(be_t *be, void *dst, const void *src, size_t n)
+{
+	n_download++;
+	return counted_cpu->download(counted_cpu, dst, src, n);
+}
+
+static int counted_sync(be_t *be)
+{
+	n_sync++;
+	return counted_cpu->sync(counted_cpu);
+}
+
+/* No host round-trips inside the structure module: a pass of 1, 2 and 8
+ * blocks (tiny_a's weights, L 9, random inputs) makes no upload and no
+ * synchronisation and exactly three downloads (every block's frames,
+ * unnormalised angles and states, after the last block), whatever the
+ * block count.  The host-side geometry of old took 11 copies per block. */
+static void test_sm_transfers(void **state)
+{
+	char path[1024];
+	be_t cb;
+	weights_t *w;
+	structure_t sm;
+	const int L = 9, blocks[] = { 1, 2, 8 };
+	int aatype[9];
+	uint64_t r = 0x2545f4914f6cdd1dull;
+
+	(void)state;
+	assert_non_null(counted_cpu = be_cpu_init(1));
+	cb = *counted_cpu;
+	cb.upload = counted_upload;
+	cb.download = counted_download;
+	cb.sync = counted_sync;
+	snprintf(path, sizeof path, "%s/tiny_a/weights.safetensors", TEST_DATA);
+	assert_non_null(w = weights_open(path));
+	cfg_t c = *weights_cfg(w);
+	assert_int_equal(structure_load(&sm, &c, w, &cb), 0);
+	float *s0 = malloc(sizeof(float) * L * c.sm_c_s), *z0 = malloc(sizeof(float) * L * L * c.sm_c_z);
+	assert_true(s0 && z0);
+	for (int64_t i = 0; i < (int64_t)L * L * c.sm_c_z; i++) {
+		r ^= r << 13; r ^= r >> 7; r ^= r << 17;
+		float u = (float)((r >> 40) * (2.0 / 16777216.0) - 1.0);
+		z0[i] = u;
+		if (i < (int64_t)L * c.sm_c_s) s0[i] = u;
+		if (i < L) aatype[i] = (int)(r >> 59) % 20;
+	}
+	for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+		structure_out_t out;
+		fwd_t fx;
+		size_t arena = 0;
+
+		c.sm_blocks = blocks[b];
+		assert_int_equal(structure_out_alloc(&out, &c, L), 0);
+		for (int exec = 0; exec < 2; exec++) {
+			if (exec) assert_int_equal(fwd_exec_begin(&fx, &cb, arena), 0);
+			else fwd_plan_begin(&fx, &cb);
+			tensor_t s = fwd_new2(&fx, L, c.sm_c_s), z = fwd_new3(&fx, L, L, c.sm_c_z);
+			fwd_set(&fx, s, s0);
+			fwd_set(&fx, z, z0);
+			n_upload = n_download = n_sync = 0;
+			structure_forward(&fx, &sm, &c, s, z, aatype, &out);
+			assert_int_equal(fx.err, 0);
+			if (exec) {
+				printf("  %d blocks: %ld uploads, %ld downloads, %ld syncs\n", blocks[b], n_upload,
+				       n_download, n_sync);
+				assert_int_equal(n_upload, 0);
+				assert_int_equal(n_download, 3);
+				assert_int_equal(n_sync, 0);
+			}
+			fwd_drop(&fx, &z);
+			fwd_drop(&fx, &s);
+			arena = fx.mp.high;
+			fwd_end(&fx);
+		}
+		structure_out_free(&out);
+	}
+	free(s0), free(z0);
+	structure_free(&sm);
+	weights_close(w);
+	be_free(counted_cpu);
+}
+
 static void test_sm_tiny_a(void **state) { (void)state; run_fixture("tiny_a"); }
 static void test_sm_tiny_b(void **state) { (void)state; run_fixture("tiny_b"); }
 
@@ -157,6 +253,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sm_tiny_a),
 		cmocka_unit_test(test_sm_tiny_b),
+		cmocka_unit_test(test_sm_transfers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,6 +175,34 @@ struct be {
 	 * x[i, j, :] = sum_k a[i, k, :] * b[j, k, :]; a: [ni, nk, c],
 	 * b: [nj, nk, c]; x apart from a and b */
 	int (*trimul)(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk, int c);
+	/* The structure module's invariant point attention, points in (a
+	 * whole step on the device, no host copy): rig: [L, 12] = the rigid
+	 * of each frame of state: [L, 7] (unit quaternion w, x, y, z, then
+	 * translation): its rotation matrix (row-major) and its translation
+	 * less the mean translation over the L frames.  With g = rig_i
+	 * applied to a local point and w_h = softplus(hw[h]) sqrt(2 / (27 Pq)):
+	 *   qp: [L, 3, H Pq], kvp: [L, 3, H (Pq + Pv)] local points (x, y, z
+	 *       planes; point p of head h at h Pq + p, h (Pq + Pv) + p)
+	 *   qa: [L, H, 3 Pq + 2] = (w_h g_1..g_Pq, -w_h/2 sum |g|^2 +
+	 *       sqrt(1/3) bb[h], 1)
+	 *   ka: [L, H, 3 Pq + 2] = (g_1..g_Pq, 1, -w_h/2 sum |g|^2)
+	 *   vp: [L, H, 3 Pv] = the value points g_{Pq+1}..g_{Pq+Pv}
+	 *   hw, bb: [H] (ipa.head_weights, ipa.linear_b.bias)
+	 * The sums of squares are compensated (as if in double, then rounded). */
+	int (*ipa_in)(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
+	              const float *qp, const float *kvp, const float *hw, const float *bb,
+	              int L, int H, int Pq, int Pv);
+	/* IPA points out: l = R_i^T (op[i, n] - t_i) with (R_i, t_i) = rig[i]
+	 * (ipa_in's), into cat[i, {0, 1, 2, 3} n_pts + n] = l_x, l_y, l_z,
+	 * sqrt(|l|^2 + eps).  op: [L, n_pts, 3]; cat: [L, ldc] (its first
+	 * 4 n_pts columns written) */
+	int (*ipa_out)(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
+	               int L, int n_pts, float eps);
+	/* Backbone update: state: [L, 7] (quaternion, translation) composed
+	 * with upd: [L, 6] = (b, c, d, t): q <- normalise(q + q (0, b, c, d)),
+	 * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
+	 * state, or NULL.  upd NULL: state = identity (frame untouched). */
+	int (*ipa_rigid)(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

@@ -361,6 +361,28 @@ static int be_cuda_gate_rows(be_t *be, float *y, const float *g, const float *by
 	return be_cuda_k(c, cu_gate_rows(c->stream, y, g, by, bg, rows, cols), "gate_rows");
 }
 
+static int be_cuda_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
+                          const float *qp, const float *kvp, const float *hw, const float *bb,
+                          int L, int H, int Pq, int Pv)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_ipa_in(c->stream, qa, ka, vp, rig, state, qp, kvp, hw, bb, L, H, Pq, Pv),
+	                 "ipa_in");
+}
+
+static int be_cuda_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
+                           int L, int n_pts, float eps)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_ipa_out(c->stream, cat, ldc, op, rig, L, n_pts, eps), "ipa_out");
+}
+
+static int be_cuda_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_ipa_rigid(c->stream, state, frame, upd, L, scale), "ipa_rigid");
+}
+
 static int be_cuda_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -591,6 +613,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
+		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

@@ -190,6 +190,46 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 	                             (int)a.ne[2]), "trimul");
 }
 
+void op_ipa_in(fwd_t *fx, tensor_t qa, tensor_t ka, tensor_t vp, tensor_t rig, tensor_t state,
+               tensor_t qp, tensor_t kvp, const float *hw, const float *bb, int H, int Pq, int Pv)
+{
+	int64_t L = state.ne[0], Dp = 3 * Pq + 2;
+	int ok = state.nd == 2 && state.ne[1] == 7 && tensor_numel(rig) == L * 12 &&
+	         tensor_numel(qp) == L * 3 * H * Pq && tensor_numel(kvp) == L * 3 * H * (Pq + Pv) &&
+	         tensor_numel(qa) == L * H * Dp && tensor_numel(ka) == L * H * Dp &&
+	         tensor_numel(vp) == L * H * 3 * Pv;
+	if (!op_check(fx, ok, "ipa_in", "state [L, 7], qp, kvp -> qa, ka, vp, rig [L, 12]")) return;
+	op_count(fx, tensor_numel(state) + tensor_numel(qp) + tensor_numel(kvp) + tensor_numel(qa) +
+	             tensor_numel(ka) + tensor_numel(vp) + tensor_numel(rig));
+	if (!op_run(fx) || !L) return;
+	op_status(fx, fx->be->ipa_in(fx->be, qa.d, ka.d, vp.d, rig.d, state.d, qp.d, kvp.d, hw, bb,
+	                             (int)L, H, Pq, Pv), "ipa_in");
+}
+
+void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, float eps)
+{
+	int64_t L = rig.ne[0], n = L ? tensor_numel(op) / (3 * L) : 0;
+	int ok = rig.nd == 2 && rig.ne[1] == 12 && cat.nd == 2 && cat.ne[0] == L && op.ne[0] == L &&
+	         tensor_numel(op) == L * n * 3 && c0 >= 0 && c0 + 4 * n <= cat.ne[1];
+	if (!op_check(fx, ok, "ipa_out", "op [L, 3 n], rig [L, 12] -> cat [L, >= c0 + 4 n]")) return;
+	op_count(fx, tensor_numel(op) + tensor_numel(rig) + L * 4 * n);
+	if (!op_run(fx) || !L || !n) return;
+	op_status(fx, fx->be->ipa_out(fx->be, cat.d + c0, cat.ne[1], op.d, rig.d, (int)L, (int)n, eps),
+	          "ipa_out");
+}
+
+void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float scale)
+{
+	int64_t L = state.ne[0];
+	int ok = state.nd == 2 && state.ne[1] == 7 &&
+	         (upd.nd ? tensor_numel(upd) == L * 6 : !frame.nd) &&
+	         (!frame.nd || tensor_numel(frame) == L * 7);
+	if (!op_check(fx, ok, "ipa_rigid", "state [L, 7], upd [L, 6] -> frame [L, 7]")) return;
+	op_count(fx, tensor_numel(state) * (upd.nd ? 2 : 1) + tensor_numel(upd) + tensor_numel(frame));
+	if (!op_run(fx) || !L) return;
+	op_status(fx, fx->be->ipa_rigid(fx->be, state.d, frame.d, upd.d, (int)L, scale), "ipa_rigid");
+}
+
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;

@@ -55,6 +55,20 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
+/* The structure module's point steps (be_t.ipa_in / ipa_out / ipa_rigid):
+ * state: [L, 7] backbone frames (quaternion, translation) -> rig: [L, 12];
+ * qp: [L, 3 H Pq], kvp: [L, 3 H (Pq + Pv)] -> qa, ka: [L, H, 3 Pq + 2],
+ * vp: [L, H, 3 Pv]; hw, bb: [H] weights (ipa.head_weights,
+ * ipa.linear_b.bias) */
+void op_ipa_in(fwd_t *fx, tensor_t qa, tensor_t ka, tensor_t vp, tensor_t rig, tensor_t state,
+               tensor_t qp, tensor_t kvp, const float *hw, const float *bb, int H, int Pq, int Pv);
+/* op: [L, n 3] attended points -> cat: [L, W], columns c0 .. c0 + 4 n - 1
+ * (x, y, z, norm in each residue's frame of rig: [L, 12]) */
+void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, float eps);
+/* state: [L, 7] <- state composed with upd: [L, 6]; frame: [L, 7] = the
+ * new state with its translation times scale.  upd and frame empty
+ * (tensor_t){ 0 }: state = identity frames. */
+void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float scale);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

@@ -4,12 +4,14 @@
  * (quaternion) and angle resnet; after each block the backbone frames,
  * torsion angles and atom14 positions; after the last, the all-atom tail.
  *
- * Split of the work: everything GEMM-shaped or O(L^2) (the projections, the
- * IPA logits, the pair bias from z, the softmax, the weighted sums over keys
- * and the pair output a.z) runs through the op layer; the per-residue
- * geometry (rigid frames, points in and out of the frames, quaternion
- * updates, angle normalisation, torsions to atoms) runs on host floats via
- * fwd_get/fwd_set and is skipped while planning.
+ * Split of the work: the whole block loop runs through the op layer on
+ * the backend, the per-residue geometry included (rigids, points into and
+ * out of the frames, the quaternion update: op_ipa_in / op_ipa_out /
+ * op_ipa_rigid), with no copy to or from the host; every block's frames,
+ * unnormalised angles and states are kept in backend tensors and
+ * downloaded once after the last block.  The host then does the pure
+ * post-processing (angle normalisation, torsions to atoms, masks),
+ * skipped while planning.
  *
  * Mask: the engine folds one unpadded sequence per pass, so the reference's
  * residue mask is all ones and its inf * (mask - 1) logit term is zero; it
@@ -44,9 +46,8 @@ typedef struct {
 	lin_t  kv;              /* P.ipa.linear_kv [2 H d, c] */
 	lin_t  q_pts;           /* P.ipa.linear_q_points [3 H Pq, c] */
 	lin_t  kv_pts;          /* P.ipa.linear_kv_points [3 H (Pq + Pv), c] */
-	lin_t  b;               /* P.ipa.linear_b [H, c_z] (its bias is used from b_bias) */
-	float *b_bias;          /* host copy of P.ipa.linear_b.bias [H] */
-	float *head_w;          /* host: softplus(P.ipa.head_weights) * sqrt(1 / (3 Pq 9/2)) [H] */
+	lin_t  b;               /* P.ipa.linear_b [H, c_z] (its bias goes in by op_ipa_in) */
+	float *head_w;          /* P.ipa.head_weights [H] (op_ipa_in takes their softplus) */
 	lin_t  out;             /* P.ipa.linear_out [c, H (d + 4 Pv + c_z)] */
 	ln_t   ln_ipa;          /* P.layer_norm_ipa [c] */
 	int    ntrans;
@@ -95,7 +96,7 @@ void structure_out_free(structure_out_t *o);
  *   z: [L, L, sm_c_z] in: trunk2sm_z(s_z); out: layer_norm_z of it;
  *   aatype: host [L] (0..20);
  *   out: host results (laid out for this L), filled when executing.
- * Its host scratch is placed with fwd_host.  Errors are recorded in fx. */
+ * Three downloads in all, after the last block.  Errors are recorded in fx. */
 void structure_forward(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
                 const int *aatype, structure_out_t *out);
 

@@ -42,12 +42,25 @@ static inline float rsqrtf(float x)
 	return 1.0f / sqrtf(x);
 }
 
-/* IEEE float products and sums rounded to nearest, never fused into a
- * multiply-add: what plain float arithmetic is here (ISO C++, no
- * contraction) */
-static inline float __fmul_rn(float a, float b) { return a * b; }
-static inline float __fadd_rn(float a, float b) { return a + b; }
-static inline float __fsub_rn(float a, float b) { return a - b; }
+/* single operations rounded to nearest that nvcc never contracts into an
+ * fma; here each result goes through memory, so g++ cannot fuse either */
+static inline float __fmul_rn(float a, float b)
+{
+	volatile float r = a * b;
+	return r;
+}
+
+static inline float __fadd_rn(float a, float b)
+{
+	volatile float r = a + b;
+	return r;
+}
+
+static inline float __fsub_rn(float a, float b)
+{
+	volatile float r = a - b;
+	return r;
+}
 
 static inline __attribute__((always_inline)) void __syncthreads(void)
 {

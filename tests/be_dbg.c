@@ -454,6 +454,24 @@ static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
 }
 
+static int dbg_transition(be_t *be, const be_trans_t *t)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t n = t->rows * t->d, nw = (int64_t)t->h * t->d;
+	int rc;
+
+	if (dbg_dev(c, "transition", "x", t->x, n * F) || dbg_dev(c, "transition", "ln_w", t->ln_w, t->d * F) ||
+	    dbg_dev(c, "transition", "ln_b", t->ln_b, t->d * F) ||
+	    dbg_dev(c, "transition", "w1", t->w1, nw * F) || dbg_dev(c, "transition", "w2", t->w2, nw * F) ||
+	    (t->b1 && dbg_dev(c, "transition", "b1", t->b1, t->h * F)) ||
+	    (t->b2 && dbg_dev(c, "transition", "b2", t->b2, t->d * F)) ||
+	    dbg_apart(c, "transition", "x and w1", t->x, n, t->w1, nw, 0) ||
+	    dbg_apart(c, "transition", "x and w2", t->x, n, t->w2, nw, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->transition(c->cpu, t));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -495,7 +513,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .rotary = dbg_rotary, .outer = dbg_outer,
-		.trimul = dbg_trimul,
+		.trimul = dbg_trimul, .transition = dbg_transition,
 	};
 	return be;
 fail:

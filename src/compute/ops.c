@@ -199,6 +199,23 @@ void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 	                             (int)a.ne[2]), "trimul");
 }
 
+void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2)
+{
+	int d = (int)op_last(x);
+
+	if (!op_check(fx, d == ln->d && fc1->in == d && fc2->out == d && fc2->in == fc1->out &&
+	              fc1->bf16 == fc2->bf16, "transition", "x [.., d], fc1 [h, d], fc2 [d, h]"))
+		return;
+	op_count(fx, 2 * tensor_numel(x));
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	be_trans_t t = {
+		.x = x.d, .rows = tensor_numel(x) / d, .d = d, .h = fc1->out,
+		.ln_w = ln->w, .ln_b = ln->b, .eps = ln->eps,
+		.w1 = fc1->w, .b1 = fc1->b, .w2 = fc2->w, .b2 = fc2->b, .bf16 = fc1->bf16,
+	};
+	op_status(fx, fx->be->transition(fx->be, &t), "transition");
+}
+
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;

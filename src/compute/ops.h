@@ -57,6 +57,10 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
+/* x: [..., d] += fc2(relu(fc1(LayerNorm(x)))) in one pass over x (read
+ * once, written once; be_trans_t): fc1 [h, d], fc2 [d, h], both bf16 or
+ * neither */
+void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

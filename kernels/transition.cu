@@ -15,12 +15,14 @@
  * (WMMA, fp32 accumulation), then every warp adds Hs w2[:, slice]^T into
  * its output fragments, held in registers across the slices.  The
  * epilogue writes x = (x + b2) + acc, the order of a cuBLAS product with
- * beta 1 after the bias prologue.  d a multiple of 16, d <= 1024.
+ * beta 1 after the bias prologue.  d and h multiples of 16, d <= 1024.
  *
- * fp32 (fp32 weights): the same tiles on CUDA cores, shared memory fp32:
+ * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
+ * small test models): the same tiles on CUDA cores, shared memory fp32:
  * As: [bm, d], Hs: [bm, TR_HC], Os: [bm, d] the output accumulated over
  * the slices; bm rows as fit in TR_F32_SMEM bytes (at most 32).  Each
- * thread computes whole dot products in order (no split sums).  Any d.
+ * thread computes whole dot products in order (no split sums).  At bf16
+ * As and Hs are rounded to bf16 as the WMMA kernel rounds them.
  */
 #include "common.cuh"
 
@@ -45,6 +47,13 @@ typedef __nv_bfloat16 bf16;
 
 static __device__ __forceinline__ void tr_put(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void tr_put(bf16 *p, float v) { *p = __float2bfloat16(v); }
+
+/* v rounded to bf16 and back */
+static __device__ __forceinline__ float tr_bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+/* weight i as a float */
+static __device__ __forceinline__ float tr_w(const float *w, int64_t i) { return w[i]; }
+static __device__ __forceinline__ float tr_w(const bf16 *w, int64_t i) { return __bfloat162float(w[i]); }
 
 /* y: [d] = LN(x: [d]) with the CPU's formula (two passes, mean then
  * variance, 1 / sqrtf(var / d + eps)); b may be NULL */
@@ -185,36 +194,45 @@ static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
 	return cu_launched();
 }
 
-/* ---- fp32: CUDA cores ------------------------------------------------------ */
+/* ---- on CUDA cores: fp32, or bf16 where the tensor cores do not fit ---- */
 
-/* grid: one block per bm rows; x: [R, d], w1: [h, d], w2: [d, h] fp32 */
+/* grid: one block per bm rows; x: [R, d], w1: [h, d], w2: [d, h] of W
+ * (float, or bf16: then the normed and the hidden rows are rounded to
+ * bf16 as the WMMA kernel rounds them) */
+template <typename W>
 static __global__ void __launch_bounds__(TR_WARPS * 32)
-k_transition_f32(be_trans_t t, int bm)
+k_transition_simt(be_trans_t t, int bm)
 {
 	CU_DYN_SHARED(float, tr_smemf);
-	const int d = t.d, h = t.h, nt = blockDim.x;
+	const int d = t.d, h = t.h, nt = blockDim.x, rb = sizeof(W) == 2;
 	const int64_t r0 = (int64_t)blockIdx.x * bm;
+	const W *w1 = (const W *)t.w1, *w2 = (const W *)t.w2;
 	float *As = tr_smemf, *Hs = As + bm * d, *Os = Hs + bm * TR_HC;
 
 	tr_ln_tile<float>(As, d, t, r0, bm);
 	for (int e = threadIdx.x; e < bm * d; e += nt) Os[e] = 0.0f;
 	__syncthreads();
+	if (rb) {
+		for (int e = threadIdx.x; e < bm * d; e += nt) As[e] = tr_bf(As[e]);
+		__syncthreads();
+	}
 	for (int h0 = 0; h0 < h; h0 += TR_HC) {
 		const int hc = h - h0 < TR_HC ? h - h0 : TR_HC;
 		for (int e = threadIdx.x; e < bm * hc; e += nt) {
 			const int r = e / hc, j = h0 + e % hc;
-			const float *a = As + r * d, *w = t.w1 + (int64_t)j * d;
+			const float *a = As + r * d;
 			float v = 0.0f;
-			for (int k = 0; k < d; k++) v += a[k] * w[k];
+			for (int k = 0; k < d; k++) v += a[k] * tr_w(w1, (int64_t)j * d + k);
 			v += t.b1 ? t.b1[j] : 0.0f;
-			Hs[r * TR_HC + e % hc] = v > 0.0f ? v : 0.0f;
+			v = v > 0.0f ? v : 0.0f;
+			Hs[r * TR_HC + e % hc] = rb ? tr_bf(v) : v;
 		}
 		__syncthreads();
 		for (int e = threadIdx.x; e < bm * d; e += nt) {
 			const int r = e / d, c = e % d;
-			const float *a = Hs + r * TR_HC, *w = t.w2 + (int64_t)c * h + h0;
+			const float *a = Hs + r * TR_HC;
 			float v = 0.0f;
-			for (int k = 0; k < hc; k++) v += a[k] * w[k];
+			for (int k = 0; k < hc; k++) v += a[k] * tr_w(w2, (int64_t)c * h + h0 + k);
 			Os[e] += v;
 		}
 		__syncthreads();
@@ -233,10 +251,9 @@ extern "C" int cu_transition(cudaStream_t s, const be_trans_t *t)
 {
 	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
 	if (t->rows == 0) return 0;
-	if (t->bf16) {
+	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= 16 * TR_WARPS * TR_MAXF) {
 		const int dt = t->d / 16, mt = dt >= 32 ? 1 : dt >= 16 ? 2 : 4;
 		const int nf = (mt * dt + TR_WARPS - 1) / TR_WARPS;
-		if (t->d % 16 || t->h % 16 || nf > TR_MAXF) return -EINVAL;
 		if (nf <= 1) return tr_launch_bf16<1>(s, t, mt);
 		if (nf <= 2) return tr_launch_bf16<2>(s, t, mt);
 		if (nf <= 4) return tr_launch_bf16<4>(s, t, mt);
@@ -248,6 +265,9 @@ extern "C" int cu_transition(cudaStream_t s, const be_trans_t *t)
 	if (bm < 1) return -EINVAL;
 	nblocks = (t->rows + bm - 1) / bm;
 	if (nblocks > 0x7fffffff) return -EINVAL;
-	CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, (size_t)(bm * per), s, k_transition_f32)(*t, bm);
+	if (t->bf16)
+		CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, (size_t)(bm * per), s, k_transition_simt<bf16>)(*t, bm);
+	else
+		CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, (size_t)(bm * per), s, k_transition_simt<float>)(*t, bm);
 	return cu_launched();
 }

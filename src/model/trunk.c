@@ -494,13 +494,14 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     attention (q, k, v, gate g -> o)        4       1        5
  *     o linear + residual                     2       1        3
  *     ending only: 2 in-place transposes      2       2        4
- *   pair transition: layernorm                1       1        2
- *     fc1 (4 c_z wide), ReLU in its epilogue  1       4        5
- *     fc2 + residual                          5       1        6
+ *   pair transition (one op: layernorm,       1       1        2
+ *     fc1 + ReLU, fc2 + residual on tiles
+ *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 124 (esmfold_v1 at L = 256: 125.7).  Before the fusions
- * (the attention's gate a pass of its own after it, 3 each: 128;
+ * cpu and cuda 113 (esmfold_v1 at L = 256: 114.3).  Before the fusions
+ * (the transition as layernorm 2, fc1 with its ReLU 5, fc2 + residual
+ * 6: 124; the attention's gate a pass of its own after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,

@@ -5,12 +5,13 @@
  * its tile into its own scratch t: [nr, d], writes the hidden tile
  * h: [nr, h] = relu(t w1^T + b1) there too, and adds h w2^T + b2 into its
  * rows of x, while they are in cache.  The arithmetic is the backend's own
- * layernorm and gemm entries on the tile, single-threaded inside the
- * parallel region, so each element is what the three ops apart (layernorm,
- * linear with ReLU, linear with beta 1 over all rows) give, bit for bit:
- * every row's norm and every element's dot product do not depend on how
- * the rows are split.  Scratch: nr (d + h) floats per thread, taken for
- * the call. */
+ * layernorm and gemm entries on the tile (single-threaded inside the
+ * parallel region), so each element is what the three ops apart
+ * (layernorm, linear with ReLU, linear with beta 1 over all rows) give up
+ * to the summation order of the products: the norm is one row function,
+ * but OpenBLAS may sum a row's products in another order when it is given
+ * other rows with it (tests/test_transition bounds the difference).
+ * Scratch: tr (d + h) floats per thread, taken for the call. */
 #include <stdlib.h>
 
 #ifdef _OPENMP
@@ -24,7 +25,7 @@ static int omp_get_max_threads(void) { return 1; }
 
 #define CPU_TR_ROWS 128   /* most rows per tile */
 
-/* rows r0..r0+nr-1 of x through the transition; t: [nr, d], hb: [nr, h] scratch */
+/* rows r0..r0+nr-1 of x through the transition; tn: [nr, d], hb: [nr, h] scratch */
 static int cpu_transition_tile(be_t *be, const be_trans_t *t, int64_t r0, int nr, float *tn, float *hb)
 {
 	float *x = t->x + r0 * t->d;

@@ -203,8 +203,11 @@ void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, cons
 {
 	int d = (int)op_last(x);
 
-	if (!op_check(fx, d == ln->d && fc1->in == d && fc2->out == d && fc2->in == fc1->out &&
-	              fc1->bf16 == fc2->bf16, "transition", "x [.., d], fc1 [h, d], fc2 [d, h]"))
+	if (!op_check(fx, d == ln->d && fc1->in == d && fc2->out == d && fc2->in == fc1->out,
+	              "transition", "x [.., d], fc1 [h, d], fc2 [d, h]"))
+		return;
+	if (!op_check(fx, fc1->bf16 == fc2->bf16 && (!fc1->bf16 || (fx->be && fx->be->weights_bf16)),
+	              "transition", "fc1 and fc2 both bf16 weights (the device's) or neither"))
 		return;
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;

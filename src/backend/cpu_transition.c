@@ -1,7 +1,9 @@
 /* cpu_transition.c - the CPU backend's transition (see cpu_transition.h).
  *
- * x: [rows, d] += relu(LN(x) w1^T + b1) w2^T + b2, in tiles of at most
- * CPU_TR_ROWS rows shared out over the OpenMP threads.  Each thread norms
+ * x: [rows, d] += relu(LN(x) w1^T + b1) w2^T + b2, in tiles of rows shared
+ * out over the OpenMP threads: CPU_TR_FLOATS / h rows (16 to 128; a
+ * hidden tile of 256 KiB at most), by the shape alone, so that the result
+ * does not depend on the number of threads (or workers).  Each thread norms
  * its tile into its own scratch t: [nr, d], writes the hidden tile
  * h: [nr, h] = relu(t w1^T + b1) there too, and adds h w2^T + b2 into its
  * rows of x, while they are in cache.  The arithmetic is the backend's own
@@ -11,19 +13,16 @@
  * to the summation order of the products: the norm is one row function,
  * but OpenBLAS may sum a row's products in another order when it is given
  * other rows with it (tests/test_transition bounds the difference).
- * Scratch: tr (d + h) floats per thread, taken for the call. */
+ * Scratch: tr (d + h) floats per thread (tr rows a tile), taken for the
+ * call. */
 #include <stdlib.h>
-
-#ifdef _OPENMP
-#include <omp.h>
-#else
-static int omp_get_max_threads(void) { return 1; }
-#endif
 
 #include "backend/cpu_transition.h"
 #include "util/log.h"
 
-#define CPU_TR_ROWS 128   /* most rows per tile */
+#define CPU_TR_FLOATS 65536   /* hidden floats per tile */
+#define CPU_TR_MIN 16          /* rows per tile, least and most */
+#define CPU_TR_MAX 128
 
 /* rows r0..r0+nr-1 of x through the transition; tn: [nr, d], hb: [nr, h] scratch */
 static int cpu_transition_tile(be_t *be, const be_trans_t *t, int64_t r0, int nr, float *tn, float *hb)
@@ -48,12 +47,11 @@ static int cpu_transition_tile(be_t *be, const be_trans_t *t, int64_t r0, int nr
 
 int cpu_transition(be_t *be, const be_trans_t *t)
 {
-	int T = omp_get_max_threads();
-	int64_t tr = (t->rows + T - 1) / (T > 0 ? T : 1), ntiles;
+	int64_t tr = CPU_TR_FLOATS / (t->h > 0 ? t->h : 1), ntiles;
 	int fail = 0;
 
 	if (t->rows <= 0) return 0;
-	tr = tr < 1 ? 1 : tr > CPU_TR_ROWS ? CPU_TR_ROWS : tr;
+	tr = tr < CPU_TR_MIN ? CPU_TR_MIN : tr > CPU_TR_MAX ? CPU_TR_MAX : tr;
 	ntiles = (t->rows + tr - 1) / tr;
 	#pragma omp parallel reduction(|:fail) if (ntiles > 1)
 	{

@@ -98,6 +98,32 @@ static void trans_case(be_t *cpu, int64_t R, int d, int biases)
 	free(w1); free(b1); free(w2); free(b2);
 }
 
+/* the same rows through one thread and three: equal bit for bit (the
+ * tiles follow the shape, not the thread count) */
+static void test_transition_threads(void **state)
+{
+	int64_t R = 300;
+	int d = 32, h = 4 * d;
+	float *x1 = rand_new(R * d, 2.0f), *x3 = malloc(sizeof *x3 * (size_t)R * d);
+	float *lw = rand_new(d, 1.0f), *lb = rand_new(d, 0.5f);
+	float *w1 = rand_new((int64_t)h * d, 1.0f / (float)d), *b1 = rand_new(h, 0.2f);
+	float *w2 = rand_new((int64_t)d * h, 1.0f / (float)h), *b2 = rand_new(d, 0.2f);
+	be_trans_t tr = { .x = x1, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
+	                  .w1 = w1, .b1 = b1, .w2 = w2, .b2 = b2 };
+
+	assert_non_null(x3);
+	memcpy(x3, x1, sizeof *x3 * (size_t)R * d);
+	for (int threads = 1; threads <= 3; threads += 2) {
+		be_t *cpu = be_cpu_init(threads);
+		assert_non_null(cpu);
+		tr.x = threads == 1 ? x1 : x3;
+		assert_int_equal(cpu->transition(cpu, &tr), 0);
+		be_free(cpu);
+	}
+	assert_memory_equal(x1, x3, sizeof *x1 * (size_t)R * d);
+	free(x1); free(x3); free(lw); free(lb); free(w1); free(b1); free(w2); free(b2);
+}
+
 static void test_transition_cpu(void **state)
 {
 	static const struct { int64_t R; int d; } cs[] = {
@@ -119,6 +145,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_transition_cpu),
+		cmocka_unit_test(test_transition_threads),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -498,6 +498,24 @@ static int dbg_ipa_rigid(be_t *be, float *state, float *frame, const float *upd,
 	return dbg_leave(c, c->cpu->ipa_rigid(c->cpu, state, frame, upd, L, scale));
 }
 
+static int dbg_transition(be_t *be, const be_trans_t *t)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t n = t->rows * t->d, nw = (int64_t)t->h * t->d;
+	int rc;
+
+	if (dbg_dev(c, "transition", "x", t->x, n * F) || dbg_dev(c, "transition", "ln_w", t->ln_w, t->d * F) ||
+	    dbg_dev(c, "transition", "ln_b", t->ln_b, t->d * F) ||
+	    dbg_dev(c, "transition", "w1", t->w1, nw * F) || dbg_dev(c, "transition", "w2", t->w2, nw * F) ||
+	    (t->b1 && dbg_dev(c, "transition", "b1", t->b1, t->h * F)) ||
+	    (t->b2 && dbg_dev(c, "transition", "b2", t->b2, t->d * F)) ||
+	    dbg_apart(c, "transition", "x and w1", t->x, n, t->w1, nw, 0) ||
+	    dbg_apart(c, "transition", "x and w2", t->x, n, t->w2, nw, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->transition(c->cpu, t));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -540,6 +558,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
 		.trimul = dbg_trimul,
+		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 	};
 	return be;

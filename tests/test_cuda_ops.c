@@ -1005,6 +1005,154 @@ static void test_ipa(void **state)
 	}
 }
 
+/* --- transition --- */
+
+/* n random values in [-s, s) on both backends */
+static pair_t pair_scaled(int64_t n, float s)
+{
+	pair_t p = pair_new(n);
+	for (int64_t i = 0; i < n; i++) p.c[i] *= s;
+	assert_int_equal(gpu->upload(gpu, p.g, p.c, sizeof *p.c * (size_t)n), 0);
+	return p;
+}
+
+/* bf16 copy of the fp32 host values w: [n] on the GPU; w rounded in place */
+static uint16_t *bf16_weight(float *w, int64_t n)
+{
+	uint16_t *h = malloc(sizeof *h * (size_t)n), *g;
+	assert_non_null(h);
+	for (int64_t i = 0; i < n; i++) {
+		h[i] = safetensors_f32_to_bf16(w[i]);
+		w[i] = safetensors_bf16_to_f32(h[i]);
+	}
+	assert_int_equal(gpu->alloc(gpu, sizeof *g * (size_t)n, (void **)&g), 0);
+	assert_int_equal(gpu->upload(gpu, g, h, sizeof *g * (size_t)n), 0);
+	free(h);
+	return g;
+}
+
+/* The bf16 transition's error bound per output element, from rounding
+ * (u = 2^-8 for bf16, v = 2^-24 for fp32), against the CPU's fp32 result
+ * on the same bf16 weights: the normed row t (fp32 on both, its sums in
+ * another order: |dt_k| <= (d + 64) v (|t_k| + |ln_w_k| + |ln_b_k|)) is
+ * rounded to bf16 (u |t_k|); hidden j then errs by
+ *   e_j = u S_j (1 + u) + (d + 64) v (S_j + |b1_j|) + u |h_j|,
+ *   S_j = sum_k |w1_jk| (|t_k| + |dt_k|),
+ * the last term its own rounding to bf16 (ReLU is 1-Lipschitz); output c
+ * by sum_j |w2_cj| e_j + (h + 64) v (|x_c| + |b2_c| + sum_j |w2_cj h_j|).
+ * t, h: the row's normed values and hidden layer in double. */
+static double trans_bf16_bound(const be_trans_t *t, const float *w1, const float *w2, const float *lw,
+                               const float *lb, const float *b1, const float *b2, const double *tn,
+                               const double *hd, float x, int c, double *e)
+{
+	const double u = 0x1p-8, v = 0x1p-24;
+	double out = 0.0, m = fabs(x) + (b2 ? fabs(b2[c]) : 0.0);
+
+	if (c == 0)
+		for (int j = 0; j < t->h; j++) {
+			double S = 0.0;
+			for (int k = 0; k < t->d; k++) {
+				double dt = (t->d + 64) * v * (fabs(tn[k]) + fabs(lw[k]) + fabs(lb[k]));
+				S += fabs(w1[(int64_t)j * t->d + k]) * (fabs(tn[k]) + dt);
+			}
+			e[j] = u * S * (1.0 + u) + (t->d + 64) * v * (S + (b1 ? fabs(b1[j]) : 0.0)) + u * fabs(hd[j]);
+		}
+	for (int j = 0; j < t->h; j++) {
+		double w = fabs(w2[(int64_t)c * t->h + j]);
+		out += w * e[j];
+		m += w * fabs(hd[j]);
+	}
+	return out + (t->h + 64) * v * m;
+}
+
+/* x: [R, d] += fc2(relu(fc1(LN(x)))), h = 4 d: the fp32 kernel against
+ * the CPU within fp32's NMSE bound; then the bf16 kernel (bf16 weights,
+ * the WMMA tiles where d is a multiple of 16) against the CPU on the same
+ * bf16 weights, each element within trans_bf16_bound, and measurably
+ * further off than the fp32 kernel (so it is the bf16 path that ran) */
+static void trans_case(int64_t R, int d, int biases)
+{
+	int h = 4 * d;
+	pair_t x = pair_scaled(R * d, 2.0f), lw = pair_new(d), lb = pair_new(d);
+	pair_t w1 = pair_scaled((int64_t)h * d, 1.0f / sqrtf((float)d)), b1 = pair_scaled(h, 0.3f);
+	pair_t w2 = pair_scaled((int64_t)d * h, 1.0f / sqrtf((float)h)), b2 = pair_scaled(d, 0.3f);
+	float *x0 = malloc(sizeof *x0 * (size_t)(R * d + 1)), *got = malloc(sizeof *got * (size_t)(R * d + 1));
+	double *tn = malloc(sizeof *tn * (size_t)d), *hd = malloc(sizeof *hd * (size_t)h);
+	double *e = malloc(sizeof *e * (size_t)h), worst = 0.0, num = 0.0, den = 0.0;
+	be_trans_t t = { .rows = R, .d = d, .h = h, .eps = 1e-5f };
+	char what[96];
+
+	assert_true(x0 && got && tn && hd && e);
+	memcpy(x0, x.c, sizeof *x0 * (size_t)R * d);
+	snprintf(what, sizeof what, "transition R%lld d%d%s", (long long)R, d, biases ? "" : " no biases");
+	t.x = x.c; t.ln_w = lw.c; t.ln_b = lb.c; t.w1 = w1.c; t.w2 = w2.c;
+	t.b1 = biases ? b1.c : NULL; t.b2 = biases ? b2.c : NULL;
+	assert_int_equal(cpu->transition(cpu, &t), 0);
+	t.x = x.g; t.ln_w = lw.g; t.ln_b = lb.g; t.w1 = w1.g; t.w2 = w2.g;
+	t.b1 = biases ? b1.g : NULL; t.b2 = biases ? b2.g : NULL;
+	assert_int_equal(gpu->transition(gpu, &t), 0);
+	double nmse32 = pair_check(&x, 1e-10, what);
+
+	/* bf16: the CPU on the rounded weights, the GPU on the bf16 copies */
+	uint16_t *g1 = bf16_weight(w1.c, (int64_t)h * d), *g2 = bf16_weight(w2.c, (int64_t)d * h);
+	memcpy(x.c, x0, sizeof *x0 * (size_t)R * d);
+	t.x = x.c; t.ln_w = lw.c; t.ln_b = lb.c; t.w1 = w1.c; t.w2 = w2.c;
+	t.b1 = biases ? b1.c : NULL; t.b2 = biases ? b2.c : NULL;
+	assert_int_equal(cpu->transition(cpu, &t), 0);
+	assert_int_equal(gpu->upload(gpu, x.g, x0, sizeof *x0 * (size_t)R * d), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	t.x = x.g; t.ln_w = lw.g; t.ln_b = lb.g; t.w1 = (const float *)g1; t.w2 = (const float *)g2;
+	t.b1 = biases ? b1.g : NULL; t.b2 = biases ? b2.g : NULL; t.bf16 = 1;
+	assert_int_equal(gpu->transition(gpu, &t), 0);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	assert_int_equal(gpu->download(gpu, got, x.g, sizeof *got * (size_t)R * d), 0);
+	for (int64_t r = 0; r < R; r++) {
+		const float *xr = x0 + r * d;
+		double mean = 0.0, var = 0.0;
+		for (int k = 0; k < d; k++) mean += xr[k];
+		mean /= d;
+		for (int k = 0; k < d; k++) var += (xr[k] - mean) * (xr[k] - mean);
+		for (int k = 0; k < d; k++) tn[k] = (xr[k] - mean) / sqrt(var / d + 1e-5) * lw.c[k] + lb.c[k];
+		for (int j = 0; j < h; j++) {
+			double a = biases ? b1.c[j] : 0.0;
+			for (int k = 0; k < d; k++) a += (double)w1.c[(int64_t)j * d + k] * tn[k];
+			hd[j] = a > 0.0 ? a : 0.0;
+		}
+		for (int c = 0; c < d; c++) {
+			double err = fabs((double)got[r * d + c] - x.c[r * d + c]);
+			double bound = trans_bf16_bound(&t, w1.c, w2.c, lw.c, lb.c, biases ? b1.c : NULL,
+			                                biases ? b2.c : NULL, tn, hd, xr[c], c, e);
+			double ratio = err == 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
+			if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
+			num += err * err;
+			den += (double)x.c[r * d + c] * x.c[r * d + c];
+		}
+	}
+	double nmse = den > 0.0 ? num / den : num;
+	printf("  %-48s bf16: largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
+	assert_true(worst <= 1.0);
+	assert_true(R == 0 || nmse > 100.0 * nmse32);
+	gpu->free(gpu, g1);
+	gpu->free(gpu, g2);
+	free(x0); free(got); free(tn); free(hd); free(e);
+	pair_free(&x); pair_free(&lw); pair_free(&lb); pair_free(&w1); pair_free(&b1);
+	pair_free(&w2); pair_free(&b2);
+}
+
+/* rows 1, 17 and over 1000 (past the 64-row tiles), the fixtures' widths
+ * (16, 24: no multiple of 16, bf16 on the CUDA cores; 32), esmfold_v1's
+ * c_z 128 and c_s 1024, with and without the biases */
+static void test_transition(void **state)
+{
+	static const struct { int64_t R; int d, biases; } cs[] = {
+		{ 1, 16, 1 }, { 17, 32, 1 }, { 1001, 16, 1 }, { 33, 24, 1 }, { 70, 128, 1 },
+		{ 1030, 32, 0 }, { 3, 1024, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].biases);
+}
+
 /* an allocation the device cannot satisfy is a status, and the backend
  * still works afterwards */
 static void test_oom(void **state)
@@ -1044,6 +1192,7 @@ int main(void)
 		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_outer),
 		cmocka_unit_test(test_ipa),
+		cmocka_unit_test(test_transition),
 		cmocka_unit_test(test_oom),
 	};
 	int rc;

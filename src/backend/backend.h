@@ -89,6 +89,22 @@ typedef struct {
 	const float *rope;       /* rotary (cos, sin) table, or NULL */
 } be_attn_t;
 
+/* The transition (an MLP with a residual) on rows of x, in place:
+ *   x: [rows, d] += relu(LayerNorm(x) w1^T + b1) w2^T + b2
+ * ln_w, ln_b: [d], eps; w1: [h, d], b1: [h]; w2: [d, h], b2: [d]
+ * (nn.Linear layouts; biases may be NULL).  bf16: w1 and w2 are bfloat16
+ * weight data (be->weights_bf16, as be_gemm_t.b_bf16): the normed rows
+ * and the hidden rows are rounded to bf16 as their products' operands,
+ * products accumulate in fp32.  Implementations work on tiles of rows:
+ * the [rows, h] hidden layer is never held whole. */
+typedef struct {
+	float *x; int64_t rows; int d, h;
+	const float *ln_w, *ln_b; float eps;
+	const float *w1, *b1;
+	const float *w2, *b2;
+	int bf16;
+} be_trans_t;
+
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
 
@@ -203,6 +219,9 @@ struct be {
 	 * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
 	 * state, or NULL.  upd NULL: state = identity (frame untouched). */
 	int (*ipa_rigid)(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
+	/* the transition of be_trans_t in one pass over x: read once, written
+	 * once */
+	int (*transition)(be_t *be, const be_trans_t *t);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

@@ -315,6 +315,12 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
+static int be_cuda_transition(be_t *be, const be_trans_t *t)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_transition(c->stream, t), t->bf16 ? "transition (bf16)" : "transition");
+}
+
 static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
                              const float *w, const float *b, float eps)
 {
@@ -614,6 +620,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
+		.transition = be_cuda_transition,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

@@ -230,6 +230,26 @@ void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float
 	op_status(fx, fx->be->ipa_rigid(fx->be, state.d, frame.d, upd.d, (int)L, scale), "ipa_rigid");
 }
 
+void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2)
+{
+	int d = (int)op_last(x);
+
+	if (!op_check(fx, d == ln->d && fc1->in == d && fc2->out == d && fc2->in == fc1->out,
+	              "transition", "x [.., d], fc1 [h, d], fc2 [d, h]"))
+		return;
+	if (!op_check(fx, fc1->bf16 == fc2->bf16 && (!fc1->bf16 || (fx->be && fx->be->weights_bf16)),
+	              "transition", "fc1 and fc2 both bf16 weights (the device's) or neither"))
+		return;
+	op_count(fx, 2 * tensor_numel(x));
+	if (!op_run(fx) || !tensor_numel(x)) return;
+	be_trans_t t = {
+		.x = x.d, .rows = tensor_numel(x) / d, .d = d, .h = fc1->out,
+		.ln_w = ln->w, .ln_b = ln->b, .eps = ln->eps,
+		.w1 = fc1->w, .b1 = fc1->b, .w2 = fc2->w, .b2 = fc2->b, .bf16 = fc1->bf16,
+	};
+	op_status(fx, fx->be->transition(fx->be, &t), "transition");
+}
+
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;

@@ -176,23 +176,11 @@ static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_
 	fwd_drop(fx, &x);
 }
 
-/* x: [R, d] += fc2(relu(fc1(ln(x)))), rows_per_chunk rows at a time; the
- * ReLU in fc1's epilogue */
-static void trunk_mlp(fwd_t *fx, const trunk_mlp_t *m, tensor_t x, int64_t rows_per_chunk)
+/* x: [R, d] += fc2(relu(fc1(ln(x)))): one fused op, one pass over x in and
+ * one out; the [R, 4 d] hidden layer lives in the backend's tiles only */
+static void trunk_mlp(fwd_t *fx, const trunk_mlp_t *m, tensor_t x)
 {
-	int64_t R = x.ne[0];
-	tensor_t t = fwd_new2(fx, rows_per_chunk, m->fc1.in);
-	tensor_t h = fwd_new2(fx, rows_per_chunk, m->fc1.out);
-
-	for (int64_t r0 = 0; r0 < R; r0 += rows_per_chunk) {
-		int64_t nr = R - r0 < rows_per_chunk ? R - r0 : rows_per_chunk;
-		tensor_t xv = tensor_rows(x, r0, nr), tv = tensor_rows(t, 0, nr), hv = tensor_rows(h, 0, nr);
-		op_layernorm(fx, tv, xv, &m->ln);
-		op_linear_relu(fx, hv, tv, &m->fc1);
-		op_linear(fx, xv, hv, &m->fc2, 1.0f);
-	}
-	fwd_drop(fx, &h);
-	fwd_drop(fx, &t);
+	op_transition(fx, x, &m->ln, &m->fc1, &m->fc2);
 }
 
 /* ---- the block's parts --------------------------------------------------- */
@@ -506,13 +494,14 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     attention (q, k, v, gate g -> o)        4       1        5
  *     o linear + residual                     2       1        3
  *     ending only: 2 in-place transposes      2       2        4
- *   pair transition: layernorm                1       1        2
- *     fc1 (4 c_z wide), ReLU in its epilogue  1       4        5
- *     fc2 + residual                          5       1        6
+ *   pair transition (one op: layernorm,       1       1        2
+ *     fc1 + ReLU, fc2 + residual on tiles
+ *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 124 (esmfold_v1 at L = 256: 125.7).  Before the fusions
- * (the attention's gate a pass of its own after it, 3 each: 128;
+ * cpu and cuda 113 (esmfold_v1 at L = 256: 114.3).  Before the fusions
+ * (the transition as layernorm 2, fc1 with its ReLU 5, fc2 + residual
+ * 6: 124; the attention's gate a pass of its own after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,
@@ -531,13 +520,13 @@ void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, 
 	}
 	if (L == 0) return;
 	trunk_seq_attention(fx, b, c, s, z, n);
-	trunk_mlp(fx, &b->mlp_seq, s, L);
+	trunk_mlp(fx, &b->mlp_seq, s);
 	trunk_seq_to_pair(fx, b, s, z, n);
 	trunk_trimul(fx, &b->mul_out, z, 1, n);
 	trunk_trimul(fx, &b->mul_in, z, 0, n);
 	trunk_triatt(fx, &b->att_start, c, z, n);
 	trunk_triatt_end(fx, &b->att_end, c, z, n);
-	trunk_mlp(fx, &b->mlp_pair, tensor_reshape2(z, (int64_t)L * L, c->c_z), (int64_t)n * L);
+	trunk_mlp(fx, &b->mlp_pair, tensor_reshape2(z, (int64_t)L * L, c->c_z));
 }
 
 void trunk_iter(fwd_t *fx, const trunk_t *t, const cfg_t *c, tensor_t s, tensor_t z,

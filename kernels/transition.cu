@@ -1,0 +1,273 @@
+/* transition.cu - the transition (be_trans_t, backend.h) in one kernel:
+ *   x: [R, d] += relu(LN(x) w1^T + b1) w2^T + b2,  w1: [h, d], w2: [d, h]
+ * reading x once and writing it once; the hidden layer [R, h] is held a
+ * tile of it at a time in shared memory, never in global memory.
+ *
+ * bf16 (w1, w2 bfloat16 weights): a block of TR_WARPS warps takes
+ * bm = 16 mt rows (mt = 1, 2 or 4 row tiles, as many as keep each warp's
+ * share of the [bm, d] output at TR_MAXF fragments).  In shared memory:
+ *   As: [bm, d + 8] bf16        the rows normed (fp32 statistics, the CPU's
+ *                                 formula), rounded to bf16
+ *   Hs: [bm, TR_HC + 8] bf16    one slice of TR_HC hidden columns:
+ *                                 relu(As w1^T + b1), fp32 then bf16
+ *   Ws: [TR_WARPS, 16, 20] fp32 each warp's staging of one fragment
+ * For each slice of the hidden layer the warps compute its 16x16 tiles
+ * (WMMA, fp32 accumulation), then every warp adds Hs w2[:, slice]^T into
+ * its output fragments, held in registers across the slices.  The
+ * epilogue writes x = (x + b2) + acc, the order of a cuBLAS product with
+ * beta 1 after the bias prologue.  d and h multiples of 16, d <= 1024.
+ *
+ * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
+ * small test models): the same tiles on CUDA cores, shared memory fp32:
+ * As: [bm, d], Hs: [bm, TR_HC], Os: [bm, d] the output accumulated over
+ * the slices; bm rows as fit in TR_F32_SMEM bytes (at most 32).  Each
+ * thread computes whole dot products in order (no split sums).  At bf16
+ * As and Hs are rounded to bf16 as the WMMA kernel rounds them.
+ */
+#include "common.cuh"
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <mma.h>
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "transition.cu: bf16 WMMA needs sm_80 or newer (configure --with-cuda-arch)"
+#endif
+#endif
+
+using namespace nvcuda;
+typedef __nv_bfloat16 bf16;
+
+#define TR_WARPS 8
+#define TR_HC 128          /* hidden columns per slice (bf16 and fp32) */
+#define TR_MAXF 8          /* most output fragments per warp (bf16): d <= 1024 */
+#define TR_LDW 20          /* leading dimension of a warp's staging tile */
+#define TR_F32_SMEM (46 * 1024)
+
+/* ---- the layer norm of one row, by one warp --------------------------- */
+
+static __device__ __forceinline__ void tr_put(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void tr_put(bf16 *p, float v) { *p = __float2bfloat16(v); }
+
+/* v rounded to bf16 and back */
+static __device__ __forceinline__ float tr_bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+/* weight i as a float */
+static __device__ __forceinline__ float tr_w(const float *w, int64_t i) { return w[i]; }
+static __device__ __forceinline__ float tr_w(const bf16 *w, int64_t i) { return __bfloat162float(w[i]); }
+
+/* y: [d] = LN(x: [d]) with the CPU's formula (two passes, mean then
+ * variance, 1 / sqrtf(var / d + eps)); b may be NULL */
+template <typename T>
+static __device__ void tr_ln_row(T *y, const float *x, int d, const float *w, const float *b,
+                                 float eps, int lane)
+{
+	float mean = 0.0f, var = 0.0f;
+	for (int c = lane; c < d; c += 32) mean += x[c];
+	mean = cu_warp_sum(mean) / (float)d;
+	for (int c = lane; c < d; c += 32) { float u = x[c] - mean; var += u * u; }
+	float inv = 1.0f / sqrtf(cu_warp_sum(var) / (float)d + eps);
+	for (int c = lane; c < d; c += 32) tr_put(y + c, (x[c] - mean) * inv * w[c] + (b ? b[c] : 0.0f));
+}
+
+/* rows r0.. of x normed into ys: [nr, ld] (zeros past the last row of x),
+ * one warp per row */
+template <typename T>
+static __device__ void tr_ln_tile(T *ys, int ld, const be_trans_t &t, int64_t r0, int nr)
+{
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
+	for (int r = warp; r < nr; r += nw) {
+		if (r0 + r < t.rows) tr_ln_row<T>(ys + r * ld, t.x + (r0 + r) * t.d, t.d, t.ln_w, t.ln_b, t.eps, lane);
+		else for (int c = lane; c < t.d; c += 32) tr_put(ys + r * ld + c, 0.0f);
+	}
+}
+
+/* ---- bf16: WMMA ----------------------------------------------------------- */
+
+typedef struct {
+	int a, h, w, bytes;   /* byte offsets of As, Hs, Ws from a 128-byte base; size to ask */
+} tr_layout_t;
+
+static __host__ __device__ int tr_up(int n) { return (n + 127) & ~127; }
+
+static __host__ __device__ tr_layout_t tr_layout(int d, int mt)
+{
+	tr_layout_t y;
+	y.a = 0;
+	y.h = y.a + tr_up(16 * mt * (d + 8) * 2);
+	y.w = y.h + tr_up(16 * mt * (TR_HC + 8) * 2);
+	y.bytes = y.w + tr_up(TR_WARPS * 16 * TR_LDW * 4) + 112;   /* + the base's alignment */
+	return y;
+}
+
+/* grid: one block per 16 mt rows; x: [R, d], w1: [h, d] bf16, w2: [d, h]
+ * bf16; NF: output fragments per warp, TR_WARPS NF >= mt d / 16 */
+template <int NF>
+static __global__ void __launch_bounds__(TR_WARPS * 32)
+k_transition_bf16(be_trans_t t, int mt)
+{
+	CU_DYN_SHARED(float4, tr_smem4);
+	const int d = t.d, h = t.h, LDA = d + 8, LDH = TR_HC + 8, dt = d / 16, nout = mt * dt;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int64_t r0 = (int64_t)blockIdx.x * 16 * mt;
+	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
+	char *sm = (char *)(((uintptr_t)tr_smem4 + 127) & ~(uintptr_t)127);
+	const tr_layout_t y = tr_layout(d, mt);
+	bf16 *As = (bf16 *)(sm + y.a), *Hs = (bf16 *)(sm + y.h);
+	float *Ws = (float *)(sm + y.w) + warp * 16 * TR_LDW;
+	const bf16 *w1 = (const bf16 *)t.w1, *w2 = (const bf16 *)t.w2;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NF];
+
+	for (int i = 0; i < NF; i++) wmma::fill_fragment(acc[i], 0.0f);
+	tr_ln_tile<bf16>(As, LDA, t, r0, 16 * mt);
+	__syncthreads();
+
+	for (int h0 = 0; h0 < h; h0 += TR_HC) {
+		const int hc = h - h0 < TR_HC ? (h - h0) / 16 : TR_HC / 16;   /* column tiles of this slice */
+		/* Hs = relu(As w1[h0.., :]^T + b1): [16 mt, d] x [d, 16 hc] */
+		for (int e = warp; e < mt * hc; e += TR_WARPS) {
+			const int m = e / hc, n = e % hc;
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> hf;
+			wmma::fill_fragment(hf, 0.0f);
+			for (int k0 = 0; k0 < d; k0 += 16) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> af;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
+				wmma::load_matrix_sync(af, As + m * 16 * LDA + k0, LDA);
+				wmma::load_matrix_sync(bf, w1 + (int64_t)(h0 + n * 16) * d + k0, d);
+				wmma::mma_sync(hf, af, bf, hf);
+			}
+			wmma::store_matrix_sync(Ws, hf, TR_LDW, wmma::mem_row_major);
+			__syncwarp();
+			for (int q = lane; q < 256; q += 32) {
+				int r = q / 16, c = q % 16, j = h0 + n * 16 + c;
+				float v = Ws[r * TR_LDW + c] + (t.b1 ? t.b1[j] : 0.0f);
+				Hs[(m * 16 + r) * LDH + n * 16 + c] = __float2bfloat16(v > 0.0f ? v : 0.0f);
+			}
+			__syncwarp();   /* Ws read before the next tile overwrites it */
+		}
+		__syncthreads();
+		/* acc += Hs w2[:, h0..]^T: [16 mt, 16 hc] x [16 hc, d] */
+		for (int i = 0; i < NF; i++) {
+			const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
+			if (e >= nout) break;
+			for (int k = 0; k < hc; k++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> af;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
+				wmma::load_matrix_sync(af, Hs + m * 16 * LDH + k * 16, LDH);
+				wmma::load_matrix_sync(bf, w2 + (int64_t)n * 16 * h + h0 + k * 16, h);
+				wmma::mma_sync(acc[i], af, bf, acc[i]);
+			}
+		}
+		__syncthreads();   /* Hs read before the next slice overwrites it */
+	}
+
+	/* x = (x + b2) + acc, rows past R left alone */
+	for (int i = 0; i < NF; i++) {
+		const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
+		if (e >= nout) break;
+		wmma::store_matrix_sync(Ws, acc[i], TR_LDW, wmma::mem_row_major);
+		__syncwarp();
+		for (int q = lane; q < 256; q += 32) {
+			int r = q / 16, c = n * 16 + q % 16;
+			int64_t row = r0 + m * 16 + r;
+			if (row < t.rows) {
+				float *xp = t.x + row * d + c;
+				*xp = (*xp + (t.b2 ? t.b2[c] : 0.0f)) + Ws[r * TR_LDW + q % 16];
+			}
+		}
+		__syncwarp();
+	}
+}
+
+template <int NF>
+static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
+{
+	int64_t nblocks = (t->rows + 16 * mt - 1) / (16 * mt);
+	size_t smem = (size_t)tr_layout(t->d, mt).bytes;
+
+	if (nblocks > 0x7fffffff) return -EINVAL;
+	if (smem > 48 * 1024) {
+		int rc = cu_check(cudaFuncSetAttribute(k_transition_bf16<NF>,
+		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+		if (rc < 0) return rc;
+	}
+	CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, smem, s, k_transition_bf16<NF>)(*t, mt);
+	return cu_launched();
+}
+
+/* ---- on CUDA cores: fp32, or bf16 where the tensor cores do not fit ---- */
+
+/* grid: one block per bm rows; x: [R, d], w1: [h, d], w2: [d, h] of W
+ * (float, or bf16: then the normed and the hidden rows are rounded to
+ * bf16 as the WMMA kernel rounds them) */
+template <typename W>
+static __global__ void __launch_bounds__(TR_WARPS * 32)
+k_transition_simt(be_trans_t t, int bm)
+{
+	CU_DYN_SHARED(float, tr_smemf);
+	const int d = t.d, h = t.h, nt = blockDim.x, rb = sizeof(W) == 2;
+	const int64_t r0 = (int64_t)blockIdx.x * bm;
+	const W *w1 = (const W *)t.w1, *w2 = (const W *)t.w2;
+	float *As = tr_smemf, *Hs = As + bm * d, *Os = Hs + bm * TR_HC;
+
+	tr_ln_tile<float>(As, d, t, r0, bm);
+	for (int e = threadIdx.x; e < bm * d; e += nt) Os[e] = 0.0f;
+	__syncthreads();
+	if (rb) {
+		for (int e = threadIdx.x; e < bm * d; e += nt) As[e] = tr_bf(As[e]);
+		__syncthreads();
+	}
+	for (int h0 = 0; h0 < h; h0 += TR_HC) {
+		const int hc = h - h0 < TR_HC ? h - h0 : TR_HC;
+		for (int e = threadIdx.x; e < bm * hc; e += nt) {
+			const int r = e / hc, j = h0 + e % hc;
+			const float *a = As + r * d;
+			float v = 0.0f;
+			for (int k = 0; k < d; k++) v += a[k] * tr_w(w1, (int64_t)j * d + k);
+			v += t.b1 ? t.b1[j] : 0.0f;
+			v = v > 0.0f ? v : 0.0f;
+			Hs[r * TR_HC + e % hc] = rb ? tr_bf(v) : v;
+		}
+		__syncthreads();
+		for (int e = threadIdx.x; e < bm * d; e += nt) {
+			const int r = e / d, c = e % d;
+			const float *a = Hs + r * TR_HC;
+			float v = 0.0f;
+			for (int k = 0; k < hc; k++) v += a[k] * tr_w(w2, (int64_t)c * h + h0 + k);
+			Os[e] += v;
+		}
+		__syncthreads();
+	}
+	for (int e = threadIdx.x; e < bm * d; e += nt) {
+		const int64_t row = r0 + e / d;
+		const int c = e % d;
+		if (row < t.rows) {
+			float *xp = t.x + row * d + c;
+			*xp = (*xp + (t.b2 ? t.b2[c] : 0.0f)) + Os[e];
+		}
+	}
+}
+
+extern "C" int cu_transition(cudaStream_t s, const be_trans_t *t)
+{
+	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
+	if (t->rows == 0) return 0;
+	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= 16 * TR_WARPS * TR_MAXF) {
+		const int dt = t->d / 16, mt = dt >= 32 ? 1 : dt >= 16 ? 2 : 4;
+		const int nf = (mt * dt + TR_WARPS - 1) / TR_WARPS;
+		if (nf <= 1) return tr_launch_bf16<1>(s, t, mt);
+		if (nf <= 2) return tr_launch_bf16<2>(s, t, mt);
+		if (nf <= 4) return tr_launch_bf16<4>(s, t, mt);
+		return tr_launch_bf16<TR_MAXF>(s, t, mt);
+	}
+	int64_t per = (int64_t)(2 * t->d + TR_HC) * 4;
+	int bm = (int)(TR_F32_SMEM / per < 32 ? TR_F32_SMEM / per : 32);
+	int64_t nblocks;
+	if (bm < 1) return -EINVAL;
+	nblocks = (t->rows + bm - 1) / bm;
+	if (nblocks > 0x7fffffff) return -EINVAL;
+	if (t->bf16)
+		CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, (size_t)(bm * per), s, k_transition_simt<bf16>)(*t, bm);
+	else
+		CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, (size_t)(bm * per), s, k_transition_simt<float>)(*t, bm);
+	return cu_launched();
+}

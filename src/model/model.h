@@ -7,9 +7,8 @@
  * the arena size and the peak allocated bytes; the scheduler does this once
  * per record and chunk while placing it), model_fold() runs it for real
  * inside an arena reserved at exactly that size.  Every host buffer of a fold
- * (results, recycle bins, structure-module geometry, index lists, dump
- * staging) is planned with the tensors (fwd_host): a fold allocates nothing
- * else.
+ * (results, recycle bins, index lists, dump staging) is planned with the
+ * tensors (fwd_host): a fold allocates nothing else.
  */
 #ifndef ESMBATCH_MODEL_H
 #define ESMBATCH_MODEL_H

@@ -87,6 +87,14 @@ int cu_attn(cudaStream_t s, const be_attn_t *a);
  * to bfloat16, products and softmax statistics in fp32; D <= CU_FLASH_DMAX */
 int cu_flash_attn(cudaStream_t s, const be_attn_t *a);
 
+/* --- ln_linear.cu --- */
+/* the largest k (input features) cu_ln_linear accepts */
+#define CU_LNLIN_KMAX 512
+/* be_ln_linear_t (backend.h): bf16 weights (w_bf16) on tensor cores, the
+ * normed rows rounded to bfloat16 (fp32 statistics and accumulation);
+ * fp32 weights in fp32 */
+int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p);
+
 #ifdef __cplusplus
 }
 #endif

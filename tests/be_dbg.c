@@ -454,6 +454,25 @@ static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
 }
 
+/* every row of x and every element of each group's output inside live
+ * blocks, outputs apart from x (by their spans) */
+static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t nx = dbg_span(p->ni, p->x_si, p->nj, p->x_sj, 1, 0, p->k);
+	int rc;
+
+	if (dbg_dev(c, "ln_linear", "x", p->x, nx * F)) return -EFAULT;
+	for (int g = 0; g < p->ngroups; g++) {
+		const be_lnlin_out_t *q = &p->out[g];
+		int64_t ny = dbg_span(p->ni, q->si, p->nj, q->sj, q->n, q->sc, 1);
+		if (dbg_dev(c, "ln_linear", "y", q->y, ny * F) || dbg_apart(c, "ln_linear", "y and x", q->y, ny, p->x, nx, 0))
+			return -EFAULT;
+	}
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -495,7 +514,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .rotary = dbg_rotary, .outer = dbg_outer,
-		.trimul = dbg_trimul,
+		.trimul = dbg_trimul, .ln_linear = dbg_ln_linear,
 	};
 	return be;
 fail:

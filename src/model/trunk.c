@@ -2,14 +2,15 @@
  *
  * Layout notes.  Pair tensors are row-major [L, L, c].  Per-head biases
  * shared by all rows of an attention are [H, L, L] with the key index
- * contiguous; they are written straight in that layout by a GEMM that
- * computes W x^T.  The triangle multiplication keeps one projection for all
+ * contiguous; they are written straight in that layout by the output
+ * strides of the ln_linear that also norms z.  The triangle multiplication keeps one projection for all
  * rows.  Where the backend has a direct triangle product (be->trimul, the
  * CPU) everything stays channel-last; elsewhere (CUDA) the projection is
  * kept in row blocks (one block per chunk of rows r0..r0+nr), each block
  * channel-major [c][nr][L], so that its products are batched (over
- * channels) GEMMs on block pairs.  Incoming updates and the ending-node
- * attention work on z transposed in place, so neither needs a second z.
+ * channels) GEMMs on block pairs.  Incoming updates work on z transposed
+ * in place, so they need no second z; the ending-node attention reads and
+ * updates z^T through z's strides (ln_linear, the attention's strides).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -43,12 +44,13 @@ static int trunk_load_triatt(trunk_triatt_t *m, int cz, int heads, weights_t *w,
                           const char *name)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
+	const weights_part_t parts[] = {
+		{ &m->bias, "linear", heads, 0 }, { &m->q, "mha.linear_q", cz, 0 },
+		{ &m->k, "mha.linear_k", cz, 0 }, { &m->v, "mha.linear_v", cz, 0 },
+		{ &m->g, "mha.linear_g", cz, 1 },
+	};
 	int rc = weights_ln(w, be, &m->ln, cz, TRUNK_LN_EPS, p, n, name, "layer_norm");
-	rc |= weights_lin(w, be, &m->bias, heads, cz, 0, p, n, name, "linear");
-	rc |= weights_lin(w, be, &m->q, cz, cz, 0, p, n, name, "mha.linear_q");
-	rc |= weights_lin(w, be, &m->k, cz, cz, 0, p, n, name, "mha.linear_k");
-	rc |= weights_lin(w, be, &m->v, cz, cz, 0, p, n, name, "mha.linear_v");
-	rc |= weights_lin(w, be, &m->g, cz, cz, 1, p, n, name, "mha.linear_g");
+	rc |= weights_lin_group(w, be, &m->proj, parts, 5, cz, "trunk.blocks.%d.%s", n, name);
 	rc |= weights_lin(w, be, &m->o, cz, cz, 1, p, n, name, "mha.linear_o");
 	return rc;
 }
@@ -143,37 +145,44 @@ void trunk_free(trunk_t *t)
 /* rows per chunk for a length-L pair state */
 static int trunk_rows(int chunk, int L) { return chunk > 0 && chunk < L ? chunk : L; }
 
-/* bias[:, i0:i0+nc, :] = W xv^T: the rows i0.. of a pair bias [H, L, L]
- * (bias[h, i, j] = lin(x[i, j])[h], lin without bias) from xv: [nc, L, c] */
-static void trunk_pair_bias_rows(fwd_t *fx, const lin_t *lin, tensor_t xv, tensor_t bias, int i0)
+/* p for rows i0..i0+nc-1 of z: [L, L, c] (ending: of z^T, read by its
+ * strides, x[i, j] = z[j, i0 + i]), layer-normed by ln (NULL: none) and
+ * multiplied by the weight rows starting at w's; groups to be added */
+static be_ln_linear_t trunk_lnlin(tensor_t z, int i0, int nc, int ending, const ln_t *ln, const lin_t *w)
 {
-	int nc = (int)xv.ne[0], L = (int)xv.ne[1], c = (int)xv.ne[2];
-	be_gemm_t g = {
-		.transa = 0, .transb = 1, .m = lin->out, .n = nc * L, .k = c,
-		.alpha = 1.0f, .beta = 0.0f,
-		.a = lin->w, .lda = c, .a_bf16 = lin->bf16, .b = xv.d, .ldb = c,
-		.c = bias.d + (int64_t)i0 * L, .ldc = (int64_t)L * L, .batch = 1,
+	int64_t L = z.ne[1], c = z.ne[2], si = ending ? c : L * c, sj = ending ? L * c : c;
+	return (be_ln_linear_t){
+		.ni = nc, .nj = (int)L, .k = (int)c, .x = z.d + i0 * si, .x_si = si, .x_sj = sj,
+		.ln_w = ln ? ln->w : NULL, .ln_b = ln ? ln->b : NULL, .eps = ln ? ln->eps : 0.0f,
+		.w = w->w, .w_bf16 = w->bf16,
 	};
+}
 
-	if (bias.ne[0] != lin->out || lin->in != c || lin->b)
-		fwd_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
-	op_gemm(fx, &g);
+/* output group: lin's features of the rows of y: [nc, L, c'], channel-last */
+static be_lnlin_out_t trunk_out_rows(tensor_t y, const lin_t *lin)
+{
+	return (be_lnlin_out_t){ .n = lin->out, .y = y.d, .si = y.ne[1] * y.ne[2], .sj = y.ne[2], .sc = 1,
+	                         .bias = lin->b };
+}
+
+/* output group: the pair bias [H, L, L], bias[h, i, j] = lin(x[i, j])[h]
+ * (lin without bias), for every row i */
+static be_lnlin_out_t trunk_out_bias(tensor_t bias, const lin_t *lin)
+{
+	int64_t L = bias.ne[1];
+	return (be_lnlin_out_t){ .n = lin->out, .y = bias.d, .si = L, .sj = 1, .sc = L * L };
 }
 
 /* bias: [H, L, L], bias[h, i, j] = lin(ln(z[i, j]))[h] (lin without bias);
- * z: [L, L, c].  Transient: one [n, L, c] chunk. */
-static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias, int n)
+ * z: [L, L, c]; ending: of z^T.  One pass over z, no transient. */
+static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias, int ending)
 {
-	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t x = fwd_new3(fx, n, L, c);
+	be_ln_linear_t p = trunk_lnlin(z, 0, (int)z.ne[0], ending, ln, lin);
 
-	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t xv = tensor_rows(x, 0, nc);
-		op_layernorm(fx, xv, tensor_rows(z, i0, nc), ln);
-		trunk_pair_bias_rows(fx, lin, xv, bias, i0);
-	}
-	fwd_drop(fx, &x);
+	if (bias.ne[0] != lin->out || lin->in != z.ne[2] || lin->b)
+		fwd_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
+	p.out[p.ngroups++] = trunk_out_bias(bias, lin);
+	op_ln_linear(fx, &p);
 }
 
 /* x: [R, d] += fc2(relu(fc1(ln(x)))), rows_per_chunk rows at a time; the
@@ -205,7 +214,7 @@ static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const cfg_t *
 	tensor_t bias = fwd_new3(fx, H, L, L);
 	tensor_t y, qkv, g, o;
 
-	trunk_pair_bias(fx, &b->p2s_ln, &b->p2s, z, bias, n);
+	trunk_pair_bias(fx, &b->p2s_ln, &b->p2s, z, bias, 0);
 	y = fwd_new2(fx, L, cs);
 	op_layernorm(fx, y, s, &b->ln_1);
 	qkv = fwd_new2(fx, L, 3 * cs);       /* [L, H, (q | k | v) of hw each] */
@@ -421,58 +430,60 @@ static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int out
 	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
-/* z: [L, L, c] += triangle attention around the starting node: row i attends
- * over z[i, :] with the bias linear(layer_norm(z)) shared by all rows.  In
- * one chunk (n = L) the bias comes from the projections' layer_norm(z). */
-static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n)
+/* z: [L, L, c] += triangle attention around the starting node (row i
+ * attends over z[i, :]) or, ending, around the ending node: the same on
+ * z^T, read and updated through z's strides (no transpose).  The bias
+ * linear(layer_norm(z)) is shared by all rows; in one chunk (n = L) the
+ * layer norm, the bias and the q, k, v, g projections are one pass over z
+ * (ln_linear), else the bias is a pass of its own before the chunks. */
+static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n, int ending)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2], hw = cf->pair_head_width, H = c / hw;
+	int64_t sb = (int64_t)L * c, zi = ending ? c : sb, zj = ending ? sb : c;   /* z's rows, columns */
 	tensor_t bias = fwd_new3(fx, H, L, L);
-	tensor_t x, q, k, v, g;
+	tensor_t q, k, v, g, o;
 
-	if (n < L) trunk_pair_bias(fx, &m->ln, &m->bias, z, bias, n);
-	x = fwd_new3(fx, n, L, c);
+	if (m->proj.out != H + 4 * c || m->o.in != c)
+		fwd_fail(fx, -1, "trunk: triangle attention of %d heads over %d channels", H, c);
+	if (n < L) trunk_pair_bias(fx, &m->ln, &m->bias, z, bias, ending);
 	q = fwd_new3(fx, n, L, c);
 	k = fwd_new3(fx, n, L, c);
 	v = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
+	o = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t xv = tensor_rows(x, 0, nc), gv = tensor_rows(g, 0, nc);
-		int64_t sb = (int64_t)L * c;
-		op_layernorm(fx, xv, tensor_rows(z, i0, nc), &m->ln);
-		if (n == L) trunk_pair_bias_rows(fx, &m->bias, xv, bias, 0);
-		op_linear(fx, tensor_rows(q, 0, nc), xv, &m->q, 0.0f);
-		op_linear(fx, tensor_rows(k, 0, nc), xv, &m->k, 0.0f);
-		op_linear(fx, tensor_rows(v, 0, nc), xv, &m->v, 0.0f);
-		op_linear(fx, gv, xv, &m->g, 0.0f);
+		tensor_t gv = tensor_rows(g, 0, nc), ov = tensor_rows(o, 0, nc);
+		be_ln_linear_t p = trunk_lnlin(z, i0, nc, ending, &m->ln, n == L ? &m->proj : &m->q);
+		if (n == L) p.out[p.ngroups++] = trunk_out_bias(bias, &m->bias);
+		p.out[p.ngroups++] = trunk_out_rows(q, &m->q);
+		p.out[p.ngroups++] = trunk_out_rows(k, &m->k);
+		p.out[p.ngroups++] = trunk_out_rows(v, &m->v);
+		p.out[p.ngroups++] = trunk_out_rows(gv, &m->g);
+		op_ln_linear(fx, &p);
 		be_attn_t a = {
 			.B = nc, .H = H, .Lq = L, .Lk = L, .D = hw, .scale = 1.0f / sqrtf((float)hw),
 			.q = q.d, .q_sb = sb, .q_sl = c, .q_sh = hw,
 			.k = k.d, .k_sb = sb, .k_sl = c, .k_sh = hw,
 			.v = v.d, .v_sb = sb, .v_sl = c, .v_sh = hw,
-			.o = xv.d, .o_sb = sb, .o_sl = c, .o_sh = hw,
+			.o = ov.d, .o_sb = sb, .o_sl = c, .o_sh = hw,
 			.bias = bias.d, .bias_sb = 0, .bias_sh = (int64_t)L * L, .bias_sq = L,
 			.g = gv.d,                   /* gated in the attention's epilogue */
 		};
 		op_attn(fx, &a);
-		op_linear(fx, tensor_rows(z, i0, nc), xv, &m->o, 1.0f);
+		/* rows i0.. of z (ending: of z^T) += linear_o(o), the residual
+		 * add in the epilogue (beta 1), written through z's strides */
+		be_ln_linear_t po = trunk_lnlin(ov, 0, nc, 0, NULL, &m->o);
+		po.out[po.ngroups++] = (be_lnlin_out_t){ .n = c, .y = z.d + i0 * zi, .si = zi, .sj = zj, .sc = 1,
+		                                         .bias = m->o.b, .beta = 1.0f };
+		op_ln_linear(fx, &po);
 	}
+	fwd_drop(fx, &o);
 	fwd_drop(fx, &g);
 	fwd_drop(fx, &v);
 	fwd_drop(fx, &k);
 	fwd_drop(fx, &q);
-	fwd_drop(fx, &x);
 	fwd_drop(fx, &bias);
-}
-
-/* z: [L, L, c] += triangle attention around the ending node: the starting
- * node's update on z^T (transposed in place and back) */
-static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n)
-{
-	op_transpose_inplace(fx, z);
-	trunk_triatt(fx, m, cf, z, n);
-	op_transpose_inplace(fx, z);
 }
 
 /* ---- public ---------------------------------------------------------------- */
@@ -488,8 +499,9 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  * epilogue kernel after it, the bf16 staging of an activation operand).
  *
  *   part / op                               reads   writes   passes
- *   seq attention: layernorm(z)               1       1        2
- *     pair bias GEMM, attention's bias read   1      H_s/c_z   1 + 2 H_s/c_z
+ *   seq attention: pair bias, layernorm and   1      H_s/c_z   1 + 2 H_s/c_z
+ *     linear in one (ln_linear), attention's
+ *     bias read
  *   sequence to pair: outer                   -       1        1
  *     o_proj GEMM + residual (beta 1)         2       1        3
  *   tri mul (each of 2): layernorm_in         1       1        2
@@ -500,18 +512,21 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     linear_g, linear_z                      2       2        4
  *     gate + residual add (gate_add)          3       1        4
  *     incoming only: 2 in-place transposes    2       2        4
- *   tri att (each of 2): layernorm            1       1        2
- *     bias GEMM, attention's bias read        1      H_z/c_z   1 + 2 H_z/c_z
- *     q, k, v, g linears                      4       4        8
+ *   tri att (each of 2; ending: z^T read and  1     4 + H_z/c_z 5 + 2 H_z/c_z
+ *     written by strides): layernorm, bias,
+ *     q, k, v, g in one (ln_linear),
+ *     attention's bias read
  *     attention (q, k, v, gate g -> o)        4       1        5
- *     o linear + residual                     2       1        3
- *     ending only: 2 in-place transposes      2       2        4
+ *     o linear + residual (ln_linear, beta 1) 2       1        3
  *   pair transition: layernorm                1       1        2
  *     fc1 (4 c_z wide), ReLU in its epilogue  1       4        5
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 124 (esmfold_v1 at L = 256: 125.7).  Before the fusions
+ * cpu and cuda 106 (esmfold_v1 at L = 256: 107.6).  Before ln_linear 124
+ * (the layer norms apart from the linears: 2 more passes for the
+ * sequence attention's bias, 6 for each triangle attention, and 4 for the
+ * ending one's transposes).  Before the fusions
  * (the attention's gate a pass of its own after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
@@ -535,8 +550,8 @@ void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, 
 	trunk_seq_to_pair(fx, b, s, z, n);
 	trunk_trimul(fx, &b->mul_out, z, 1, n);
 	trunk_trimul(fx, &b->mul_in, z, 0, n);
-	trunk_triatt(fx, &b->att_start, c, z, n);
-	trunk_triatt_end(fx, &b->att_end, c, z, n);
+	trunk_triatt(fx, &b->att_start, c, z, n, 0);
+	trunk_triatt(fx, &b->att_end, c, z, n, 1);
 	trunk_mlp(fx, &b->mlp_pair, tensor_reshape2(z, (int64_t)L * L, c->c_z), (int64_t)n * L);
 }
 

@@ -25,18 +25,22 @@
 
 /* ---- loading ------------------------------------------------------------ */
 
-/* P = trunk.blocks.N.NAME */
-static int trunk_load_trimul(trunk_trimul_t *m, int cz, weights_t *w, be_t *be, int n, const char *name)
+/* P = trunk.blocks.N.NAME; the input side's five linears in one
+ * allocation, in the order the products use them (trunk_trimul): f's
+ * projection and gate, then r's and linear_g (outgoing: f = b, r = a;
+ * incoming: f = a, r = b) */
+static int trunk_load_trimul(trunk_trimul_t *m, int cz, weights_t *w, be_t *be, int n, const char *name,
+                             int outgoing)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
+	weights_part_t a[2] = { { &m->a_p, "linear_a_p", cz, 1 }, { &m->a_g, "linear_a_g", cz, 1 } };
+	weights_part_t b[2] = { { &m->b_p, "linear_b_p", cz, 1 }, { &m->b_g, "linear_b_g", cz, 1 } };
+	const weights_part_t *f = outgoing ? b : a, *r = outgoing ? a : b;
+	const weights_part_t parts[5] = { f[0], f[1], r[0], r[1], { &m->g, "linear_g", cz, 1 } };
 	int rc = weights_ln(w, be, &m->ln_in, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_in");
-	rc |= weights_lin(w, be, &m->a_p, cz, cz, 1, p, n, name, "linear_a_p");
-	rc |= weights_lin(w, be, &m->a_g, cz, cz, 1, p, n, name, "linear_a_g");
-	rc |= weights_lin(w, be, &m->b_p, cz, cz, 1, p, n, name, "linear_b_p");
-	rc |= weights_lin(w, be, &m->b_g, cz, cz, 1, p, n, name, "linear_b_g");
+	rc |= weights_lin_group(w, be, &m->proj, parts, 5, cz, "trunk.blocks.%d.%s", n, name);
 	rc |= weights_ln(w, be, &m->ln_out, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_out");
 	rc |= weights_lin(w, be, &m->z, cz, cz, 1, p, n, name, "linear_z");
-	rc |= weights_lin(w, be, &m->g, cz, cz, 1, p, n, name, "linear_g");
 	return rc;
 }
 
@@ -81,8 +85,8 @@ static int trunk_load_block(trunk_block_t *b, const cfg_t *c, weights_t *w, be_t
 	rc |= weights_ln(w, be, &b->s2p_ln, cs, TRUNK_LN_EPS, p, n, "sequence_to_pair.layernorm");
 	rc |= weights_lin(w, be, &b->s2p_proj, cz, cs, 1, p, n, "sequence_to_pair.proj");
 	rc |= weights_lin(w, be, &b->s2p_o, cz, cz, 1, p, n, "sequence_to_pair.o_proj");
-	rc |= trunk_load_trimul(&b->mul_out, cz, w, be, n, "tri_mul_out");
-	rc |= trunk_load_trimul(&b->mul_in, cz, w, be, n, "tri_mul_in");
+	rc |= trunk_load_trimul(&b->mul_out, cz, w, be, n, "tri_mul_out", 1);
+	rc |= trunk_load_trimul(&b->mul_in, cz, w, be, n, "tri_mul_in", 0);
 	rc |= trunk_load_triatt(&b->att_start, cz, hz, w, be, n, "tri_att_start");
 	rc |= trunk_load_triatt(&b->att_end, cz, hz, w, be, n, "tri_att_end");
 	rc |= trunk_load_mlp(&b->mlp_pair, cz, w, be, n, "mlp_pair");
@@ -267,34 +271,26 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	fwd_drop(fx, &qk);
 }
 
-/* y: [out][rows] = W x^T for x: [rows, in], channel-major straight from
- * the GEMM, without the bias (trunk_trimul_proj adds it) */
-static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l)
+/* dst = gated projection (p(x) + b_p) * sigmoid(gate(x) + b_g) of x =
+ * layer_norm_in(rows i0..i0+nc-1 of z), one ln_linear reading z once:
+ * dst channel-major [c][nc][L] (cm) or channel-last [nc, L, c]; gv (or
+ * NULL): also linear_g(x) + b, channel-last [nc, L, c], the output
+ * gate's logits.  gate's weight rows follow p's (and linear_g's gate's:
+ * trunk_load_trimul). */
+static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int nc, const lin_t *p,
+                            const lin_t *gate, tensor_t dst, int cm, const tensor_t *gv)
 {
-	int64_t rows = tensor_numel(x) / l->in;
-	be_gemm_t w = {
-		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 0.0f,
-		.a = l->w, .lda = l->in, .b = x.d, .ldb = l->in, .c = y.d, .ldc = rows, .batch = 1,
-		.a_bf16 = l->bf16,
+	int64_t L = z.ne[1], c = z.ne[2];
+	be_ln_linear_t q = trunk_lnlin(z, i0, nc, 0, &m->ln_in, p);
+
+	if (gate->out != p->out || tensor_numel(dst) != nc * L * p->out)
+		fwd_fail(fx, -1, "trunk: triangle projection of %d rows", nc);
+	q.out[q.ngroups++] = (be_lnlin_out_t){
+		.n = p->out, .kind = BE_LNLIN_GATE, .y = dst.d, .si = cm ? L : L * c, .sj = cm ? 1 : c,
+		.sc = cm ? nc * L : 1, .bias = p->b, .bias_g = gate->b,
 	};
-
-	if (tensor_numel(y) != rows * l->out)
-		fwd_fail(fx, -1, "trunk: channel-major linear of %lld rows", (long long)rows);
-	op_gemm(fx, &w);
-}
-
-/* dst: one row block [c][nc][L] of a triangle-multiplication projection,
- * = gated projection of xv: [nc, L, c], made channel-major by the GEMMs
- * themselves, the two biases (per row there, in fp32) and the gate in one
- * pass after them; g: [c][nc][L] scratch */
-static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t *p, const lin_t *gate,
-                           tensor_t g)
-{
-	int64_t rows = tensor_numel(xv) / p->in;
-
-	trunk_linear_t(fx, dst, xv, p);
-	trunk_linear_t(fx, g, xv, gate);
-	op_gate_rows(fx, tensor_reshape2(dst, p->out, rows), tensor_reshape2(g, gate->out, rows), p->b, gate->b);
+	if (gv) q.out[q.ngroups++] = trunk_out_rows(*gv, &m->g);
+	op_ln_linear(fx, &q);
 }
 
 /* The two projections of a triangle multiplication in the roles its
@@ -302,14 +298,12 @@ static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(linear_g(znv)),
- * xn = layer_norm_out(product), znv = layer_norm_in(zv), the gate and the
- * residual add in one pass; gv, out: [nc, L, c] scratch (out may be znv,
- * read before) */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t znv, tensor_t xn, tensor_t gv,
-                          tensor_t out)
+/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(gv), xn =
+ * layer_norm_out(product), gv = linear_g(layer_norm_in(zv)) (from
+ * trunk_trimul_in), the gate and the residual add in one pass; out:
+ * [nc, L, c] scratch */
+static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t xn, tensor_t gv, tensor_t out)
 {
-	op_linear(fx, gv, znv, &m->g, 0.0f);
 	op_linear(fx, out, xn, &m->z, 0.0f);
 	op_gate_add(fx, zv, out, gv);
 }
@@ -323,23 +317,20 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	tensor_t f, zn, t, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
+	for (int i0 = 0; i0 < L; i0 += n) {
+		int nc = L - i0 < n ? L - i0 : n;
+		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
+	}
 	zn = fwd_new3(fx, n, L, c);
 	t = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
-	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
-		trunk_trimul_proj(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
-	}
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc), tv = tensor_rows(t, 0, nc), gv = tensor_rows(g, 0, nc);
 		tensor_t zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		trunk_trimul_proj(fx, tensor_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv);
+		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -355,7 +346,7 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 		/* layer_norm_out of the channel-major product, written channel-last */
 		op_layernorm_cm(fx, tensor_reshape2(tv, (int64_t)nc * L, c), tensor_reshape2(x, c, (int64_t)nc * L),
 		                &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, tv, gv, znv);
+		trunk_trimul_out(fx, m, zv, tv, gv, znv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -365,15 +356,6 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	fwd_drop(fx, &f);
 }
 
-/* xv: [nc, L, c] = gated projection of znv: [nc, L, c], channel-last;
- * g: [nc, L, c] scratch */
-static void trunk_gated(fwd_t *fx, tensor_t xv, tensor_t znv, const lin_t *p, const lin_t *gate, tensor_t g)
-{
-	op_linear(fx, xv, znv, p, 0.0f);
-	op_linear(fx, g, znv, gate, 0.0f);
-	op_binary(fx, xv, xv, g, BE_GATE);
-}
-
 /* The update with the backend's direct triangle product (be->trimul, the
  * CPU): every tensor channel-last, without transposes or channel-major
  * GEMMs. */
@@ -381,33 +363,28 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
                              int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t f, zn, g, r, x;
+	tensor_t f, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);
-	zn = fwd_new3(fx, n, L, c);
-	g = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
-		trunk_gated(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
+		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
 	}
+	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, n, L, c);
 	x = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc), gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
+		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
 		tensor_t xv = tensor_rows(x, 0, nc), zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		trunk_gated(fx, rv, znv, sd->r_p, sd->r_g, gv);
+		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, rv, 0, &gv);
 		op_trimul(fx, xv, rv, f);
 		op_layernorm(fx, xv, xv, &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, xv, gv, rv);
+		trunk_trimul_out(fx, m, zv, xv, gv, rv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
 	fwd_drop(fx, &g);
-	fwd_drop(fx, &zn);
 	fwd_drop(fx, &f);
 }
 
@@ -504,12 +481,16 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  *     bias read
  *   sequence to pair: outer                   -       1        1
  *     o_proj GEMM + residual (beta 1)         2       1        3
- *   tri mul (each of 2): layernorm_in         1       1        2
- *     gated f, r: 2 linears + gate, twice     2x4     2x3      14
+ *   tri mul (each of 2): gated f: layer-    1       1        2
+ *     norm_in, projection and gate in one
+ *     (ln_linear, gate pair epilogue; cuda:
+ *     written channel-major)
+ *     gated r and linear_g's logits: the      1       2        3
+ *       same, with a second output group
  *     triangle product                        2       1        3
  *     layernorm_out (cuda: of the channel-    1       1        2
  *       major product, written channel-last)
- *     linear_g, linear_z                      2       2        4
+ *     linear_z                                1       1        2
  *     gate + residual add (gate_add)          3       1        4
  *     incoming only: 2 in-place transposes    2       2        4
  *   tri att (each of 2; ending: z^T read and  1     4 + H_z/c_z 5 + 2 H_z/c_z
@@ -523,10 +504,12 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 106 (esmfold_v1 at L = 256: 107.6).  Before ln_linear 124
+ * cpu and cuda 80 (esmfold_v1 at L = 256: 81.6).  Before ln_linear 124
  * (the layer norms apart from the linears: 2 more passes for the
  * sequence attention's bias, 6 for each triangle attention, and 4 for the
- * ending one's transposes).  Before the fusions
+ * ending one's transposes; 13 for each triangle multiplication's input
+ * side: its layer norm, four linears, two gates and linear_g in 18
+ * passes).  Before the fusions
  * (the attention's gate a pass of its own after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written

@@ -35,6 +35,10 @@ typedef struct {
 	ln_t  ln_out;   /* P.layer_norm_out [c_z] */
 	lin_t z;        /* P.linear_z [c_z, c_z] + bias */
 	lin_t g;        /* P.linear_g [c_z, c_z] + bias */
+	lin_t proj;     /* [5 c_z, c_z]: the four projections and linear_g
+	                 * above are views of its rows (one allocation,
+	                 * weights_lin_group): f's p and g, r's p and g,
+	                 * linear_g (see trunk_trimul) */
 } trunk_trimul_t;
 
 /* OpenFold TriangleAttention; P = trunk.blocks.N.tri_att_{start,end} */

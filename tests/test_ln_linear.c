@@ -50,8 +50,9 @@ static double nmse(const float *y, const double *r, int64_t n)
  * channel-major with both biases, a residual (beta 1) per-head layout.
  * The reference: the rows gathered, be->layernorm, then be->gemm (an
  * nn.Linear: x' W^T + bias) per weight block, gate and residual on the
- * host. */
-static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln)
+ * host.  bf16: the weights passed as bf16 data (a sim: card at bf16), the
+ * reference's normed rows rounded to bf16 as the tensor cores take them. */
+static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln, int bf16)
 {
 	enum { NA = 19, NG = 7, NR = 5, N = NA + 2 * NG + NR };
 	int64_t rows = (int64_t)ni * nj;
@@ -64,11 +65,17 @@ static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln)
 	double *rr = malloc(sizeof *rr * (size_t)(rows * NR));
 	int64_t si = tr ? k : (int64_t)nj * k, sj = tr ? (int64_t)ni * k : k;
 
-	assert_true(yr0 && xn && p && ra && rg && rr);
+	uint16_t *w16 = malloc(sizeof *w16 * (size_t)N * k);
+	assert_true(yr0 && xn && p && ra && rg && rr && w16);
 	memcpy(yr0, yr, sizeof *yr0 * (size_t)(rows * NR));
+	for (int64_t i = 0; i < (int64_t)N * k; i++) {
+		w16[i] = safetensors_f32_to_bf16(w[i]);
+		if (bf16) w[i] = safetensors_bf16_to_f32(w16[i]);
+	}
 	be_ln_linear_t op = {
 		.ni = ni, .nj = nj, .k = k, .x = x, .x_si = si, .x_sj = sj,
-		.ln_w = ln ? lw : NULL, .ln_b = ln ? lb : NULL, .eps = 1e-5f, .w = w, .ngroups = 3,
+		.ln_w = ln ? lw : NULL, .ln_b = ln ? lb : NULL, .eps = 1e-5f, .w = bf16 ? (const float *)w16 : w,
+		.w_bf16 = bf16, .ngroups = 3,
 	};
 	op.out[0] = (be_lnlin_out_t){ .n = NA, .y = ya, .si = (int64_t)nj * NA, .sj = NA, .sc = 1, .bias = bias };
 	op.out[1] = (be_lnlin_out_t){ .n = NG, .kind = BE_LNLIN_GATE, .y = yg, .si = nj, .sj = 1, .sc = rows,
@@ -80,6 +87,7 @@ static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln)
 	for (int64_t r = 0; r < rows; r++)
 		memcpy(xn + r * k, x + r / nj * si + r % nj * sj, sizeof *xn * (size_t)k);
 	if (ln) assert_int_equal(cpu->layernorm(cpu, xn, xn, rows, k, lw, lb, 1e-5f), 0);
+	for (int64_t i = 0; bf16 && i < rows * k; i++) xn[i] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(xn[i]));
 	be_gemm_t g = { .transb = 1, .m = (int)rows, .n = N, .k = k, .alpha = 1.0f, .a = xn, .lda = k,
 	                .b = w, .ldb = k, .c = p, .ldc = N, .batch = 1 };
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
@@ -93,24 +101,27 @@ static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln)
 		for (int f = 0; f < NR; f++) rr[f * rows + r] = (double)pr[NA + 2 * NG + f] + yr0[f * rows + r];
 	}
 	double e[3] = { nmse(ya, ra, rows * NA), nmse(yg, rg, rows * NG), nmse(yr, rr, rows * NR) };
-	printf("  ln_linear ni%d nj%d k%d%s%s: nmse %.3g %.3g %.3g\n", ni, nj, k, tr ? " z^T" : "", ln ? " ln" : "",
-	       e[0], e[1], e[2]);
+	printf("  ln_linear ni%d nj%d k%d%s%s%s: nmse %.3g %.3g %.3g\n", ni, nj, k, tr ? " z^T" : "", ln ? " ln" : "",
+	       bf16 ? " bf16" : "", e[0], e[1], e[2]);
 	for (int i = 0; i < 3; i++) assert_true(e[i] <= 1e-12);   /* false for NaN too */
 	free(x); free(w); free(lw); free(lb); free(bias); free(ya); free(yg); free(yr); free(yr0);
-	free(xn); free(p); free(ra); free(rg); free(rr);
+	free(xn); free(p); free(ra); free(rg); free(rr); free(w16);
 }
 
-/* awkward rows (not multiples of the 64-row tile), k, strides */
+/* awkward rows (not multiples of the 64-row tile), k, strides; fp32 and
+ * bf16 weights */
 static void test_compose(void **state)
 {
 	be_t *cpu = be_cpu_init(2);
 
 	assert_non_null(cpu);
-	compose_case(cpu, 5, 37, 45, 0, 1);
-	compose_case(cpu, 9, 23, 45, 1, 1);
-	compose_case(cpu, 1, 1, 3, 0, 1);
-	compose_case(cpu, 3, 70, 128, 1, 0);
-	compose_case(cpu, 40, 41, 33, 1, 1);   /* tiles on several threads */
+	compose_case(cpu, 5, 37, 45, 0, 1, 0);
+	compose_case(cpu, 9, 23, 45, 1, 1, 0);
+	compose_case(cpu, 1, 1, 3, 0, 1, 0);
+	compose_case(cpu, 3, 70, 128, 1, 0, 0);
+	compose_case(cpu, 40, 41, 33, 1, 1, 0);   /* tiles on several threads */
+	compose_case(cpu, 5, 37, 45, 1, 1, 1);
+	compose_case(cpu, 40, 41, 33, 0, 1, 1);
 	be_free(cpu);
 }
 

@@ -6,8 +6,9 @@
 
 #include "backend/backend.h"
 
-/* be_ln_linear_t (backend.h) on fp32 weights; -EINVAL for bf16 weights
- * (the CPU holds none) */
+/* be_ln_linear_t (backend.h); bf16 weights (w_bf16, a sim: card at
+ * bf16) as a card's tensor cores take them: the normed rows rounded to
+ * bf16, fp32 accumulation */
 int cpu_ln_linear(be_t *be, const be_ln_linear_t *p);
 
 /* this thread's scratch of at least n floats, 64-byte aligned, kept for

@@ -3,14 +3,15 @@
  * Layout notes.  Pair tensors are row-major [L, L, c].  Per-head biases
  * shared by all rows of an attention are [H, L, L] with the key index
  * contiguous; they are written straight in that layout by the output
- * strides of the ln_linear that also norms z.  The triangle multiplication keeps one projection for all
- * rows.  Where the backend has a direct triangle product (be->trimul, the
- * CPU) everything stays channel-last; elsewhere (CUDA) the projection is
- * kept in row blocks (one block per chunk of rows r0..r0+nr), each block
- * channel-major [c][nr][L], so that its products are batched (over
- * channels) GEMMs on block pairs.  Incoming updates work on z transposed
- * in place, so they need no second z; the ending-node attention reads and
- * updates z^T through z's strides (ln_linear, the attention's strides).
+ * strides of the ln_linear that also norms z.  The triangle
+ * multiplication keeps one projection for all rows.  Where the backend
+ * has a direct triangle product (be->trimul, the CPU) everything stays
+ * channel-last; elsewhere (CUDA) the projection is kept in row blocks
+ * (one block per chunk of rows r0..r0+nr), each block channel-major
+ * [c][nr][L], so that its products are batched (over channels) GEMMs on
+ * block pairs.  Incoming updates work on z transposed in place, so they
+ * need no second z; the ending-node attention reads and updates z^T
+ * through z's strides (ln_linear, the attention's strides).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -179,7 +180,8 @@ static be_lnlin_out_t trunk_out_bias(tensor_t bias, const lin_t *lin)
 
 /* bias: [H, L, L], bias[h, i, j] = lin(ln(z[i, j]))[h] (lin without bias);
  * z: [L, L, c]; ending: of z^T.  One pass over z, no transient. */
-static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias, int ending)
+static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias,
+                            int ending)
 {
 	be_ln_linear_t p = trunk_lnlin(z, 0, (int)z.ne[0], ending, ln, lin);
 
@@ -302,7 +304,8 @@ typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
  * layer_norm_out(product), gv = linear_g(layer_norm_in(zv)) (from
  * trunk_trimul_in), the gate and the residual add in one pass; out:
  * [nc, L, c] scratch */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t xn, tensor_t gv, tensor_t out)
+static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t xn, tensor_t gv,
+                             tensor_t out)
 {
 	op_linear(fx, out, xn, &m->z, 0.0f);
 	op_gate_add(fx, zv, out, gv);

@@ -106,6 +106,14 @@ int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, i
  * cores; fp32 weights: in fp32 on the CUDA cores.  d up to about 5000 */
 int cu_transition(cudaStream_t s, const be_trans_t *t);
 
+/* --- ln_linear.cu --- */
+/* the largest k (input features) cu_ln_linear accepts */
+#define CU_LNLIN_KMAX 512
+/* be_ln_linear_t (backend.h): bf16 weights (w_bf16) on tensor cores, the
+ * normed rows rounded to bfloat16 (fp32 statistics and accumulation);
+ * fp32 weights in fp32 */
+int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -516,6 +516,25 @@ static int dbg_transition(be_t *be, const be_trans_t *t)
 	return dbg_leave(c, c->cpu->transition(c->cpu, t));
 }
 
+/* every row of x and every element of each group's output inside live
+ * blocks, outputs apart from x (by their spans) */
+static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t nx = dbg_span(p->ni, p->x_si, p->nj, p->x_sj, 1, 0, p->k);
+	int rc;
+
+	if (dbg_dev(c, "ln_linear", "x", p->x, nx * F)) return -EFAULT;
+	for (int g = 0; g < p->ngroups; g++) {
+		const be_lnlin_out_t *q = &p->out[g];
+		int64_t ny = dbg_span(p->ni, q->si, p->nj, q->sj, q->n, q->sc, 1);
+		if (dbg_dev(c, "ln_linear", "y", q->y, ny * F) || dbg_apart(c, "ln_linear", "y and x", q->y, ny, p->x, nx, 0))
+			return -EFAULT;
+	}
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -560,6 +579,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.trimul = dbg_trimul,
 		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
+		.ln_linear = dbg_ln_linear,
 	};
 	return be;
 fail:

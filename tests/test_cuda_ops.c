@@ -1153,6 +1153,181 @@ static void test_transition(void **state)
 	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].biases);
 }
 
+/* --- ln_linear --- */
+
+/* One be_ln_linear_t case on both backends: x: [ni, nj, k] (tr: stored
+ * as [nj, ni, k] and read by its strides, as the ending-node attention
+ * reads z^T), layer-normed where ln, with the output groups the trunk
+ * writes: a per-head bias [3][ni][nj] (no bias), channel-last
+ * [ni, nj, 17] + bias, a gate pair channel-major [11][ni nj] + both
+ * biases, and a residual add (beta 1) into rows of 9 padded to 13. */
+#define LNLIN_N (3 + 17 + 2 * 11 + 9)   /* weight rows */
+typedef struct {
+	int ni, nj, k, tr, ln;
+	pair_t x, w, lw, lb, y[4], b[3];
+} lnlin_t;
+
+static void lnlin_new(lnlin_t *t, int ni, int nj, int k, int tr, int ln)
+{
+	int64_t rows = (int64_t)ni * nj;
+	*t = (lnlin_t){ .ni = ni, .nj = nj, .k = k, .tr = tr, .ln = ln };
+	t->x = pair_new(rows * k);
+	for (int64_t i = 0; i < t->x.n; i++) t->x.c[i] = 3.0f * t->x.c[i] + 1.0f;   /* a mean to remove */
+	assert_int_equal(gpu->upload(gpu, t->x.g, t->x.c, sizeof(float) * t->x.n), 0);
+	t->w = pair_new((int64_t)LNLIN_N * k);
+	t->lw = pair_new(k);
+	t->lb = pair_new(k);
+	t->y[0] = pair_new(3 * rows);
+	t->y[1] = pair_new(17 * rows);
+	t->y[2] = pair_new(11 * rows);
+	t->y[3] = pair_new(13 * rows);
+	t->b[0] = pair_new(17);
+	t->b[1] = pair_new(11);
+	t->b[2] = pair_new(11);
+}
+
+static void lnlin_free(lnlin_t *t)
+{
+	pair_free(&t->x); pair_free(&t->w); pair_free(&t->lw); pair_free(&t->lb);
+	for (int i = 0; i < 4; i++) pair_free(&t->y[i]);
+	for (int i = 0; i < 3; i++) pair_free(&t->b[i]);
+}
+
+/* the case's descriptor on the CPU's copies (g 0) or the GPU's (g 1) */
+static be_ln_linear_t lnlin_desc(const lnlin_t *t, int g)
+{
+#define LP(p) (g ? (p).g : (p).c)
+	int64_t ni = t->ni, nj = t->nj, k = t->k, rows = ni * nj;
+	be_ln_linear_t p = {
+		.ni = t->ni, .nj = t->nj, .k = t->k, .x = LP(t->x),
+		.x_si = t->tr ? k : nj * k, .x_sj = t->tr ? ni * k : k,
+		.ln_w = t->ln ? LP(t->lw) : NULL, .ln_b = t->ln ? LP(t->lb) : NULL, .eps = 1e-5f,
+		.w = LP(t->w), .ngroups = 4,
+	};
+	p.out[0] = (be_lnlin_out_t){ .n = 3, .y = LP(t->y[0]), .si = nj, .sj = 1, .sc = rows };
+	p.out[1] = (be_lnlin_out_t){ .n = 17, .y = LP(t->y[1]), .si = nj * 17, .sj = 17, .sc = 1, .bias = LP(t->b[0]) };
+	p.out[2] = (be_lnlin_out_t){ .n = 11, .kind = BE_LNLIN_GATE, .y = LP(t->y[2]), .si = nj, .sj = 1, .sc = rows,
+	                             .bias = LP(t->b[1]), .bias_g = LP(t->b[2]) };
+	p.out[3] = (be_lnlin_out_t){ .n = 9, .y = LP(t->y[3]), .si = nj * 13, .sj = 13, .sc = 1, .beta = 1.0f };
+#undef LP
+	return p;
+}
+
+/* fp32 weights: the GPU's fp32 kernel against the CPU, every group */
+static void lnlin_case(int ni, int nj, int k, int tr, int ln)
+{
+	lnlin_t t;
+	char what[96];
+
+	lnlin_new(&t, ni, nj, k, tr, ln);
+	be_ln_linear_t pc = lnlin_desc(&t, 0), pg = lnlin_desc(&t, 1);
+	assert_int_equal(cpu->ln_linear(cpu, &pc), 0);
+	assert_int_equal(gpu->ln_linear(gpu, &pg), 0);
+	for (int i = 0; i < 4; i++) {
+		snprintf(what, sizeof what, "ln_linear ni%d nj%d k%d%s%s group %d", ni, nj, k, tr ? " z^T" : "",
+		         ln ? " ln" : "", i);
+		pair_check(&t.y[i], 1e-10, what);
+	}
+	lnlin_free(&t);
+}
+
+/* fp32 weights, on the SIMT kernel: awkward row counts (not multiples of
+ * the 64-row tile), k not a multiple of 16, transposed strides, with and
+ * without the norm; a k beyond the kernel's limit is refused */
+static void test_ln_linear(void **state)
+{
+	lnlin_case(5, 37, 45, 0, 1);
+	lnlin_case(7, 19, 45, 1, 1);
+	lnlin_case(1, 1, 3, 0, 1);
+	lnlin_case(3, 70, 128, 1, 0);
+	lnlin_case(2, 45, 300, 1, 1);   /* shared memory beyond the default 48 KiB */
+
+	lnlin_t t;
+	lnlin_new(&t, 2, 3, 513, 0, 1);   /* k beyond CU_LNLIN_KMAX (512) */
+	be_ln_linear_t pg = lnlin_desc(&t, 1);
+	assert_int_equal(gpu->ln_linear(gpu, &pg), -EINVAL);
+	lnlin_free(&t);
+}
+
+/* bf16 weights, on the tensor cores: the CPU runs the same bf16 weight
+ * values in fp32; the GPU rounds each normed input x' to bf16 (relative
+ * error <= 2^-9) and accumulates in fp32, so a product P = sum_c w_c x'_c
+ * is within u S, S = sum_c |w_c x'_c|, with u = 2^-8 covering the rounding
+ * (2^-9), fp32 sums over k <= 512 terms and the statistics' fp32
+ * difference; the gate (p * sigmoid(g), sigmoid' <= 1/4) within
+ * u S_p + |p| u S_g / 4.  Every element is checked against its own bound. */
+static void lnlin_bf16_case(int ni, int nj, int k, int tr, int ln)
+{
+	const double u = 0x1p-8;
+	int64_t rows = (int64_t)ni * nj, nw = (int64_t)LNLIN_N * k;
+	uint16_t *w16 = malloc(sizeof *w16 * (size_t)nw), *g16;
+	float *xn = malloc(sizeof *xn * (size_t)(rows * k));
+	float *h = malloc(sizeof *h * (size_t)(17 * rows));   /* the widest group */
+	double worst = 0.0;
+	lnlin_t t;
+
+	assert_non_null(w16); assert_non_null(xn); assert_non_null(h);
+	lnlin_new(&t, ni, nj, k, tr, ln);
+	for (int64_t i = 0; i < nw; i++) {
+		w16[i] = safetensors_f32_to_bf16(t.w.c[i]);
+		t.w.c[i] = safetensors_bf16_to_f32(w16[i]);
+	}
+	assert_int_equal(gpu->alloc(gpu, sizeof *g16 * (size_t)nw, (void **)&g16), 0);
+	assert_int_equal(gpu->upload(gpu, g16, w16, sizeof *g16 * (size_t)nw), 0);
+	be_ln_linear_t pc = lnlin_desc(&t, 0), pg = lnlin_desc(&t, 1);
+	pg.w = (const float *)g16;
+	pg.w_bf16 = 1;
+	assert_int_equal(cpu->ln_linear(cpu, &pc), 0);
+	assert_int_equal(gpu->ln_linear(gpu, &pg), 0);
+	assert_int_equal(gpu->sync(gpu), 0);
+	/* x' on the host: the rows gathered by their strides, then normed */
+	for (int64_t r = 0; r < rows; r++)
+		memcpy(xn + r * k, t.x.c + r / nj * pc.x_si + r % nj * pc.x_sj, sizeof *xn * (size_t)k);
+	if (ln) assert_int_equal(cpu->layernorm(cpu, xn, xn, rows, k, t.lw.c, t.lb.c, 1e-5f), 0);
+	int w0 = 0;
+	for (int gi = 0; gi < 4; gi++) {
+		const be_lnlin_out_t *q = &pc.out[gi];
+		int64_t span = (ni - 1) * q->si + (nj - 1) * q->sj + (int64_t)(q->n - 1) * q->sc + 1;
+		assert_int_equal(gpu->download(gpu, h, pg.out[gi].y, sizeof *h * (size_t)span), 0);
+		for (int64_t r = 0; r < rows; r++)
+			for (int f = 0; f < q->n; f++) {
+				int64_t off = r / nj * q->si + r % nj * q->sj + f * q->sc;
+				double S = 0.0, Sg = 0.0, P = 0.0, bound;
+				for (int c = 0; c < k; c++) {
+					S += fabs((double)t.w.c[(int64_t)(w0 + f) * k + c] * xn[r * k + c]);
+					if (q->kind == BE_LNLIN_GATE) {
+						Sg += fabs((double)t.w.c[(int64_t)(w0 + q->n + f) * k + c] * xn[r * k + c]);
+						P += (double)t.w.c[(int64_t)(w0 + f) * k + c] * xn[r * k + c];
+					}
+				}
+				bound = q->kind == BE_LNLIN_GATE ? u * S + fabs(P + q->bias[f]) * u * Sg / 4.0 : u * S;
+				bound += 1e-6 * (1.0 + fabs(q->y[off]));   /* the residual's and bias's fp32 add */
+				double d = fabs((double)h[off] - q->y[off]);
+				worst = fmax(worst, d / bound);
+				if (!(d <= bound))
+					fail_msg("ln_linear bf16 group %d row %lld f %d: gpu %g cpu %g bound %g", gi,
+					         (long long)r, f, h[off], q->y[off], bound);
+			}
+		w0 += q->kind == BE_LNLIN_GATE ? 2 * q->n : q->n;
+	}
+	printf("  ln_linear bf16 ni%d nj%d k%d%s%s: worst error / bound %.3f\n", ni, nj, k, tr ? " z^T" : "",
+	       ln ? " ln" : "", worst);
+	gpu->free(gpu, g16);
+	free(w16); free(xn); free(h);
+	lnlin_free(&t);
+}
+
+static void test_ln_linear_bf16(void **state)
+{
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	lnlin_bf16_case(5, 37, 45, 0, 1);
+	lnlin_bf16_case(7, 19, 128, 1, 1);
+	lnlin_bf16_case(3, 70, 32, 1, 0);
+	lnlin_bf16_case(1, 1, 3, 0, 1);
+	lnlin_bf16_case(2, 45, 300, 0, 1);   /* shared memory beyond the default 48 KiB */
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+}
+
 /* an allocation the device cannot satisfy is a status, and the backend
  * still works afterwards */
 static void test_oom(void **state)
@@ -1193,6 +1368,8 @@ int main(void)
 		cmocka_unit_test(test_outer),
 		cmocka_unit_test(test_ipa),
 		cmocka_unit_test(test_transition),
+		cmocka_unit_test(test_ln_linear),
+		cmocka_unit_test(test_ln_linear_bf16),
 		cmocka_unit_test(test_oom),
 	};
 	int rc;

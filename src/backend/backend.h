@@ -105,6 +105,49 @@ typedef struct {
 	int bf16;
 } be_trans_t;
 
+/* One output group of be_ln_linear_t: n features f of row (i, j), written
+ * to y[i, j, f] at y + i*si + j*sj + f*sc (channel-last, channel-major
+ * or a per-head [H, L, L] bias, by the strides), from the group's weight
+ * rows (consecutive in be_ln_linear_t.w, groups in order):
+ *   BE_LNLIN_PLAIN: n rows; y = x' W^T + bias + beta * y
+ *   BE_LNLIN_GATE:  2n rows, p then g; y = (x' W_p^T + bias) *
+ *                   sigmoid(x' W_g^T + bias_g) + beta * y
+ * bias, bias_g: [n] or NULL (0).  beta 0 never reads y. */
+typedef enum { BE_LNLIN_PLAIN = 0, BE_LNLIN_GATE } be_lnlin_kind_t;
+typedef struct {
+	int n;
+	be_lnlin_kind_t kind;
+	float *y; int64_t si, sj, sc;
+	const float *bias, *bias_g;
+	float beta;
+} be_lnlin_out_t;
+
+#define BE_LNLIN_GROUPS 6   /* most output groups of one be_ln_linear_t */
+
+/* Layer norm fused into the linears that consume it: every row
+ * x[i, j, :] (k floats, contiguous, at x + i*x_si + j*x_sj; i < ni,
+ * j < nj) is read once, layer-normed over k (ln_w, ln_b: [k]; ln_w NULL:
+ * no norm, a plain fused linear) into x', and multiplied by the weight
+ * matrix w: [N, k] (N: the groups' weight rows together; w_bf16: bf16
+ * weight data, be->weights_bf16), each group's features written through
+ * its own strides.  Outputs apart from x and from each other. */
+typedef struct {
+	int ni, nj, k;
+	const float *x; int64_t x_si, x_sj;
+	const float *ln_w, *ln_b; float eps;
+	const float *w; int w_bf16;
+	int ngroups;
+	be_lnlin_out_t out[BE_LNLIN_GROUPS];
+} be_ln_linear_t;
+
+/* N: the weight rows of p's groups together */
+static inline int be_lnlin_rows(const be_ln_linear_t *p)
+{
+	int n = 0;
+	for (int g = 0; g < p->ngroups; g++) n += p->out[g].kind == BE_LNLIN_GATE ? 2 * p->out[g].n : p->out[g].n;
+	return n;
+}
+
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
 
@@ -222,6 +265,8 @@ struct be {
 	/* the transition of be_trans_t in one pass over x: read once, written
 	 * once */
 	int (*transition)(be_t *be, const be_trans_t *t);
+	/* layer norm and linears in one pass over x (be_ln_linear_t) */
+	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

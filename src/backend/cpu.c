@@ -36,6 +36,7 @@ static int omp_get_thread_num(void) { return 0; }
 #include "backend/cpu_avx512.h"
 #include "backend/cpu_ipa.h"
 #include "backend/cpu_transition.h"
+#include "backend/cpu_ln_linear.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -83,8 +84,8 @@ static int cpu_sync(be_t *be) { return 0; }
 
 static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
 
-/* this thread's scratch of at least n floats, or NULL */
-static float *cpu_scratch(size_t n)
+/* this thread's scratch of at least n floats, or NULL (cpu_ln_linear.h) */
+float *cpu_scratch(size_t n)
 {
 	cpu_scratch_t *sc;
 	void *p = NULL;
@@ -910,6 +911,7 @@ be_t *be_cpu_init(int threads)
 		.outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
 		.transition = cpu_transition,
+		.ln_linear = cpu_ln_linear,
 	};
 	return be;
 }

@@ -445,6 +445,12 @@ static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int
 }
 
 /* the resources of c that exist, in reverse order of creation */
+static int be_cuda_ln_linear(be_t *be, const be_ln_linear_t *p)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_ln_linear(c->stream, p), "ln_linear");
+}
+
 static void be_cuda_release(be_cuda_ctx_t *c)
 {
 	cudaSetDevice(c->device);
@@ -621,6 +627,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 		.transition = be_cuda_transition,
+		.ln_linear = be_cuda_ln_linear,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

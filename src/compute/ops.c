@@ -273,3 +273,19 @@ void op_attn(fwd_t *fx, const be_attn_t *a)
 	if (!op_run(fx) || !a->B || !a->H || !a->Lq) return;
 	op_status(fx, fx->be->attn(fx->be, a), "attention");
 }
+
+void op_ln_linear(fwd_t *fx, const be_ln_linear_t *p)
+{
+	int64_t rows = (int64_t)p->ni * p->nj, n = rows * p->k;
+	int ok = p->ni >= 0 && p->nj >= 0 && p->k > 0 && p->ngroups >= 1 && p->ngroups <= BE_LNLIN_GROUPS &&
+	         (!p->w_bf16 || (fx->be && fx->be->weights_bf16));
+
+	for (int g = 0; ok && g < p->ngroups; g++) {
+		ok = p->out[g].n > 0 && (unsigned)p->out[g].kind <= BE_LNLIN_GATE;
+		n += rows * p->out[g].n * (p->out[g].beta != 0.0f ? 2 : 1);
+	}
+	if (!op_check(fx, ok, "ln_linear", "1..6 groups of n > 0, k > 0, bf16 weights on a bf16 device")) return;
+	op_count(fx, n);
+	if (!op_run(fx) || !rows) return;
+	op_status(fx, fx->be->ln_linear(fx->be, p), "ln_linear");
+}

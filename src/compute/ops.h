@@ -78,5 +78,9 @@ void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, cons
  * --precision says, BE_PREC_AUTO (0) for the device's precision */
 void op_gemm(fwd_t *fx, const be_gemm_t *g);
 void op_attn(fwd_t *fx, const be_attn_t *a);
+/* layer norm and the linears that consume it in one pass over x (raw,
+ * pointers from tensors; be_ln_linear_t): x read once, each output group
+ * written once (twice where its beta adds to it) */
+void op_ln_linear(fwd_t *fx, const be_ln_linear_t *p);
 
 #endif

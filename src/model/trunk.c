@@ -2,14 +2,16 @@
  *
  * Layout notes.  Pair tensors are row-major [L, L, c].  Per-head biases
  * shared by all rows of an attention are [H, L, L] with the key index
- * contiguous; they are written straight in that layout by a GEMM that
- * computes W x^T.  The triangle multiplication keeps one projection for all
- * rows.  Where the backend has a direct triangle product (be->trimul, the
- * CPU) everything stays channel-last; elsewhere (CUDA) the projection is
- * kept in row blocks (one block per chunk of rows r0..r0+nr), each block
- * channel-major [c][nr][L], so that its products are batched (over
- * channels) GEMMs on block pairs.  Incoming updates and the ending-node
- * attention work on z transposed in place, so neither needs a second z.
+ * contiguous; they are written straight in that layout by the output
+ * strides of the ln_linear that also norms z.  The triangle
+ * multiplication keeps one projection for all rows.  Where the backend
+ * has a direct triangle product (be->trimul, the CPU) everything stays
+ * channel-last; elsewhere (CUDA) the projection is kept in row blocks
+ * (one block per chunk of rows r0..r0+nr), each block channel-major
+ * [c][nr][L], so that its products are batched (over channels) GEMMs on
+ * block pairs.  Incoming updates work on z transposed in place, so they
+ * need no second z; the ending-node attention reads and updates z^T
+ * through z's strides (ln_linear, the attention's strides).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -24,18 +26,22 @@
 
 /* ---- loading ------------------------------------------------------------ */
 
-/* P = trunk.blocks.N.NAME */
-static int trunk_load_trimul(trunk_trimul_t *m, int cz, weights_t *w, be_t *be, int n, const char *name)
+/* P = trunk.blocks.N.NAME; the input side's five linears in one
+ * allocation, in the order the products use them (trunk_trimul): f's
+ * projection and gate, then r's and linear_g (outgoing: f = b, r = a;
+ * incoming: f = a, r = b) */
+static int trunk_load_trimul(trunk_trimul_t *m, int cz, weights_t *w, be_t *be, int n, const char *name,
+                             int outgoing)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
+	weights_part_t a[2] = { { &m->a_p, "linear_a_p", cz, 1 }, { &m->a_g, "linear_a_g", cz, 1 } };
+	weights_part_t b[2] = { { &m->b_p, "linear_b_p", cz, 1 }, { &m->b_g, "linear_b_g", cz, 1 } };
+	const weights_part_t *f = outgoing ? b : a, *r = outgoing ? a : b;
+	const weights_part_t parts[5] = { f[0], f[1], r[0], r[1], { &m->g, "linear_g", cz, 1 } };
 	int rc = weights_ln(w, be, &m->ln_in, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_in");
-	rc |= weights_lin(w, be, &m->a_p, cz, cz, 1, p, n, name, "linear_a_p");
-	rc |= weights_lin(w, be, &m->a_g, cz, cz, 1, p, n, name, "linear_a_g");
-	rc |= weights_lin(w, be, &m->b_p, cz, cz, 1, p, n, name, "linear_b_p");
-	rc |= weights_lin(w, be, &m->b_g, cz, cz, 1, p, n, name, "linear_b_g");
+	rc |= weights_lin_group(w, be, &m->proj, parts, 5, cz, "trunk.blocks.%d.%s", n, name);
 	rc |= weights_ln(w, be, &m->ln_out, cz, TRUNK_LN_EPS, p, n, name, "layer_norm_out");
 	rc |= weights_lin(w, be, &m->z, cz, cz, 1, p, n, name, "linear_z");
-	rc |= weights_lin(w, be, &m->g, cz, cz, 1, p, n, name, "linear_g");
 	return rc;
 }
 
@@ -43,12 +49,13 @@ static int trunk_load_triatt(trunk_triatt_t *m, int cz, int heads, weights_t *w,
                           const char *name)
 {
 	const char *p = "trunk.blocks.%d.%s.%s";
+	const weights_part_t parts[] = {
+		{ &m->bias, "linear", heads, 0 }, { &m->q, "mha.linear_q", cz, 0 },
+		{ &m->k, "mha.linear_k", cz, 0 }, { &m->v, "mha.linear_v", cz, 0 },
+		{ &m->g, "mha.linear_g", cz, 1 },
+	};
 	int rc = weights_ln(w, be, &m->ln, cz, TRUNK_LN_EPS, p, n, name, "layer_norm");
-	rc |= weights_lin(w, be, &m->bias, heads, cz, 0, p, n, name, "linear");
-	rc |= weights_lin(w, be, &m->q, cz, cz, 0, p, n, name, "mha.linear_q");
-	rc |= weights_lin(w, be, &m->k, cz, cz, 0, p, n, name, "mha.linear_k");
-	rc |= weights_lin(w, be, &m->v, cz, cz, 0, p, n, name, "mha.linear_v");
-	rc |= weights_lin(w, be, &m->g, cz, cz, 1, p, n, name, "mha.linear_g");
+	rc |= weights_lin_group(w, be, &m->proj, parts, 5, cz, "trunk.blocks.%d.%s", n, name);
 	rc |= weights_lin(w, be, &m->o, cz, cz, 1, p, n, name, "mha.linear_o");
 	return rc;
 }
@@ -79,8 +86,8 @@ static int trunk_load_block(trunk_block_t *b, const cfg_t *c, weights_t *w, be_t
 	rc |= weights_ln(w, be, &b->s2p_ln, cs, TRUNK_LN_EPS, p, n, "sequence_to_pair.layernorm");
 	rc |= weights_lin(w, be, &b->s2p_proj, cz, cs, 1, p, n, "sequence_to_pair.proj");
 	rc |= weights_lin(w, be, &b->s2p_o, cz, cz, 1, p, n, "sequence_to_pair.o_proj");
-	rc |= trunk_load_trimul(&b->mul_out, cz, w, be, n, "tri_mul_out");
-	rc |= trunk_load_trimul(&b->mul_in, cz, w, be, n, "tri_mul_in");
+	rc |= trunk_load_trimul(&b->mul_out, cz, w, be, n, "tri_mul_out", 1);
+	rc |= trunk_load_trimul(&b->mul_in, cz, w, be, n, "tri_mul_in", 0);
 	rc |= trunk_load_triatt(&b->att_start, cz, hz, w, be, n, "tri_att_start");
 	rc |= trunk_load_triatt(&b->att_end, cz, hz, w, be, n, "tri_att_end");
 	rc |= trunk_load_mlp(&b->mlp_pair, cz, w, be, n, "mlp_pair");
@@ -143,37 +150,45 @@ void trunk_free(trunk_t *t)
 /* rows per chunk for a length-L pair state */
 static int trunk_rows(int chunk, int L) { return chunk > 0 && chunk < L ? chunk : L; }
 
-/* bias[:, i0:i0+nc, :] = W xv^T: the rows i0.. of a pair bias [H, L, L]
- * (bias[h, i, j] = lin(x[i, j])[h], lin without bias) from xv: [nc, L, c] */
-static void trunk_pair_bias_rows(fwd_t *fx, const lin_t *lin, tensor_t xv, tensor_t bias, int i0)
+/* p for rows i0..i0+nc-1 of z: [L, L, c] (ending: of z^T, read by its
+ * strides, x[i, j] = z[j, i0 + i]), layer-normed by ln (NULL: none) and
+ * multiplied by the weight rows starting at w's; groups to be added */
+static be_ln_linear_t trunk_lnlin(tensor_t z, int i0, int nc, int ending, const ln_t *ln, const lin_t *w)
 {
-	int nc = (int)xv.ne[0], L = (int)xv.ne[1], c = (int)xv.ne[2];
-	be_gemm_t g = {
-		.transa = 0, .transb = 1, .m = lin->out, .n = nc * L, .k = c,
-		.alpha = 1.0f, .beta = 0.0f,
-		.a = lin->w, .lda = c, .a_bf16 = lin->bf16, .b = xv.d, .ldb = c,
-		.c = bias.d + (int64_t)i0 * L, .ldc = (int64_t)L * L, .batch = 1,
+	int64_t L = z.ne[1], c = z.ne[2], si = ending ? c : L * c, sj = ending ? L * c : c;
+	return (be_ln_linear_t){
+		.ni = nc, .nj = (int)L, .k = (int)c, .x = z.d + i0 * si, .x_si = si, .x_sj = sj,
+		.ln_w = ln ? ln->w : NULL, .ln_b = ln ? ln->b : NULL, .eps = ln ? ln->eps : 0.0f,
+		.w = w->w, .w_bf16 = w->bf16,
 	};
+}
 
-	if (bias.ne[0] != lin->out || lin->in != c || lin->b)
-		fwd_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
-	op_gemm(fx, &g);
+/* output group: lin's features of the rows of y: [nc, L, c'], channel-last */
+static be_lnlin_out_t trunk_out_rows(tensor_t y, const lin_t *lin)
+{
+	return (be_lnlin_out_t){ .n = lin->out, .y = y.d, .si = y.ne[1] * y.ne[2], .sj = y.ne[2], .sc = 1,
+	                         .bias = lin->b };
+}
+
+/* output group: the pair bias [H, L, L], bias[h, i, j] = lin(x[i, j])[h]
+ * (lin without bias), for every row i */
+static be_lnlin_out_t trunk_out_bias(tensor_t bias, const lin_t *lin)
+{
+	int64_t L = bias.ne[1];
+	return (be_lnlin_out_t){ .n = lin->out, .y = bias.d, .si = L, .sj = 1, .sc = L * L };
 }
 
 /* bias: [H, L, L], bias[h, i, j] = lin(ln(z[i, j]))[h] (lin without bias);
- * z: [L, L, c].  Transient: one [n, L, c] chunk. */
-static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias, int n)
+ * z: [L, L, c]; ending: of z^T.  One pass over z, no transient. */
+static void trunk_pair_bias(fwd_t *fx, const ln_t *ln, const lin_t *lin, tensor_t z, tensor_t bias,
+                            int ending)
 {
-	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t x = fwd_new3(fx, n, L, c);
+	be_ln_linear_t p = trunk_lnlin(z, 0, (int)z.ne[0], ending, ln, lin);
 
-	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t xv = tensor_rows(x, 0, nc);
-		op_layernorm(fx, xv, tensor_rows(z, i0, nc), ln);
-		trunk_pair_bias_rows(fx, lin, xv, bias, i0);
-	}
-	fwd_drop(fx, &x);
+	if (bias.ne[0] != lin->out || lin->in != z.ne[2] || lin->b)
+		fwd_fail(fx, -1, "trunk: pair bias of %d heads from %d channels", lin->out, lin->in);
+	p.out[p.ngroups++] = trunk_out_bias(bias, lin);
+	op_ln_linear(fx, &p);
 }
 
 /* x: [R, d] += fc2(relu(fc1(ln(x)))): one fused op, one pass over x in and
@@ -193,7 +208,7 @@ static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const cfg_t *
 	tensor_t bias = fwd_new3(fx, H, L, L);
 	tensor_t y, qkv, g, o;
 
-	trunk_pair_bias(fx, &b->p2s_ln, &b->p2s, z, bias, n);
+	trunk_pair_bias(fx, &b->p2s_ln, &b->p2s, z, bias, 0);
 	y = fwd_new2(fx, L, cs);
 	op_layernorm(fx, y, s, &b->ln_1);
 	qkv = fwd_new2(fx, L, 3 * cs);       /* [L, H, (q | k | v) of hw each] */
@@ -246,34 +261,26 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	fwd_drop(fx, &qk);
 }
 
-/* y: [out][rows] = W x^T for x: [rows, in], channel-major straight from
- * the GEMM, without the bias (trunk_trimul_proj adds it) */
-static void trunk_linear_t(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l)
+/* dst = gated projection (p(x) + b_p) * sigmoid(gate(x) + b_g) of x =
+ * layer_norm_in(rows i0..i0+nc-1 of z), one ln_linear reading z once:
+ * dst channel-major [c][nc][L] (cm) or channel-last [nc, L, c]; gv (or
+ * NULL): also linear_g(x) + b, channel-last [nc, L, c], the output
+ * gate's logits.  gate's weight rows follow p's (and linear_g's gate's:
+ * trunk_load_trimul). */
+static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int nc, const lin_t *p,
+                            const lin_t *gate, tensor_t dst, int cm, const tensor_t *gv)
 {
-	int64_t rows = tensor_numel(x) / l->in;
-	be_gemm_t w = {
-		.transa = 0, .transb = 1, .m = l->out, .n = (int)rows, .k = l->in, .alpha = 1.0f, .beta = 0.0f,
-		.a = l->w, .lda = l->in, .b = x.d, .ldb = l->in, .c = y.d, .ldc = rows, .batch = 1,
-		.a_bf16 = l->bf16,
+	int64_t L = z.ne[1], c = z.ne[2];
+	be_ln_linear_t q = trunk_lnlin(z, i0, nc, 0, &m->ln_in, p);
+
+	if (gate->out != p->out || tensor_numel(dst) != nc * L * p->out)
+		fwd_fail(fx, -1, "trunk: triangle projection of %d rows", nc);
+	q.out[q.ngroups++] = (be_lnlin_out_t){
+		.n = p->out, .kind = BE_LNLIN_GATE, .y = dst.d, .si = cm ? L : L * c, .sj = cm ? 1 : c,
+		.sc = cm ? nc * L : 1, .bias = p->b, .bias_g = gate->b,
 	};
-
-	if (tensor_numel(y) != rows * l->out)
-		fwd_fail(fx, -1, "trunk: channel-major linear of %lld rows", (long long)rows);
-	op_gemm(fx, &w);
-}
-
-/* dst: one row block [c][nc][L] of a triangle-multiplication projection,
- * = gated projection of xv: [nc, L, c], made channel-major by the GEMMs
- * themselves, the two biases (per row there, in fp32) and the gate in one
- * pass after them; g: [c][nc][L] scratch */
-static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t *p, const lin_t *gate,
-                           tensor_t g)
-{
-	int64_t rows = tensor_numel(xv) / p->in;
-
-	trunk_linear_t(fx, dst, xv, p);
-	trunk_linear_t(fx, g, xv, gate);
-	op_gate_rows(fx, tensor_reshape2(dst, p->out, rows), tensor_reshape2(g, gate->out, rows), p->b, gate->b);
+	if (gv) q.out[q.ngroups++] = trunk_out_rows(*gv, &m->g);
+	op_ln_linear(fx, &q);
 }
 
 /* The two projections of a triangle multiplication in the roles its
@@ -281,14 +288,13 @@ static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(linear_g(znv)),
- * xn = layer_norm_out(product), znv = layer_norm_in(zv), the gate and the
- * residual add in one pass; gv, out: [nc, L, c] scratch (out may be znv,
- * read before) */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t znv, tensor_t xn, tensor_t gv,
-                          tensor_t out)
+/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(gv), xn =
+ * layer_norm_out(product), gv = linear_g(layer_norm_in(zv)) (from
+ * trunk_trimul_in), the gate and the residual add in one pass; out:
+ * [nc, L, c] scratch */
+static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t xn, tensor_t gv,
+                             tensor_t out)
 {
-	op_linear(fx, gv, znv, &m->g, 0.0f);
 	op_linear(fx, out, xn, &m->z, 0.0f);
 	op_gate_add(fx, zv, out, gv);
 }
@@ -302,23 +308,20 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	tensor_t f, zn, t, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
+	for (int i0 = 0; i0 < L; i0 += n) {
+		int nc = L - i0 < n ? L - i0 : n;
+		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
+	}
 	zn = fwd_new3(fx, n, L, c);
 	t = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
-	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
-		trunk_trimul_proj(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
-	}
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc), tv = tensor_rows(t, 0, nc), gv = tensor_rows(g, 0, nc);
 		tensor_t zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		trunk_trimul_proj(fx, tensor_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv);
+		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -334,7 +337,7 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 		/* layer_norm_out of the channel-major product, written channel-last */
 		op_layernorm_cm(fx, tensor_reshape2(tv, (int64_t)nc * L, c), tensor_reshape2(x, c, (int64_t)nc * L),
 		                &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, tv, gv, znv);
+		trunk_trimul_out(fx, m, zv, tv, gv, znv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -344,15 +347,6 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	fwd_drop(fx, &f);
 }
 
-/* xv: [nc, L, c] = gated projection of znv: [nc, L, c], channel-last;
- * g: [nc, L, c] scratch */
-static void trunk_gated(fwd_t *fx, tensor_t xv, tensor_t znv, const lin_t *p, const lin_t *gate, tensor_t g)
-{
-	op_linear(fx, xv, znv, p, 0.0f);
-	op_linear(fx, g, znv, gate, 0.0f);
-	op_binary(fx, xv, xv, g, BE_GATE);
-}
-
 /* The update with the backend's direct triangle product (be->trimul, the
  * CPU): every tensor channel-last, without transposes or channel-major
  * GEMMs. */
@@ -360,33 +354,28 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
                              int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t f, zn, g, r, x;
+	tensor_t f, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);
-	zn = fwd_new3(fx, n, L, c);
-	g = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
-		trunk_gated(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
+		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
 	}
+	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, n, L, c);
 	x = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc), gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
+		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
 		tensor_t xv = tensor_rows(x, 0, nc), zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
-		trunk_gated(fx, rv, znv, sd->r_p, sd->r_g, gv);
+		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, rv, 0, &gv);
 		op_trimul(fx, xv, rv, f);
 		op_layernorm(fx, xv, xv, &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, xv, gv, rv);
+		trunk_trimul_out(fx, m, zv, xv, gv, rv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
 	fwd_drop(fx, &g);
-	fwd_drop(fx, &zn);
 	fwd_drop(fx, &f);
 }
 
@@ -409,58 +398,60 @@ static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int out
 	if (!outgoing) op_transpose_inplace(fx, z);
 }
 
-/* z: [L, L, c] += triangle attention around the starting node: row i attends
- * over z[i, :] with the bias linear(layer_norm(z)) shared by all rows.  In
- * one chunk (n = L) the bias comes from the projections' layer_norm(z). */
-static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n)
+/* z: [L, L, c] += triangle attention around the starting node (row i
+ * attends over z[i, :]) or, ending, around the ending node: the same on
+ * z^T, read and updated through z's strides (no transpose).  The bias
+ * linear(layer_norm(z)) is shared by all rows; in one chunk (n = L) the
+ * layer norm, the bias and the q, k, v, g projections are one pass over z
+ * (ln_linear), else the bias is a pass of its own before the chunks. */
+static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n, int ending)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2], hw = cf->pair_head_width, H = c / hw;
+	int64_t sb = (int64_t)L * c, zi = ending ? c : sb, zj = ending ? sb : c;   /* z's rows, columns */
 	tensor_t bias = fwd_new3(fx, H, L, L);
-	tensor_t x, q, k, v, g;
+	tensor_t q, k, v, g, o;
 
-	if (n < L) trunk_pair_bias(fx, &m->ln, &m->bias, z, bias, n);
-	x = fwd_new3(fx, n, L, c);
+	if (m->proj.out != H + 4 * c || m->o.in != c)
+		fwd_fail(fx, -1, "trunk: triangle attention of %d heads over %d channels", H, c);
+	if (n < L) trunk_pair_bias(fx, &m->ln, &m->bias, z, bias, ending);
 	q = fwd_new3(fx, n, L, c);
 	k = fwd_new3(fx, n, L, c);
 	v = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
+	o = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t xv = tensor_rows(x, 0, nc), gv = tensor_rows(g, 0, nc);
-		int64_t sb = (int64_t)L * c;
-		op_layernorm(fx, xv, tensor_rows(z, i0, nc), &m->ln);
-		if (n == L) trunk_pair_bias_rows(fx, &m->bias, xv, bias, 0);
-		op_linear(fx, tensor_rows(q, 0, nc), xv, &m->q, 0.0f);
-		op_linear(fx, tensor_rows(k, 0, nc), xv, &m->k, 0.0f);
-		op_linear(fx, tensor_rows(v, 0, nc), xv, &m->v, 0.0f);
-		op_linear(fx, gv, xv, &m->g, 0.0f);
+		tensor_t gv = tensor_rows(g, 0, nc), ov = tensor_rows(o, 0, nc);
+		be_ln_linear_t p = trunk_lnlin(z, i0, nc, ending, &m->ln, n == L ? &m->proj : &m->q);
+		if (n == L) p.out[p.ngroups++] = trunk_out_bias(bias, &m->bias);
+		p.out[p.ngroups++] = trunk_out_rows(q, &m->q);
+		p.out[p.ngroups++] = trunk_out_rows(k, &m->k);
+		p.out[p.ngroups++] = trunk_out_rows(v, &m->v);
+		p.out[p.ngroups++] = trunk_out_rows(gv, &m->g);
+		op_ln_linear(fx, &p);
 		be_attn_t a = {
 			.B = nc, .H = H, .Lq = L, .Lk = L, .D = hw, .scale = 1.0f / sqrtf((float)hw),
 			.q = q.d, .q_sb = sb, .q_sl = c, .q_sh = hw,
 			.k = k.d, .k_sb = sb, .k_sl = c, .k_sh = hw,
 			.v = v.d, .v_sb = sb, .v_sl = c, .v_sh = hw,
-			.o = xv.d, .o_sb = sb, .o_sl = c, .o_sh = hw,
+			.o = ov.d, .o_sb = sb, .o_sl = c, .o_sh = hw,
 			.bias = bias.d, .bias_sb = 0, .bias_sh = (int64_t)L * L, .bias_sq = L,
 			.g = gv.d,                   /* gated in the attention's epilogue */
 		};
 		op_attn(fx, &a);
-		op_linear(fx, tensor_rows(z, i0, nc), xv, &m->o, 1.0f);
+		/* rows i0.. of z (ending: of z^T) += linear_o(o), the residual
+		 * add in the epilogue (beta 1), written through z's strides */
+		be_ln_linear_t po = trunk_lnlin(ov, 0, nc, 0, NULL, &m->o);
+		po.out[po.ngroups++] = (be_lnlin_out_t){ .n = c, .y = z.d + i0 * zi, .si = zi, .sj = zj, .sc = 1,
+		                                         .bias = m->o.b, .beta = 1.0f };
+		op_ln_linear(fx, &po);
 	}
+	fwd_drop(fx, &o);
 	fwd_drop(fx, &g);
 	fwd_drop(fx, &v);
 	fwd_drop(fx, &k);
 	fwd_drop(fx, &q);
-	fwd_drop(fx, &x);
 	fwd_drop(fx, &bias);
-}
-
-/* z: [L, L, c] += triangle attention around the ending node: the starting
- * node's update on z^T (transposed in place and back) */
-static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n)
-{
-	op_transpose_inplace(fx, z);
-	trunk_triatt(fx, m, cf, z, n);
-	op_transpose_inplace(fx, z);
 }
 
 /* ---- public ---------------------------------------------------------------- */
@@ -476,32 +467,42 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  * epilogue kernel after it, the bf16 staging of an activation operand).
  *
  *   part / op                               reads   writes   passes
- *   seq attention: layernorm(z)               1       1        2
- *     pair bias GEMM, attention's bias read   1      H_s/c_z   1 + 2 H_s/c_z
+ *   seq attention: pair bias, layernorm and   1      H_s/c_z   1 + 2 H_s/c_z
+ *     linear in one (ln_linear), attention's
+ *     bias read
  *   sequence to pair: outer                   -       1        1
  *     o_proj GEMM + residual (beta 1)         2       1        3
- *   tri mul (each of 2): layernorm_in         1       1        2
- *     gated f, r: 2 linears + gate, twice     2x4     2x3      14
+ *   tri mul (each of 2): gated f: layer-    1       1        2
+ *     norm_in, projection and gate in one
+ *     (ln_linear, gate pair epilogue; cuda:
+ *     written channel-major)
+ *     gated r and linear_g's logits: the      1       2        3
+ *       same, with a second output group
  *     triangle product                        2       1        3
  *     layernorm_out (cuda: of the channel-    1       1        2
  *       major product, written channel-last)
- *     linear_g, linear_z                      2       2        4
+ *     linear_z                                1       1        2
  *     gate + residual add (gate_add)          3       1        4
  *     incoming only: 2 in-place transposes    2       2        4
- *   tri att (each of 2): layernorm            1       1        2
- *     bias GEMM, attention's bias read        1      H_z/c_z   1 + 2 H_z/c_z
- *     q, k, v, g linears                      4       4        8
+ *   tri att (each of 2; ending: z^T read and  1     4 + H_z/c_z 5 + 2 H_z/c_z
+ *     written by strides): layernorm, bias,
+ *     q, k, v, g in one (ln_linear),
+ *     attention's bias read
  *     attention (q, k, v, gate g -> o)        4       1        5
- *     o linear + residual                     2       1        3
- *     ending only: 2 in-place transposes      2       2        4
+ *     o linear + residual (ln_linear, beta 1) 2       1        3
  *   pair transition (one op: layernorm,       1       1        2
  *     fc1 + ReLU, fc2 + residual on tiles
  *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 113 (esmfold_v1 at L = 256: 114.3).  Before the fusions
- * (the transition as layernorm 2, fc1 with its ReLU 5, fc2 + residual
- * 6: 124; the attention's gate a pass of its own after it, 3 each: 128;
+ * cpu and cuda 69 (esmfold_v1 at L = 256: 70.3).  Before the transition
+ * was one op 80 (it was layernorm 2, fc1 with its ReLU 5, fc2 + residual
+ * 6).  Before ln_linear 124 (the layer norms apart from the linears: 2 more passes for the
+ * sequence attention's bias, 6 for each triangle attention, and 4 for the
+ * ending one's transposes; 13 for each triangle multiplication's input
+ * side: its layer norm, four linears, two gates and linear_g in 18
+ * passes).  Before the fusions
+ * (the attention's gate a pass of its own after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,
@@ -524,8 +525,8 @@ void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, 
 	trunk_seq_to_pair(fx, b, s, z, n);
 	trunk_trimul(fx, &b->mul_out, z, 1, n);
 	trunk_trimul(fx, &b->mul_in, z, 0, n);
-	trunk_triatt(fx, &b->att_start, c, z, n);
-	trunk_triatt_end(fx, &b->att_end, c, z, n);
+	trunk_triatt(fx, &b->att_start, c, z, n, 0);
+	trunk_triatt(fx, &b->att_end, c, z, n, 1);
 	trunk_mlp(fx, &b->mlp_pair, tensor_reshape2(z, (int64_t)L * L, c->c_z));
 }
 

@@ -35,6 +35,10 @@ typedef struct {
 	ln_t  ln_out;   /* P.layer_norm_out [c_z] */
 	lin_t z;        /* P.linear_z [c_z, c_z] + bias */
 	lin_t g;        /* P.linear_g [c_z, c_z] + bias */
+	lin_t proj;     /* [5 c_z, c_z]: the four projections and linear_g
+	                 * above are views of its rows (one allocation,
+	                 * weights_lin_group): f's p and g, r's p and g,
+	                 * linear_g (see trunk_trimul) */
 } trunk_trimul_t;
 
 /* OpenFold TriangleAttention; P = trunk.blocks.N.tri_att_{start,end} */
@@ -44,6 +48,9 @@ typedef struct {
 	lin_t q, k, v;  /* P.mha.linear_{q,k,v} [c_z, c_z], no bias */
 	lin_t g;        /* P.mha.linear_g [c_z, c_z] + bias */
 	lin_t o;        /* P.mha.linear_o [c_z, c_z] + bias */
+	lin_t proj;     /* [H_z + 4 c_z, c_z]: bias, q, k, v and g above are
+	                 * views of its rows, in that order (one allocation,
+	                 * weights_lin_group), multiplied by one ln_linear */
 } trunk_triatt_t;
 
 /* ResidueMLP: x + fc2(relu(fc1(ln(x)))); P = trunk.blocks.N.mlp_{seq,pair} */

@@ -591,8 +591,26 @@ static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 	if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-/* mat: a Linear matrix, held as bf16 where be->weights_bf16 */
-static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int mat, int nd,
+/* w->buf += p (of be), freed at weights_close; -1 when out of memory */
+static int weights_keep(weights_t *w, be_t *be, void *p)
+{
+	if (w->nbuf == w->capbuf) {
+		int cap = w->capbuf ? 2 * w->capbuf : 256;
+		void *nb = realloc(w->buf, cap * sizeof *w->buf);
+		if (!nb) return -1;
+		w->buf = nb;
+		w->capbuf = cap;
+	}
+	w->buf[w->nbuf].be = be;
+	w->buf[w->nbuf].p = p;
+	w->nbuf++;
+	return 0;
+}
+
+/* mat: a Linear matrix, held as bf16 where be->weights_bf16; into: where
+ * its data goes in backend memory (inside a group's allocation, owned by
+ * w), NULL: an allocation of its own */
+static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int mat, void *into, int nd,
                         const int64_t *shape, const char *fmt, va_list ap)
 {
 	char name[256], want[96], have[96];
@@ -660,13 +678,6 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 	} else {
 		safetensors_to_f32(t, host);
 	}
-	if (w->nbuf == w->capbuf) {
-		int cap = w->capbuf ? 2 * w->capbuf : 256;
-		void *nb = realloc(w->buf, cap * sizeof *w->buf);
-		if (!nb) goto oom;
-		w->buf = nb;
-		w->capbuf = cap;
-	}
 	if (mat && be->weights_bf16) {
 		/* bf16, converted once here: in place over a float32 copy of our
 		 * own (element i's two bytes never reach an unread float) */
@@ -677,14 +688,12 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 		host = (float *)h16;
 		esize = sizeof *h16;
 	}
-	if (be->alloc(be, esize * (numel ? numel : 1), &p) < 0) goto oom;
-	if (be->upload(be, p, host, esize * numel) < 0) {
-		be->free(be, p);
+	if (into) p = into;
+	else if (be->alloc(be, esize * (numel ? numel : 1), &p) < 0) goto oom;
+	if (be->upload(be, p, host, esize * numel) < 0 || (!into && weights_keep(w, be, p) < 0)) {
+		if (!into) be->free(be, p);
 		goto oom;
 	}
-	w->buf[w->nbuf].be = be;
-	w->buf[w->nbuf].p = p;
-	w->nbuf++;
 	if (host != t->data) free(host);
 	weights_release(w, x);   /* copied */
 	*dst = p;
@@ -695,15 +704,16 @@ oom:
 	return -1;
 }
 
-/* weights_get of a Linear matrix (mat 1) or another required tensor */
-static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
-                        const char *fmt, ...) __attribute__((format(printf, 7, 8)));
-static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
+/* weights_get of a Linear matrix (mat 1) or another required tensor, at
+ * into (weights_vget) */
+static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, void *into, int nd, const int64_t *shape,
+                        const char *fmt, ...) __attribute__((format(printf, 8, 9)));
+static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, void *into, int nd, const int64_t *shape,
                         const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = weights_vget(w, be, dst, 0, mat, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, 0, mat, into, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -713,7 +723,7 @@ int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = weights_vget(w, be, dst, optional, 0, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, optional, 0, NULL, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -722,7 +732,7 @@ int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const
 static int weights_sub(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
                        const char *prefix, const char *suffix)
 {
-	return weights_getm(w, be, dst, mat, nd, shape, "%s.%s", prefix, suffix);
+	return weights_getm(w, be, dst, mat, NULL, nd, shape, "%s.%s", prefix, suffix);
 }
 
 /* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
@@ -751,6 +761,53 @@ int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, con
 	va_end(ap);
 	*l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16 };
 	return rc;
+}
+
+int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *parts, int n, int in,
+                      const char *fmt, ...)
+{
+	char prefix[256], *base = NULL;
+	size_t esize = be && be->weights_bf16 ? 2 : sizeof(float);
+	int64_t rows = 0;
+	va_list ap;
+	int rc = 0;
+
+	for (int i = 0; i < n; i++) {
+		*parts[i].l = (lin_t){ NULL, NULL, parts[i].out, in, 0 };
+		rows += parts[i].out;
+	}
+	*all = (lin_t){ NULL, NULL, (int)rows, in, 0 };
+	if (!w) return 0;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof prefix, fmt, ap);
+	va_end(ap);
+	if (be && w->tt) {   /* data to place: one allocation for every matrix */
+		void *p = NULL;
+		if (be->alloc(be, esize * (size_t)(rows * in > 0 ? rows * in : 1), &p) < 0) {
+			log_error("%s: cannot place the %lld x %d weights of '%s' on %s", w->path, (long long)rows, in,
+			          prefix, be->name);
+			return -1;
+		}
+		if (weights_keep(w, be, p) < 0) {
+			be->free(be, p);
+			log_error("%s: out of memory placing '%s'", w->path, prefix);
+			return -1;
+		}
+		base = p;
+	}
+	rows = 0;
+	for (int i = 0; i < n; i++) {
+		float *wp = NULL, *bp = NULL;
+		int out = parts[i].out;
+		rc |= weights_getm(w, be, &wp, 1, base ? base + esize * (size_t)(rows * in) : NULL, 2,
+		                   (int64_t[]){ out, in }, "%s.%s.weight", prefix, parts[i].name);
+		if (parts[i].bias)
+			rc |= weights_getm(w, be, &bp, 0, NULL, 1, (int64_t[]){ out }, "%s.%s.bias", prefix, parts[i].name);
+		*parts[i].l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16 };
+		rows += out;
+	}
+	*all = (lin_t){ (const float *)base, NULL, (int)rows, in, base && be->weights_bf16 };
+	return rc ? -1 : 0;
 }
 
 int weights_ln(weights_t *w, be_t *be, ln_t *ln, int d, float eps, const char *fmt, ...)

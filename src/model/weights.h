@@ -85,6 +85,17 @@ int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const
  * plan a pass without any weights. */
 int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* One member of weights_lin_group: PREFIX.NAME.weight [out, in] and, if
+ * bias, PREFIX.NAME.bias [out], loaded into *l. */
+typedef struct { lin_t *l; const char *name; int out, bias; } weights_part_t;
+/* Linears that share their input, their matrices loaded into ONE
+ * allocation (fp32, or bf16 where be->weights_bf16), in the order given:
+ * all->w is the whole [sum of out, in] matrix (all->b NULL), each
+ * parts[i].l a view of its rows in it (and its own bias), so that one
+ * product (be_ln_linear_t) computes them all; no tensor is held twice.
+ * Owned by w like every other tensor.  w == NULL: sizes only. */
+int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *parts, int n, int in,
+                      const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* PREFIX.weight and PREFIX.bias [d] */
 int weights_ln(weights_t *w, be_t *be, ln_t *ln, int d, float eps,
           const char *fmt, ...) __attribute__((format(printf, 6, 7)));

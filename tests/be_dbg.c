@@ -454,6 +454,40 @@ static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni
 	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
 }
 
+static int dbg_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
+                              const float *w, const float *b, float eps)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t n = xr.n1 * xr.n2 * d, nx = dbg_span(1, 0, xr.n1, xr.s1, xr.n2, xr.s2, d);
+	int rc;
+
+	if (dbg_dev(c, "layernorm_rows", "y", y, n * F) || dbg_dev(c, "layernorm_rows", "x", x, nx * F) ||
+	    dbg_dev(c, "layernorm_rows", "w", w, d * F) || dbg_dev(c, "layernorm_rows", "b", b, d * F) ||
+	    dbg_apart(c, "layernorm_rows", "y and x", y, n, x, nx, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->layernorm_rows(c->cpu, y, x, xr, d, w, b, eps));
+}
+
+static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t ch = t->c, rows = t->zr.n1 * t->zr.n2, n = rows * ch;
+	int64_t nz = dbg_span(1, 0, t->zr.n1, t->zr.s1, t->zr.n2, t->zr.s2, ch);
+	int rc;
+
+	if (dbg_dev(c, "trimul_out", "z", t->z, nz * F) || dbg_dev(c, "trimul_out", "x", t->x, n * F) ||
+	    dbg_dev(c, "trimul_out", "gv", t->gv, n * F) ||
+	    dbg_dev(c, "trimul_out", "w", t->w, ch * ch * (t->w_bf16 ? 2 : F)) ||
+	    dbg_dev(c, "trimul_out", "b", t->b, ch * F) || dbg_dev(c, "trimul_out", "ln_w", t->ln_w, ch * F) ||
+	    dbg_dev(c, "trimul_out", "ln_b", t->ln_b, ch * F) ||
+	    dbg_apart(c, "trimul_out", "z and x", t->z, nz, t->x, n, 0) ||
+	    dbg_apart(c, "trimul_out", "z and gv", t->z, nz, t->gv, n, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->trimul_out(c->cpu, t));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -495,7 +529,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .rotary = dbg_rotary, .outer = dbg_outer,
-		.trimul = dbg_trimul,
+		.trimul = dbg_trimul, .layernorm_rows = dbg_layernorm_rows, .trimul_out = dbg_trimul_out,
 	};
 	return be;
 fail:

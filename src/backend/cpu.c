@@ -34,6 +34,7 @@ static int omp_get_thread_num(void) { return 0; }
 
 #include "backend/backend.h"
 #include "backend/cpu_avx512.h"
+#include "backend/cpu_trimul_out.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -877,6 +878,7 @@ be_t *be_cpu_init(int threads)
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.transpose_inplace = cpu_transpose_inplace,
 		.rotary = cpu_rotary, .outer = cpu_outer, .trimul = cpu_trimul,
+		.layernorm_rows = cpu_layernorm_rows, .trimul_out = cpu_trimul_out,
 	};
 	return be;
 }

@@ -57,6 +57,18 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
+/* y: [nc, L, d] = LayerNorm of rows i0..i0+nc-1 of z: [L, L, d] (tr 0)
+ * or of z^T (tr 1: y[i, j] = LN(z[j, i0 + i]), read in place, no
+ * transposed copy); nc = y.ne[0] */
+void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const ln_t *ln);
+/* The triangle multiplication's output side in one pass over z: rows
+ * i0..i0+nc-1 of z: [L, L, c] (tr 0) or of z^T (tr 1, in place) +=
+ * (ln(x) W^T + b) * sigmoid(gv), lin = linear_z: [c, c];
+ * gv: [nc, L, c] gate logits (linear_g of the update's input);
+ * x: the product, [nc, L, c] channel-last (cm 0) or [c, nc L]
+ * channel-major (cm 1); x and gv apart from z */
+void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
+                   const lin_t *lin);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

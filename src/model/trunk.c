@@ -8,8 +8,9 @@
  * CPU) everything stays channel-last; elsewhere (CUDA) the projection is
  * kept in row blocks (one block per chunk of rows r0..r0+nr), each block
  * channel-major [c][nr][L], so that its products are batched (over
- * channels) GEMMs on block pairs.  Incoming updates and the ending-node
- * attention work on z transposed in place, so neither needs a second z.
+ * channels) GEMMs on block pairs.  Incoming updates work on the rows of
+ * z^T, read and written in place at their strides; the ending-node
+ * attention on z transposed in place; neither needs a second z.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -293,43 +294,44 @@ static void trunk_trimul_proj(fwd_t *fx, tensor_t dst, tensor_t xv, const lin_t 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(linear_g(znv)),
- * xn = layer_norm_out(product), znv = layer_norm_in(zv), the gate and the
- * residual add in one pass; gv, out: [nc, L, c] scratch (out may be znv,
- * read before) */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t znv, tensor_t xn, tensor_t gv,
-                          tensor_t out)
+/* rows i0..i0+nc-1 of z (of z^T where tr) += linear_z(layer_norm_out(x))
+ * * sigmoid(linear_g(znv)), znv = layer_norm_in of those rows, in one op
+ * after linear_g; x: the product, channel-major [c, nc L] (cm) or
+ * channel-last [nc, L, c]; gv: [nc, L, c] scratch */
+static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int tr, tensor_t znv,
+                          tensor_t x, int cm, tensor_t gv)
 {
 	op_linear(fx, gv, znv, &m->g, 0.0f);
-	op_linear(fx, out, xn, &m->z, 0.0f);
-	op_gate_add(fx, zv, out, gv);
+	op_trimul_out(fx, z, i0, tr, x, cm, gv, &m->ln_out, &m->z);
 }
 
 /* The update with batched GEMMs (backends without be->trimul, i.e. CUDA):
  * f in row blocks [c][nr][L], r of a row chunk channel-major [c][nc][L],
- * their products batched over channels. */
-static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int n)
+ * their products batched over channels.  tr: the rows are those of z^T,
+ * read and written in place. */
+static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
+                           int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t f, zn, t, g, r, x;
+	tensor_t f, zn, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	zn = fwd_new3(fx, n, L, c);
-	t = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
+		op_layernorm_pair(fx, znv, z, i0, tr, &m->ln_in);
 		trunk_trimul_proj(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
 	}
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc), tv = tensor_rows(t, 0, nc), gv = tensor_rows(g, 0, nc);
-		tensor_t zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
+		tensor_t znv = tensor_rows(zn, 0, nc), gv = tensor_rows(g, 0, nc);
+		tensor_t xv = tensor_reshape2(tensor_rows(tensor_reshape2(x, (int64_t)c * n, L), 0, (int64_t)c * nc),
+		                              c, (int64_t)nc * L);
+		if (n < L) op_layernorm_pair(fx, znv, z, i0, tr, &m->ln_in);   /* else zn holds it */
 		trunk_trimul_proj(fx, tensor_reshape2(r, c, (int64_t)nc * L), znv, sd->r_p, sd->r_g, gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
@@ -343,15 +345,11 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 			};
 			op_gemm(fx, &p);
 		}
-		/* layer_norm_out of the channel-major product, written channel-last */
-		op_layernorm_cm(fx, tensor_reshape2(tv, (int64_t)nc * L, c), tensor_reshape2(x, c, (int64_t)nc * L),
-		                &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, tv, gv, znv);
+		trunk_trimul_out(fx, m, z, i0, tr, znv, xv, 1, gv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
 	fwd_drop(fx, &g);
-	fwd_drop(fx, &t);
 	fwd_drop(fx, &zn);
 	fwd_drop(fx, &f);
 }
@@ -366,9 +364,9 @@ static void trunk_gated(fwd_t *fx, tensor_t xv, tensor_t znv, const lin_t *p, co
 }
 
 /* The update with the backend's direct triangle product (be->trimul, the
- * CPU): every tensor channel-last, without transposes or channel-major
- * GEMMs. */
-static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z,
+ * CPU): every tensor channel-last, without channel-major GEMMs.  tr: the
+ * rows are those of z^T, read and written in place. */
+static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
                              int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
@@ -380,7 +378,7 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc);
-		op_layernorm(fx, znv, tensor_rows(z, i0, nc), &m->ln_in);
+		op_layernorm_pair(fx, znv, z, i0, tr, &m->ln_in);
 		trunk_gated(fx, tensor_rows(f, i0, nc), znv, sd->f_p, sd->f_g, tensor_rows(g, 0, nc));
 	}
 	r = fwd_new3(fx, n, L, c);
@@ -388,12 +386,11 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
 		tensor_t znv = tensor_rows(zn, 0, nc), gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
-		tensor_t xv = tensor_rows(x, 0, nc), zv = tensor_rows(z, i0, nc);
-		if (n < L) op_layernorm(fx, znv, zv, &m->ln_in);   /* else zn holds it */
+		tensor_t xv = tensor_rows(x, 0, nc);
+		if (n < L) op_layernorm_pair(fx, znv, z, i0, tr, &m->ln_in);   /* else zn holds it */
 		trunk_gated(fx, rv, znv, sd->r_p, sd->r_g, gv);
 		op_trimul(fx, xv, rv, f);
-		op_layernorm(fx, xv, xv, &m->ln_out);
-		trunk_trimul_out(fx, m, zv, znv, xv, gv, rv);
+		trunk_trimul_out(fx, m, z, i0, tr, znv, xv, 0, gv);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -406,19 +403,17 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
  * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]).
  * Both are computed as x[i,j] = sum_k r[i,k] f[j,k]: f, the projection
  * needed for every row, is made once for all rows; r only for the chunk of
- * rows being updated.  Outgoing: r = a, f = b.  Incoming works on z^T (in
- * place), where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a.
- * The product is the backend's direct one where it has it, else batched
- * GEMMs. */
+ * rows being updated.  Outgoing: r = a, f = b.  Incoming works on the rows
+ * of z^T, read and written in place at their strides (no transposed copy),
+ * where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a.  The
+ * product is the backend's direct one where it has it, else batched GEMMs. */
 static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int outgoing, int n)
 {
 	trunk_sides_t sd = outgoing ? (trunk_sides_t){ &m->a_p, &m->a_g, &m->b_p, &m->b_g }
 	                         : (trunk_sides_t){ &m->b_p, &m->b_g, &m->a_p, &m->a_g };
 
-	if (!outgoing) op_transpose_inplace(fx, z);
-	if (fx->be && fx->be->trimul) trunk_trimul_direct(fx, m, &sd, z, n);
-	else                          trunk_trimul_gemm(fx, m, &sd, z, n);
-	if (!outgoing) op_transpose_inplace(fx, z);
+	if (fx->be && fx->be->trimul) trunk_trimul_direct(fx, m, &sd, z, !outgoing, n);
+	else                          trunk_trimul_gemm(fx, m, &sd, z, !outgoing, n);
 }
 
 /* z: [L, L, c] += triangle attention around the starting node: row i attends
@@ -493,13 +488,15 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *   sequence to pair: outer                   -       1        1
  *     o_proj GEMM + residual (beta 1)         2       1        3
  *   tri mul (each of 2): layernorm_in         1       1        2
+ *     (incoming: of z^T's rows, read in place at their strides)
  *     gated f, r: 2 linears + gate, twice     2x4     2x3      14
  *     triangle product                        2       1        3
- *     layernorm_out (cuda: of the channel-    1       1        2
- *       major product, written channel-last)
- *     linear_g, linear_z                      2       2        4
- *     gate + residual add (gate_add)          3       1        4
- *     incoming only: 2 in-place transposes    2       2        4
+ *     linear_g                                1       1        2
+ *     trimul_out: layernorm_out, linear_z,    3       1        4
+ *       gate + residual add in one op (x,
+ *       gv, z read, z written; cuda: x the
+ *       channel-major product; incoming: z^T
+ *       rows in place)
  *   tri att (each of 2): layernorm            1       1        2
  *     bias GEMM, attention's bias read        1      H_z/c_z   1 + 2 H_z/c_z
  *     q, k, v, g linears                      4       4        8
@@ -511,8 +508,11 @@ static void trunk_triatt_end(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf
  *     fc2 + residual                          5       1        6
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 124 (esmfold_v1 at L = 256: 125.7).  Before the fusions
- * (the attention's gate a pass of its own after it, 3 each: 128;
+ * cpu and cuda 112 (esmfold_v1 at L = 256: 113.6).  Before the fusions
+ * (the triangle multiplication's output side as layernorm_out, linear_z
+ * and gate_add, 6 more each, and the incoming update on z transposed in
+ * place and back, 4 more: 124; the attention's gate a pass of its own
+ * after it, 3 each: 128;
  * gate_add: gate and residual apart; the ReLU a pass of its own over
  * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
  * first by a k = 1 product and read back by the product with beta 1,

@@ -10,7 +10,8 @@
  * block of the product is done; x, gv and z are read once and z written
  * once.
  *
- * bf16 (k_trimul_out_wmma): TO_WARPS warps, 16 rows each; shared memory
+ * bf16 (k_trimul_out_wmma): TO_WARPS warps; W is loaded once per block,
+ * then each warp takes TO_TILES tiles of 16 rows in turn; shared memory
  *   Xs: [TO_WARPS * 16, CP + 8] bf16   the normalised tile, rounded
  *   Ws: [CP, CP + 8] bf16              W (out, in), zero-padded
  *   Cs: [TO_WARPS, 16, 20] fp32        each warp's 16 x 16 block of the
@@ -34,6 +35,7 @@ using namespace nvcuda;
 typedef __nv_bfloat16 bf16;
 
 #define TO_WARPS 4
+#define TO_TILES 4      /* 16-row tiles per warp (bf16 kernel) */
 #define TO_F32_ROWS 16
 #define TO_LDC 20
 
@@ -68,22 +70,15 @@ static __device__ __forceinline__ void to_epilogue(const be_trimul_out_t &t, int
 	t.z[to_row(t.zr, row) + o] += (u + t.b[o]) / (1.0f + expf(-g));
 }
 
-/* grid: one block per TO_WARPS * 16 rows; cp: c rounded up to 16 */
-static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_trimul_out_t t, int cp)
+/* one warp's 16 rows from r0 (xw: their normalised, rounded tile):
+ * z += (xw W^T + b) * sigmoid(gv), a 16 x 16 block of the product at a time
+ * through Cs */
+static __device__ void to_wmma_tile(const be_trimul_out_t &t, int cp, int64_t r0, bf16 *xw, const bf16 *Ws,
+                                    float *Cs, int lane)
 {
-	CU_DYN_SHARED(float4, to_smem4);
-	const int ldx = cp + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = t.c;
-	const int64_t rows = t.zr.n1 * t.zr.n2, r0 = (int64_t)blockIdx.x * TO_WARPS * 16 + warp * 16;
-	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
-	char *sm = (char *)(((uintptr_t)to_smem4 + 127) & ~(uintptr_t)127);
-	bf16 *Xs = (bf16 *)sm, *Ws = Xs + TO_WARPS * 16 * ldx;
-	float *Cs = (float *)(Ws + cp * ldx) + warp * 16 * TO_LDC;
-	bf16 *xw = Xs + warp * 16 * ldx;
+	const int ldx = cp + 8, c = t.c;
+	const int64_t rows = t.zr.n1 * t.zr.n2;
 
-	for (int e = threadIdx.x; e < cp * cp; e += TO_WARPS * 32) {
-		int o = e / cp, k = e % cp;
-		Ws[o * ldx + k] = __float2bfloat16(o < c && k < c ? to_w(t.w, (int64_t)o * c + k, t.w_bf16) : 0.0f);
-	}
 	for (int rr = 0; rr < 16; rr++) {
 		int64_t r = r0 + rr;
 		float mean = 0.0f, inv = 0.0f;
@@ -94,8 +89,7 @@ static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_tri
 			xw[rr * ldx + i] = __float2bfloat16(v);
 		}
 	}
-	__syncthreads();
-
+	__syncwarp();
 	for (int nt = 0; nt < cp / 16; nt++) {
 		wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
 		wmma::fill_fragment(acc, 0.0f);
@@ -113,7 +107,31 @@ static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_tri
 			int o = nt * 16 + e % 16;
 			if (r < rows && o < c) to_epilogue(t, r, o, Cs[e / 16 * TO_LDC + e % 16]);
 		}
-		__syncwarp();   /* Cs read before the next block overwrites it */
+		__syncwarp();   /* Cs (and, after the last block, xw) read before they are written again */
+	}
+}
+
+/* grid: one block per TO_WARPS * TO_TILES * 16 rows; cp: c rounded up to 16 */
+static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_trimul_out_t t, int cp)
+{
+	CU_DYN_SHARED(float4, to_smem4);
+	const int ldx = cp + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = t.c;
+	const int64_t b0 = (int64_t)blockIdx.x * TO_WARPS * TO_TILES * 16;
+	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
+	char *sm = (char *)(((uintptr_t)to_smem4 + 127) & ~(uintptr_t)127);
+	bf16 *Xs = (bf16 *)sm, *Ws = Xs + TO_WARPS * 16 * ldx;
+	float *Cs = (float *)(Ws + cp * ldx) + warp * 16 * TO_LDC;
+	bf16 *xw = Xs + warp * 16 * ldx;
+
+	for (int e = threadIdx.x; e < cp * cp; e += TO_WARPS * 32) {
+		int o = e / cp, k = e % cp;
+		Ws[o * ldx + k] = __float2bfloat16(o < c && k < c ? to_w(t.w, (int64_t)o * c + k, t.w_bf16) : 0.0f);
+	}
+	__syncthreads();
+	/* the warps' tiles interleaved, so that a short last block keeps them all busy */
+	for (int k = 0; k < TO_TILES; k++) {
+		int64_t r0 = b0 + (int64_t)(k * TO_WARPS + warp) * 16;
+		if (r0 < t.zr.n1 * t.zr.n2) to_wmma_tile(t, cp, r0, xw, Ws, Cs, lane);
 	}
 }
 
@@ -158,7 +176,7 @@ extern "C" int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16)
 	if (rows == 0) return 0;
 	if (bf16) {
 		int cp = (t->c + 15) / 16 * 16;
-		int64_t nb = (rows + TO_WARPS * 16 - 1) / (TO_WARPS * 16);
+		int64_t nb = (rows + TO_WARPS * TO_TILES * 16 - 1) / (TO_WARPS * TO_TILES * 16);
 		size_t smem = (size_t)(TO_WARPS * 16 + cp) * (cp + 8) * 2 + TO_WARPS * 16 * TO_LDC * 4 + 128;
 		if (nb > 0x7fffffff) return -EINVAL;
 		if ((rc = to_smem(k_trimul_out_wmma, smem)) < 0) return rc;

@@ -34,6 +34,10 @@ int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
  * apart from x */
 int cu_layernorm_cm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
                     const float *w, const float *b, float eps);
+/* y: [n1 * n2, d] = LayerNorm over d of x's rows at xr's strides
+ * (be_rows_t); y apart from x */
+int cu_layernorm_rows(cudaStream_t s, float *y, const float *x, be_rows_t xr, int d,
+                      const float *w, const float *b, float eps);
 /* x: [rows, d], softmax over d in place */
 int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 
@@ -113,6 +117,16 @@ int cu_transition(cudaStream_t s, const be_trans_t *t);
  * normed rows rounded to bfloat16 (fp32 statistics and accumulation);
  * fp32 weights in fp32 */
 int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p);
+
+/* --- trimul_out.cu --- */
+/* the largest channel count cu_trimul_out takes */
+#define CU_TRIMUL_OUT_CMAX 256
+/* the triangle multiplication's output side as be_trimul_out_t says
+ * (backend.h): z rows += (LayerNorm(x) W^T + b) * sigmoid(gv).  bf16 1:
+ * on tensor cores, the normalised x and W rounded to bfloat16, statistics
+ * and products in fp32; 0: all fp32 (then W must be fp32).
+ * c <= CU_TRIMUL_OUT_CMAX */
+int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-/* norm.cu - row reductions: LayerNorm (also of a channel-major input) and softmax.
+/* norm.cu - row reductions: LayerNorm (also of a channel-major input or of
+ * rows at strides) and softmax.
  *
  * One warp per row; each lane walks the row with a stride of 32, so any d
  * works and every global access is coalesced.  Statistics are float32:
@@ -9,17 +10,11 @@
 
 #define NORM_WARPS 8   /* rows (warps) per block */
 
-/* y, x: [rows, d]; w, b: [d]; y may alias x (each element is read before the
- * same lane writes it) */
-static __global__ void k_layernorm(float *y, const float *x, int64_t rows, int d,
-                                   const float *w, const float *b, float eps)
+/* yr, xr: [d], one row by one warp; yr may alias xr (each element is read
+ * before the same lane writes it) */
+static __device__ void ln_warp_row(float *yr, const float *xr, int d, const float *w, const float *b, float eps,
+                                   int lane)
 {
-	int64_t r = (int64_t)blockIdx.x * NORM_WARPS + threadIdx.x / 32;
-	int lane = threadIdx.x % 32;
-	if (r >= rows) return;
-	const float *xr = x + r * d;
-	float *yr = y + r * d;
-
 	float sum = 0.0f;
 	for (int i = lane; i < d; i += 32) sum += xr[i];
 	float mean = cu_warp_sum(sum) / d;
@@ -27,6 +22,23 @@ static __global__ void k_layernorm(float *y, const float *x, int64_t rows, int d
 	for (int i = lane; i < d; i += 32) { float t = xr[i] - mean; sq += t * t; }
 	float inv = rsqrtf(cu_warp_sum(sq) / d + eps);
 	for (int i = lane; i < d; i += 32) yr[i] = (xr[i] - mean) * inv * w[i] + b[i];
+}
+
+/* y, x: [rows, d]; w, b: [d]; y may alias x */
+static __global__ void k_layernorm(float *y, const float *x, int64_t rows, int d,
+                                   const float *w, const float *b, float eps)
+{
+	int64_t r = (int64_t)blockIdx.x * NORM_WARPS + threadIdx.x / 32;
+	if (r < rows) ln_warp_row(y + r * d, x + r * d, d, w, b, eps, threadIdx.x % 32);
+}
+
+/* y: [n1 * n2, d]; x: rows at xr's strides (be_rows_t); w, b: [d] */
+static __global__ void k_layernorm_rows(float *y, const float *x, be_rows_t xr, int d,
+                                        const float *w, const float *b, float eps)
+{
+	int64_t r = (int64_t)blockIdx.x * NORM_WARPS + threadIdx.x / 32;
+	if (r < xr.n1 * xr.n2)
+		ln_warp_row(y + r * d, x + r / xr.n2 * xr.s1 + r % xr.n2 * xr.s2, d, w, b, eps, threadIdx.x % 32);
 }
 
 /* y: [rows, d], x: [d, rows] (channel-major); w, b: [d].  One thread per
@@ -69,6 +81,17 @@ extern "C" int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t ro
 	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
 	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_layernorm)(
 		y, x, rows, d, w, b, eps);
+	return cu_launched();
+}
+
+extern "C" int cu_layernorm_rows(cudaStream_t s, float *y, const float *x, be_rows_t xr, int d,
+                                 const float *w, const float *b, float eps)
+{
+	int64_t rows = xr.n1 * xr.n2;
+	if (xr.n1 < 0 || xr.n2 < 0 || d < 0) return -EINVAL;
+	if (rows == 0 || d == 0) return 0;
+	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_layernorm_rows)(
+		y, x, xr, d, w, b, eps);
 	return cu_launched();
 }
 

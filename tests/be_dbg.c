@@ -535,6 +535,40 @@ static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
 	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
 }
 
+static int dbg_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
+                              const float *w, const float *b, float eps)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t n = xr.n1 * xr.n2 * d, nx = dbg_span(1, 0, xr.n1, xr.s1, xr.n2, xr.s2, d);
+	int rc;
+
+	if (dbg_dev(c, "layernorm_rows", "y", y, n * F) || dbg_dev(c, "layernorm_rows", "x", x, nx * F) ||
+	    dbg_dev(c, "layernorm_rows", "w", w, d * F) || dbg_dev(c, "layernorm_rows", "b", b, d * F) ||
+	    dbg_apart(c, "layernorm_rows", "y and x", y, n, x, nx, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->layernorm_rows(c->cpu, y, x, xr, d, w, b, eps));
+}
+
+static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t ch = t->c, rows = t->zr.n1 * t->zr.n2, n = rows * ch;
+	int64_t nz = dbg_span(1, 0, t->zr.n1, t->zr.s1, t->zr.n2, t->zr.s2, ch);
+	int rc;
+
+	if (dbg_dev(c, "trimul_out", "z", t->z, nz * F) || dbg_dev(c, "trimul_out", "x", t->x, n * F) ||
+	    dbg_dev(c, "trimul_out", "gv", t->gv, n * F) ||
+	    dbg_dev(c, "trimul_out", "w", t->w, ch * ch * (t->w_bf16 ? 2 : F)) ||
+	    dbg_dev(c, "trimul_out", "b", t->b, ch * F) || dbg_dev(c, "trimul_out", "ln_w", t->ln_w, ch * F) ||
+	    dbg_dev(c, "trimul_out", "ln_b", t->ln_b, ch * F) ||
+	    dbg_apart(c, "trimul_out", "z and x", t->z, nz, t->x, n, 0) ||
+	    dbg_apart(c, "trimul_out", "z and gv", t->z, nz, t->gv, n, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->trimul_out(c->cpu, t));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -580,6 +614,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 		.ln_linear = dbg_ln_linear,
+		.layernorm_rows = dbg_layernorm_rows, .trimul_out = dbg_trimul_out,
 	};
 	return be;
 fail:

@@ -1342,6 +1342,132 @@ static void test_oom(void **state)
 	pair_free(&x);
 }
 
+/* --- the triangle multiplication's strided layer norm and output side --- */
+
+/* rows i0..i0+nc-1 of z: [L, L, d] (tr 0) or of z^T (tr 1), from *off */
+static be_rows_t trimul_rows(int L, int d, int i0, int nc, int tr, int64_t *off)
+{
+	*off = tr ? (int64_t)i0 * d : (int64_t)i0 * L * d;
+	return tr ? (be_rows_t){ nc, L, d, (int64_t)L * d } : (be_rows_t){ nc, L, (int64_t)L * d, d };
+}
+
+static void test_layernorm_rows(void **state)
+{
+	static const struct { int L, d, i0, nc, tr; } cs[] = {
+		{ 37, 45, 13, 11, 1 }, { 37, 45, 13, 11, 0 }, { 20, 128, 0, 20, 1 }, { 9, 7, 8, 1, 1 },
+	};
+	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
+		int L = cs[t].L, d = cs[t].d;
+		int64_t off;
+		be_rows_t r = trimul_rows(L, d, cs[t].i0, cs[t].nc, cs[t].tr, &off);
+		pair_t z = pair_new((int64_t)L * L * d), y = pair_new(r.n1 * r.n2 * d), w = pair_new(d), b = pair_new(d);
+		char what[96];
+		assert_int_equal(cpu->layernorm_rows(cpu, y.c, z.c + off, r, d, w.c, b.c, 1e-5f), 0);
+		assert_int_equal(gpu->layernorm_rows(gpu, y.g, z.g + off, r, d, w.g, b.g, 1e-5f), 0);
+		snprintf(what, sizeof what, "layernorm_rows L%d d%d rows %d..+%d%s", L, d, cs[t].i0, cs[t].nc,
+		         cs[t].tr ? " of z^T" : "");
+		pair_check(&y, 1e-10, what);
+		pair_free(&z); pair_free(&y); pair_free(&w); pair_free(&b);
+	}
+}
+
+/* One trimul_out on both backends: z: [L, L, c], rows i0..+nc of z or z^T
+ * (tr), x channel-major (cm) or channel-last.  fp32: NMSE 1e-10 against the
+ * CPU.  bf16 (the tensor-core kernel, W held as bf16): the CPU runs on the
+ * same bf16-rounded W in fp32, so the one other rounding is that of the
+ * normalised x, t_k -> t_k (1 + d_k), |d_k| <= 2^-9; the GPU's sum then
+ * differs by at most 2^-9 sum_k |t_k W_ok| (+ fp32 noise) and the gate,
+ * in (0, 1), only shrinks it: each element is checked against that bound
+ * (taken twice), every element outside the rows must be untouched, and the
+ * result must differ measurably from the fp32 one (the rounding ran). */
+static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm, int bf16)
+{
+	int64_t off, rows = (int64_t)nc * L, nz = (int64_t)L * L * c;
+	be_rows_t r = trimul_rows(L, c, i0, nc, tr, &off);
+	pair_t z = pair_new(nz), x = pair_new(rows * c), gv = pair_new(rows * c), w = pair_new((int64_t)c * c);
+	pair_t b = pair_new(c), lw = pair_new(c), lb = pair_new(c);
+	uint16_t *w16 = malloc(sizeof *w16 * (size_t)c * c), *w16g = NULL;
+	float *h = malloc(sizeof *h * (size_t)nz), *z0 = malloc(sizeof *z0 * (size_t)nz);
+	char what[128];
+
+	assert_non_null(w16); assert_non_null(h); assert_non_null(z0);
+	for (int64_t i = 0; i < x.n; i++) x.c[i] = 3.0f * x.c[i] + 0.5f;
+	for (int64_t i = 0; i < gv.n; i++) gv.c[i] *= 4.0f;
+	for (int64_t i = 0; i < w.n; i++) {
+		w16[i] = safetensors_f32_to_bf16(w.c[i] / sqrtf((float)c));
+		w.c[i] = safetensors_bf16_to_f32(w16[i]);
+	}
+	for (int64_t i = 0; i < nz; i++) z0[i] = z.c[i];
+	assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * x.n), 0);
+	assert_int_equal(gpu->upload(gpu, gv.g, gv.c, sizeof(float) * gv.n), 0);
+	assert_int_equal(gpu->upload(gpu, w.g, w.c, sizeof(float) * w.n), 0);
+	assert_int_equal(gpu->alloc(gpu, sizeof *w16 * (size_t)c * c, (void **)&w16g), 0);
+	assert_int_equal(gpu->upload(gpu, w16g, w16, sizeof *w16 * (size_t)c * c), 0);
+	be_trimul_out_t t = {
+		.c = c, .z = z.c + off, .zr = r, .x = x.c, .x_rs = cm ? 1 : c, .x_cs = cm ? rows : 1, .gv = gv.c,
+		.ln_w = lw.c, .ln_b = lb.c, .eps = 1e-5f, .w = w.c, .b = b.c,
+	};
+	assert_int_equal(cpu->trimul_out(cpu, &t), 0);
+	t.z = z.g + off; t.x = x.g; t.gv = gv.g; t.ln_w = lw.g; t.ln_b = lb.g; t.b = b.g;
+	t.w = bf16 ? (const float *)w16g : w.g;
+	t.w_bf16 = bf16;
+	if (bf16) assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	assert_int_equal(gpu->trimul_out(gpu, &t), 0);
+	snprintf(what, sizeof what, "trimul_out%s L%d c%d rows %d..+%d%s, x %s", bf16 ? " bf16" : "", L, c, i0, nc,
+	         tr ? " of z^T" : "", cm ? "channel-major" : "channel-last");
+	if (!bf16) {
+		pair_check(&z, 1e-10, what);
+	} else {
+		double worst = 0.0, nmse = 0.0, den = 0.0;
+		float *bound = calloc((size_t)nz, sizeof *bound);
+		assert_non_null(bound);
+		assert_int_equal(gpu->sync(gpu), 0);
+		assert_int_equal(gpu->download(gpu, h, z.g, sizeof *h * (size_t)nz), 0);
+		for (int64_t i = 0; i < rows; i++) {
+			double mean = 0.0, var = 0.0, tk[256];
+			for (int k = 0; k < c; k++) mean += x.c[i * t.x_rs + k * t.x_cs];
+			mean /= c;
+			for (int k = 0; k < c; k++) { double d = x.c[i * t.x_rs + k * t.x_cs] - mean; var += d * d; }
+			for (int k = 0; k < c; k++)
+				tk[k] = (x.c[i * t.x_rs + k * t.x_cs] - mean) / sqrt(var / c + 1e-5) * lw.c[k] + lb.c[k];
+			int64_t zo = off + i / r.n2 * r.s1 + i % r.n2 * r.s2;
+			for (int o = 0; o < c; o++) {
+				double s = 0.0;
+				for (int k = 0; k < c; k++) s += fabs(tk[k] * w.c[(int64_t)o * c + k]);
+				bound[zo + o] = (float)(2.0 * (s / 512.0 + 1e-5 * (1.0 + fabs(z.c[zo + o]))));
+			}
+		}
+		for (int64_t i = 0; i < nz; i++) {
+			double e = fabs((double)h[i] - z.c[i]);
+			if (bound[i] == 0.0f) assert_true(h[i] == z0[i]);   /* outside the rows */
+			else worst = fmax(worst, e / bound[i]);
+			nmse += e * e;
+			den += (double)z.c[i] * z.c[i];
+		}
+		nmse /= den;
+		printf("  %-56s largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
+		assert_true(worst <= 1.0);   /* false for NaN too */
+		assert_true(nmse > 1e-12);   /* the bf16 rounding ran */
+		free(bound);
+		assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	}
+	gpu->free(gpu, w16g);
+	free(w16); free(h); free(z0);
+	pair_free(&z); pair_free(&x); pair_free(&gv); pair_free(&w); pair_free(&b); pair_free(&lw); pair_free(&lb);
+}
+
+static void test_trimul_out(void **state)
+{
+	for (int bf16 = 0; bf16 < 2; bf16++) {
+		trimul_out_case(37, 45, 13, 11, 1, 1, bf16);
+		trimul_out_case(37, 45, 13, 11, 0, 0, bf16);
+		trimul_out_case(23, 72, 17, 5, 1, 0, bf16);
+		trimul_out_case(19, 128, 0, 19, 0, 1, bf16);
+		trimul_out_case(5, 3, 4, 1, 1, 1, bf16);
+		trimul_out_case(7, 200, 2, 3, 1, 1, bf16);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1371,6 +1497,8 @@ int main(void)
 		cmocka_unit_test(test_ln_linear),
 		cmocka_unit_test(test_ln_linear_bf16),
 		cmocka_unit_test(test_oom),
+		cmocka_unit_test(test_layernorm_rows),
+		cmocka_unit_test(test_trimul_out),
 	};
 	int rc;
 

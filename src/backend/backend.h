@@ -148,6 +148,35 @@ static inline int be_lnlin_rows(const be_ln_linear_t *p)
 	return n;
 }
 
+/* Rows of d floats of a pair tensor read or written in place at two
+ * strides: row r = i * n2 + j (i < n1, j < n2) starts i * s1 + j * s2
+ * elements after the base pointer.  A block of nc rows of z: [L, L, d]:
+ * n1 = nc, s1 = L d, n2 = L, s2 = d; the same block of z^T: s1 = d,
+ * s2 = L d (the triangle multiplication's incoming update). */
+typedef struct { int64_t n1, n2, s1, s2; } be_rows_t;
+
+/* The triangle multiplication's output side in one op, on rows =
+ * zr.n1 * zr.n2 rows of c channels:
+ *   z[row r] += (LayerNorm(x[r]) W^T + b) * sigmoid(gv[r])
+ * (the gate as BE_GATE: a / (1 + exp(-gv))), the layer norm over c with
+ * ln_w, ln_b, eps, statistics in fp32.
+ *   z: rows at zr's strides (be_rows_t), updated in place
+ *   x: element (r, ch) at x[r * x_rs + ch * x_cs]: channel-last
+ *      (x_rs = c, x_cs = 1) or channel-major [c][rows] (x_rs = 1,
+ *      x_cs = rows), apart from z
+ *   gv: [rows, c] pre-sigmoid gate logits, apart from z
+ *   w: [c, c] (out, in), fp32 or bfloat16 data (w_bf16, be->weights_bf16);
+ *   b: [c] */
+typedef struct {
+	int c;
+	float *z; be_rows_t zr;
+	const float *x; int64_t x_rs, x_cs;
+	const float *gv;
+	const float *ln_w, *ln_b; float eps;
+	const float *w; int w_bf16;
+	const float *b;
+} be_trimul_out_t;
+
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
 
@@ -267,6 +296,14 @@ struct be {
 	int (*transition)(be_t *be, const be_trans_t *t);
 	/* layer norm and linears in one pass over x (be_ln_linear_t) */
 	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
+	/* y: [n1 * n2, d] = LayerNorm over d of the rows of x at xr's strides
+	 * (be_rows_t; a block of a pair tensor or of its transpose, read in
+	 * place); w, b: [d]; y apart from x */
+	int (*layernorm_rows)(be_t *be, float *y, const float *x, be_rows_t xr, int d,
+	                      const float *w, const float *b, float eps);
+	/* the triangle multiplication's output side, fused (be_trimul_out_t):
+	 * layer norm prologue, product, gated residual epilogue */
+	int (*trimul_out)(be_t *be, const be_trimul_out_t *t);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

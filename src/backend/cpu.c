@@ -37,6 +37,7 @@ static int omp_get_thread_num(void) { return 0; }
 #include "backend/cpu_ipa.h"
 #include "backend/cpu_transition.h"
 #include "backend/cpu_ln_linear.h"
+#include "backend/cpu_trimul_out.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -912,6 +913,7 @@ be_t *be_cpu_init(int threads)
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
 		.transition = cpu_transition,
 		.ln_linear = cpu_ln_linear,
+		.layernorm_rows = cpu_layernorm_rows, .trimul_out = cpu_trimul_out,
 	};
 	return be;
 }

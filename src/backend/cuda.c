@@ -335,6 +335,22 @@ static int be_cuda_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows
 	return be_cuda_k(c, cu_layernorm_cm(c->stream, y, x, rows, d, w, b, eps), "layernorm_cm");
 }
 
+static int be_cuda_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
+                                  const float *w, const float *b, float eps)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_layernorm_rows(c->stream, y, x, xr, d, w, b, eps), "layernorm_rows");
+}
+
+/* on the tensor cores at bf16, in fp32 otherwise */
+static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	if (t->c > CU_TRIMUL_OUT_CMAX)
+		log_error("cuda backend: trimul_out: %d channels over %d", t->c, CU_TRIMUL_OUT_CMAX);
+	return be_cuda_k(c, cu_trimul_out(c->stream, t, be_cuda_prec(be) == BE_PREC_BF16), "trimul_out");
+}
+
 static int be_cuda_softmax(be_t *be, float *x, int64_t rows, int d)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -628,6 +644,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 		.transition = be_cuda_transition,
 		.ln_linear = be_cuda_ln_linear,
+		.layernorm_rows = be_cuda_layernorm_rows, .trimul_out = be_cuda_trimul_out,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

@@ -250,6 +250,58 @@ void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, cons
 	op_status(fx, fx->be->transition(fx->be, &t), "transition");
 }
 
+/* rows i0..i0+nc-1 of z: [L, L, d] (tr 0) or of z^T (tr 1) at their
+ * strides, from *off elements into z */
+static be_rows_t op_pair_rows(tensor_t z, int i0, int64_t nc, int tr, int64_t *off)
+{
+	int64_t L = z.ne[0], d = z.ne[2];
+
+	*off = tr ? i0 * d : i0 * L * d;
+	return tr ? (be_rows_t){ .n1 = nc, .n2 = L, .s1 = d, .s2 = L * d }
+	          : (be_rows_t){ .n1 = nc, .n2 = L, .s1 = L * d, .s2 = d };
+}
+
+/* z: [L, L, d] with rows i0..i0+nc-1 */
+static int op_pair_ok(tensor_t z, int i0, int64_t nc)
+{
+	return z.nd == 3 && z.ne[0] == z.ne[1] && i0 >= 0 && nc >= 0 && i0 + nc <= z.ne[0];
+}
+
+void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const ln_t *ln)
+{
+	int64_t nc = y.nd == 3 ? y.ne[0] : -1, off;
+
+	if (!op_check(fx, op_pair_ok(z, i0, nc) && z.ne[2] == ln->d && y.ne[1] == z.ne[0] && y.ne[2] == ln->d &&
+	              y.d != z.d, "layernorm_pair", "z [L, L, d] -> y [nc, L, d], apart"))
+		return;
+	be_rows_t r = op_pair_rows(z, i0, nc, tr, &off);
+	op_count(fx, 2 * tensor_numel(y));
+	if (!op_run(fx) || !tensor_numel(y)) return;
+	op_status(fx, fx->be->layernorm_rows(fx->be, y.d, z.d + off, r, ln->d, ln->w, ln->b, ln->eps),
+	          "layernorm_pair");
+}
+
+void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
+                   const lin_t *lin)
+{
+	int64_t nc = gv.nd == 3 ? gv.ne[0] : -1, rows = nc * z.ne[1], c = z.ne[2], off;
+	int ok = op_pair_ok(z, i0, nc) && gv.ne[1] == z.ne[0] && gv.ne[2] == c && ln->d == c &&
+	         lin->in == c && lin->out == c && tensor_numel(x) == rows * c &&
+	         (cm ? x.nd == 2 && x.ne[0] == c : x.nd == 3 && x.ne[2] == c) && x.d != z.d && gv.d != z.d;
+
+	if (!op_check(fx, ok, "trimul_out", "z [L, L, c], gv [nc, L, c], x [nc, L, c] or [c, nc L], apart"))
+		return;
+	be_rows_t r = op_pair_rows(z, i0, nc, tr, &off);
+	op_count(fx, tensor_numel(x) + tensor_numel(gv) + 2 * rows * c);
+	if (!op_run(fx) || !rows) return;
+	be_trimul_out_t t = {
+		.c = (int)c, .z = z.d + off, .zr = r,
+		.x = x.d, .x_rs = cm ? 1 : c, .x_cs = cm ? rows : 1, .gv = gv.d,
+		.ln_w = ln->w, .ln_b = ln->b, .eps = ln->eps, .w = lin->w, .w_bf16 = lin->bf16, .b = lin->b,
+	};
+	op_status(fx, fx->be->trimul_out(fx->be, &t), "trimul_out");
+}
+
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;

@@ -73,6 +73,18 @@ void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float
  * once, written once; be_trans_t): fc1 [h, d], fc2 [d, h], both bf16 or
  * neither */
 void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2);
+/* y: [nc, L, d] = LayerNorm of rows i0..i0+nc-1 of z: [L, L, d] (tr 0)
+ * or of z^T (tr 1: y[i, j] = LN(z[j, i0 + i]), read in place, no
+ * transposed copy); nc = y.ne[0] */
+void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const ln_t *ln);
+/* The triangle multiplication's output side in one pass over z: rows
+ * i0..i0+nc-1 of z: [L, L, c] (tr 0) or of z^T (tr 1, in place) +=
+ * (ln(x) W^T + b) * sigmoid(gv), lin = linear_z: [c, c];
+ * gv: [nc, L, c] gate logits (linear_g of the update's input);
+ * x: the product, [nc, L, c] channel-last (cm 0) or [c, nc L]
+ * channel-major (cm 1); x and gv apart from z */
+void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
+                   const lin_t *lin);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

@@ -9,9 +9,9 @@
  * channel-last; elsewhere (CUDA) the projection is kept in row blocks
  * (one block per chunk of rows r0..r0+nr), each block channel-major
  * [c][nr][L], so that its products are batched (over channels) GEMMs on
- * block pairs.  Incoming updates work on z transposed in place, so they
- * need no second z; the ending-node attention reads and updates z^T
- * through z's strides (ln_linear, the attention's strides).
+ * block pairs.  The incoming update and the ending-node attention read
+ * and update z^T through z's strides (ln_linear, trimul_out, the
+ * attention's strides): there is no transposed copy of z.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -262,16 +262,17 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 }
 
 /* dst = gated projection (p(x) + b_p) * sigmoid(gate(x) + b_g) of x =
- * layer_norm_in(rows i0..i0+nc-1 of z), one ln_linear reading z once:
- * dst channel-major [c][nc][L] (cm) or channel-last [nc, L, c]; gv (or
- * NULL): also linear_g(x) + b, channel-last [nc, L, c], the output
- * gate's logits.  gate's weight rows follow p's (and linear_g's gate's:
+ * layer_norm_in(rows i0..i0+nc-1 of z, of z^T where tr: read in place by
+ * z's strides), one ln_linear reading z once: dst channel-major
+ * [c][nc][L] (cm) or channel-last [nc, L, c]; gv (or NULL): also
+ * linear_g(x) + b, channel-last [nc, L, c], the output gate's logits.
+ * gate's weight rows follow p's (and linear_g's gate's:
  * trunk_load_trimul). */
-static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int nc, const lin_t *p,
-                            const lin_t *gate, tensor_t dst, int cm, const tensor_t *gv)
+static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int nc, int tr,
+                            const lin_t *p, const lin_t *gate, tensor_t dst, int cm, const tensor_t *gv)
 {
 	int64_t L = z.ne[1], c = z.ne[2];
-	be_ln_linear_t q = trunk_lnlin(z, i0, nc, 0, &m->ln_in, p);
+	be_ln_linear_t q = trunk_lnlin(z, i0, nc, tr, &m->ln_in, p);
 
 	if (gate->out != p->out || tensor_numel(dst) != nc * L * p->out)
 		fwd_fail(fx, -1, "trunk: triangle projection of %d rows", nc);
@@ -288,40 +289,32 @@ static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* zv: [nc, L, c] (rows of z) += linear_z(xn) * sigmoid(gv), xn =
- * layer_norm_out(product), gv = linear_g(layer_norm_in(zv)) (from
- * trunk_trimul_in), the gate and the residual add in one pass; out:
- * [nc, L, c] scratch */
-static void trunk_trimul_out(fwd_t *fx, const trunk_trimul_t *m, tensor_t zv, tensor_t xn, tensor_t gv,
-                             tensor_t out)
-{
-	op_linear(fx, out, xn, &m->z, 0.0f);
-	op_gate_add(fx, zv, out, gv);
-}
-
 /* The update with batched GEMMs (backends without be->trimul, i.e. CUDA):
  * f in row blocks [c][nr][L], r of a row chunk channel-major [c][nc][L],
- * their products batched over channels. */
-static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int n)
+ * their products batched over channels, the product's layer_norm_out,
+ * linear_z, gate and residual add in one op (trimul_out) reading it
+ * channel-major.  tr: the rows are those of z^T, read and written in
+ * place. */
+static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
+                              int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
-	tensor_t f, zn, t, g, r, x;
+	tensor_t f, g, r, x;
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
 	}
-	zn = fwd_new3(fx, n, L, c);
-	t = fwd_new3(fx, n, L, c);
 	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t znv = tensor_rows(zn, 0, nc), tv = tensor_rows(t, 0, nc), gv = tensor_rows(g, 0, nc);
-		tensor_t zv = tensor_rows(z, i0, nc);
-		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
+		tensor_t gv = tensor_rows(g, 0, nc);
+		tensor_t xv = tensor_reshape2(tensor_rows(tensor_reshape2(x, (int64_t)c * n, L), 0, (int64_t)c * nc),
+		                              c, (int64_t)nc * L);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = L - r0 < n ? L - r0 : n;
@@ -334,24 +327,19 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 			};
 			op_gemm(fx, &p);
 		}
-		/* layer_norm_out of the channel-major product, written channel-last */
-		op_layernorm_cm(fx, tensor_reshape2(tv, (int64_t)nc * L, c), tensor_reshape2(x, c, (int64_t)nc * L),
-		                &m->ln_out);
-		trunk_trimul_out(fx, m, zv, tv, gv, znv);
+		op_trimul_out(fx, z, i0, tr, xv, 1, gv, &m->ln_out, &m->z);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
 	fwd_drop(fx, &g);
-	fwd_drop(fx, &t);
-	fwd_drop(fx, &zn);
 	fwd_drop(fx, &f);
 }
 
 /* The update with the backend's direct triangle product (be->trimul, the
- * CPU): every tensor channel-last, without transposes or channel-major
- * GEMMs. */
-static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z,
-                             int n)
+ * CPU): every tensor channel-last, without channel-major GEMMs.  tr: the
+ * rows are those of z^T, read and written in place. */
+static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
+                                int n)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2];
 	tensor_t f, g, r, x;
@@ -359,19 +347,17 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 	f = fwd_new3(fx, L, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		trunk_trimul_in(fx, m, z, i0, nc, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
 	}
 	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, n, L, c);
 	x = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc);
-		tensor_t xv = tensor_rows(x, 0, nc), zv = tensor_rows(z, i0, nc);
-		trunk_trimul_in(fx, m, z, i0, nc, sd->r_p, sd->r_g, rv, 0, &gv);
+		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc), xv = tensor_rows(x, 0, nc);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, rv, 0, &gv);
 		op_trimul(fx, xv, rv, f);
-		op_layernorm(fx, xv, xv, &m->ln_out);
-		trunk_trimul_out(fx, m, zv, xv, gv, rv);
+		op_trimul_out(fx, z, i0, tr, xv, 0, gv, &m->ln_out, &m->z);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -383,19 +369,17 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
  * (x[i,j] = sum_k a[i,k] b[j,k]) or incoming (x[i,j] = sum_k a[k,i] b[k,j]).
  * Both are computed as x[i,j] = sum_k r[i,k] f[j,k]: f, the projection
  * needed for every row, is made once for all rows; r only for the chunk of
- * rows being updated.  Outgoing: r = a, f = b.  Incoming works on z^T (in
- * place), where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a.
- * The product is the backend's direct one where it has it, else batched
- * GEMMs. */
+ * rows being updated.  Outgoing: r = a, f = b.  Incoming works on the rows
+ * of z^T, read and written in place at their strides (no transposed copy),
+ * where row p needs x^T[p,q] = sum_k b'[p,k] a'[q,k]: r = b, f = a.  The
+ * product is the backend's direct one where it has it, else batched GEMMs. */
 static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int outgoing, int n)
 {
 	trunk_sides_t sd = outgoing ? (trunk_sides_t){ &m->a_p, &m->a_g, &m->b_p, &m->b_g }
 	                         : (trunk_sides_t){ &m->b_p, &m->b_g, &m->a_p, &m->a_g };
 
-	if (!outgoing) op_transpose_inplace(fx, z);
-	if (fx->be && fx->be->trimul) trunk_trimul_direct(fx, m, &sd, z, n);
-	else                          trunk_trimul_gemm(fx, m, &sd, z, n);
-	if (!outgoing) op_transpose_inplace(fx, z);
+	if (fx->be && fx->be->trimul) trunk_trimul_direct(fx, m, &sd, z, !outgoing, n);
+	else                          trunk_trimul_gemm(fx, m, &sd, z, !outgoing, n);
 }
 
 /* z: [L, L, c] += triangle attention around the starting node (row i
@@ -475,15 +459,16 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  *   tri mul (each of 2): gated f: layer-    1       1        2
  *     norm_in, projection and gate in one
  *     (ln_linear, gate pair epilogue; cuda:
- *     written channel-major)
+ *     written channel-major; incoming: of
+ *     z^T's rows, read in place by strides)
  *     gated r and linear_g's logits: the      1       2        3
  *       same, with a second output group
  *     triangle product                        2       1        3
- *     layernorm_out (cuda: of the channel-    1       1        2
- *       major product, written channel-last)
- *     linear_z                                1       1        2
- *     gate + residual add (gate_add)          3       1        4
- *     incoming only: 2 in-place transposes    2       2        4
+ *     trimul_out: layernorm_out, linear_z,    3       1        4
+ *       gate + residual add in one op (x,
+ *       gv, z read, z written; cuda: x the
+ *       channel-major product; incoming: z^T
+ *       rows in place)
  *   tri att (each of 2; ending: z^T read and  1     4 + H_z/c_z 5 + 2 H_z/c_z
  *     written by strides): layernorm, bias,
  *     q, k, v, g in one (ln_linear),
@@ -495,9 +480,12 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 69 (esmfold_v1 at L = 256: 70.3).  Before the transition
- * was one op 80 (it was layernorm 2, fc1 with its ReLU 5, fc2 + residual
- * 6).  Before ln_linear 124 (the layer norms apart from the linears: 2 more passes for the
+ * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3).  Before trimul_out
+ * 69 (the triangle multiplication's output side as layernorm_out 2,
+ * linear_z 2 and gate_add 4, and the incoming update on z transposed in
+ * place and back, 4 more).  Before the transition was one op 80 (it was
+ * layernorm 2, fc1 with its ReLU 5, fc2 + residual 6).  Before ln_linear
+ * 124 (the layer norms apart from the linears: 2 more passes for the
  * sequence attention's bias, 6 for each triangle attention, and 4 for the
  * ending one's transposes; 13 for each triangle multiplication's input
  * side: its layer norm, four linears, two gates and linear_g in 18

@@ -101,6 +101,12 @@ int cu_ipa_out(cudaStream_t s, float *cat, int64_t ldc, const float *op, const f
 /* state: [L, 7] composed with upd: [L, 6] (NULL: identity); frame: [L, 7] or NULL */
 int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, int L, float scale);
 
+/* --- relpos.cu --- */
+/* z: [ni, L, c] += table[bin + 1] of each pair (i0 + i, j) as be_t.relpos
+ * describes it; table: [2 bins + 2, c]; residx: device [L] floats */
+int cu_relpos(cudaStream_t s, float *z, const float *table, const float *residx, int i0, int ni,
+              int L, int c, int bins);
+
 #ifdef __cplusplus
 }
 #endif

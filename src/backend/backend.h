@@ -198,6 +198,13 @@ struct be {
 	 * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
 	 * state, or NULL.  upd NULL: state = identity (frame untouched). */
 	int (*ipa_rigid)(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
+	/* The trunk's relative-position embedding added to rows i0..i0+ni-1
+	 * of the pair tensor, z: [ni, L, c]: z[i, j] += table[clamp(residx[j]
+	 * - residx[i0 + i], -bins, bins) + bins + 1]; table: [2 bins + 2, c];
+	 * residx: [L] residue indices as floats (whole numbers below 2^24,
+	 * exact) in backend memory, so no index list comes from the host */
+	int (*relpos)(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
+	              int c, int bins);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

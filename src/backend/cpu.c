@@ -35,6 +35,7 @@ static int omp_get_thread_num(void) { return 0; }
 #include "backend/backend.h"
 #include "backend/cpu_avx512.h"
 #include "backend/cpu_ipa.h"
+#include "backend/cpu_relpos.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -879,6 +880,7 @@ be_t *be_cpu_init(int threads)
 		.transpose_inplace = cpu_transpose_inplace,
 		.rotary = cpu_rotary, .outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
+		.relpos = cpu_relpos,
 	};
 	return be;
 }

@@ -71,6 +71,10 @@ void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, 
  * new state with its translation times scale.  upd and frame empty
  * (tensor_t){ 0 }: state = identity frames. */
 void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float scale);
+/* z: [ni, L, c] (rows i0.. of the pair tensor) += table[bin of (i0 + i,
+ * j) + 1] (be_t.relpos); table: [2 bins + 2, c] weights; residx: [L]
+ * residue indices as floats, in backend memory */
+void op_relpos(fwd_t *fx, tensor_t z, const float *table, tensor_t residx, int i0, int bins);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

@@ -128,6 +128,12 @@ int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p);
  * c <= CU_TRIMUL_OUT_CMAX */
 int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16);
 
+/* --- relpos.cu --- */
+/* z: [ni, L, c] += table[bin + 1] of each pair (i0 + i, j) as be_t.relpos
+ * describes it; table: [2 bins + 2, c]; residx: device [L] floats */
+int cu_relpos(cudaStream_t s, float *z, const float *table, const float *residx, int i0, int ni,
+              int L, int c, int bins);
+
 #ifdef __cplusplus
 }
 #endif

@@ -569,6 +569,21 @@ static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
 	return dbg_leave(c, c->cpu->trimul_out(c->cpu, t));
 }
 
+static int dbg_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni,
+                      int L, int ch, int bins)
+{
+	dbg_ctx_t *c = be->ctx;
+	int64_t nz = (int64_t)ni * L * ch, nt = (int64_t)(2 * bins + 2) * ch;
+	int rc;
+
+	if (dbg_dev(c, "relpos", "z", z, nz * F) || dbg_dev(c, "relpos", "table", table, nt * F) ||
+	    dbg_dev(c, "relpos", "residx", residx, (int64_t)L * F) ||
+	    dbg_apart(c, "relpos", "z and residx", z, nz, residx, L, 0))
+		return -EFAULT;
+	if ((rc = dbg_enter(c))) return rc;
+	return dbg_leave(c, c->cpu->relpos(c->cpu, z, table, residx, i0, ni, L, ch, bins));
+}
+
 #undef F
 
 /* --- the backend ----------------------------------------------------------------- */
@@ -615,6 +630,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 		.ln_linear = dbg_ln_linear,
 		.layernorm_rows = dbg_layernorm_rows, .trimul_out = dbg_trimul_out,
+		.relpos = dbg_relpos,
 	};
 	return be;
 fail:

@@ -1328,6 +1328,47 @@ static void test_ln_linear_bf16(void **state)
 	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 }
 
+/* relpos (the pair rows' relative-position embedding, bins from residue
+ * indices on the device) against the CPU's and, on the CPU, against the
+ * host-built index list it replaces (gather, then add): awkward lengths,
+ * chunks not dividing them, chain gaps beyond the clamp on either side */
+static void test_relpos(void **state)
+{
+	static const int cs[][4] = { { 1, 1, 16, 3 }, { 7, 3, 5, 2 }, { 33, 8, 128, 32 }, { 130, 60, 9, 32 } };
+	char what[96];
+
+	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
+		int L = cs[t][0], n = cs[t][1], c = cs[t][2], bins = cs[t][3];
+		pair_t z = pair_new((int64_t)L * L * c), tab = pair_new((int64_t)(2 * bins + 2) * c);
+		pair_t ri = pair_new(L), ref = pair_new((int64_t)L * L * c), e = pair_new((int64_t)n * L * c);
+		int32_t *idx = malloc(sizeof *idx * (size_t)n * L);
+		assert_non_null(idx);
+		for (int i = 0; i < L; i++)   /* a second chain 512 on, as a multimer's linker numbering */
+			ri.c[i] = (float)(i + (i >= L / 2 ? 512 : 0) + 3);
+		assert_int_equal(gpu->upload(gpu, ri.g, ri.c, sizeof(float) * L), 0);
+		memcpy(ref.c, z.c, sizeof(float) * (size_t)z.n);
+		for (int i0 = 0; i0 < L; i0 += n) {
+			int nc = L - i0 < n ? L - i0 : n;
+			int64_t off = (int64_t)i0 * L * c;
+			assert_int_equal(cpu->relpos(cpu, z.c + off, tab.c, ri.c, i0, nc, L, c, bins), 0);
+			assert_int_equal(gpu->relpos(gpu, z.g + off, tab.g, ri.g, i0, nc, L, c, bins), 0);
+			for (int i = 0; i < nc; i++)
+				for (int j = 0; j < L; j++) {
+					int d = (int)ri.c[j] - (int)ri.c[i0 + i];
+					d = d < -bins ? -bins : d > bins ? bins : d;
+					idx[i * L + j] = d + bins + 1;
+				}
+			assert_int_equal(cpu->gather(cpu, e.c, tab.c, idx, (int64_t)nc * L, c, 1.0f), 0);
+			assert_int_equal(cpu->binary(cpu, ref.c + off, ref.c + off, e.c, (int64_t)nc * L * c, BE_ADD), 0);
+		}
+		assert_memory_equal(z.c, ref.c, sizeof(float) * (size_t)z.n);
+		snprintf(what, sizeof what, "relpos L%d rows of %d, c%d, bins %d", L, n, c, bins);
+		pair_check(&z, 0.0, what);
+		free(idx);
+		pair_free(&z); pair_free(&tab); pair_free(&ri); pair_free(&ref); pair_free(&e);
+	}
+}
+
 /* an allocation the device cannot satisfy is a status, and the backend
  * still works afterwards */
 static void test_oom(void **state)
@@ -1496,6 +1537,7 @@ int main(void)
 		cmocka_unit_test(test_transition),
 		cmocka_unit_test(test_ln_linear),
 		cmocka_unit_test(test_ln_linear_bf16),
+		cmocka_unit_test(test_relpos),
 		cmocka_unit_test(test_oom),
 		cmocka_unit_test(test_layernorm_rows),
 		cmocka_unit_test(test_trimul_out),

@@ -304,6 +304,13 @@ struct be {
 	/* the triangle multiplication's output side, fused (be_trimul_out_t):
 	 * layer norm prologue, product, gated residual epilogue */
 	int (*trimul_out)(be_t *be, const be_trimul_out_t *t);
+	/* The trunk's relative-position embedding added to rows i0..i0+ni-1
+	 * of the pair tensor, z: [ni, L, c]: z[i, j] += table[clamp(residx[j]
+	 * - residx[i0 + i], -bins, bins) + bins + 1]; table: [2 bins + 2, c];
+	 * residx: [L] residue indices as floats (whole numbers below 2^24,
+	 * exact) in backend memory, so no index list comes from the host */
+	int (*relpos)(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
+	              int c, int bins);
 };
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */

@@ -38,6 +38,7 @@ static int omp_get_thread_num(void) { return 0; }
 #include "backend/cpu_transition.h"
 #include "backend/cpu_ln_linear.h"
 #include "backend/cpu_trimul_out.h"
+#include "backend/cpu_relpos.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -914,6 +915,7 @@ be_t *be_cpu_init(int threads)
 		.transition = cpu_transition,
 		.ln_linear = cpu_ln_linear,
 		.layernorm_rows = cpu_layernorm_rows, .trimul_out = cpu_trimul_out,
+		.relpos = cpu_relpos,
 	};
 	return be;
 }

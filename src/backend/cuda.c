@@ -405,6 +405,13 @@ static int be_cuda_ipa_rigid(be_t *be, float *state, float *frame, const float *
 	return be_cuda_k(c, cu_ipa_rigid(c->stream, state, frame, upd, L, scale), "ipa_rigid");
 }
 
+static int be_cuda_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni,
+                          int L, int ch, int bins)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	return be_cuda_k(c, cu_relpos(c->stream, z, table, residx, i0, ni, L, ch, bins), "relpos");
+}
+
 static int be_cuda_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -645,6 +652,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.transition = be_cuda_transition,
 		.ln_linear = be_cuda_ln_linear,
 		.layernorm_rows = be_cuda_layernorm_rows, .trimul_out = be_cuda_trimul_out,
+		.relpos = be_cuda_relpos,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

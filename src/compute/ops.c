@@ -302,6 +302,17 @@ void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, te
 	op_status(fx, fx->be->trimul_out(fx->be, &t), "trimul_out");
 }
 
+void op_relpos(fwd_t *fx, tensor_t z, const float *table, tensor_t residx, int i0, int bins)
+{
+	int ok = z.nd == 3 && residx.nd == 1 && z.ne[1] == residx.ne[0] && i0 >= 0 &&
+	         i0 + z.ne[0] <= residx.ne[0] && bins >= 0;
+	if (!op_check(fx, ok, "relpos", "z [ni, L, c], residx [L], i0 + ni <= L")) return;
+	op_count(fx, 2 * tensor_numel(z) + residx.ne[0]);
+	if (!op_run(fx) || !tensor_numel(z)) return;
+	op_status(fx, fx->be->relpos(fx->be, z.d, table, residx.d, i0, (int)z.ne[0], (int)z.ne[1],
+	                             (int)z.ne[2], bins), "relpos");
+}
+
 void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;

@@ -85,6 +85,10 @@ void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const 
  * channel-major (cm 1); x and gv apart from z */
 void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
                    const lin_t *lin);
+/* z: [ni, L, c] (rows i0.. of the pair tensor) += table[bin of (i0 + i,
+ * j) + 1] (be_t.relpos); table: [2 bins + 2, c] weights; residx: [L]
+ * residue indices as floats, in backend memory */
+void op_relpos(fwd_t *fx, tensor_t z, const float *table, tensor_t residx, int i0, int bins);
 /* raw strided-batched GEMM and fused attention (pointers from tensors);
  * g->prec = BE_PREC_FP32 where the model needs fp32 inputs whatever
  * --precision says, BE_PREC_AUTO (0) for the device's precision */

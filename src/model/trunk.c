@@ -522,24 +522,19 @@ void trunk_iter(fwd_t *fx, const trunk_t *t, const cfg_t *c, tensor_t s, tensor_
                 const int32_t *residx, int chunk)
 {
 	int L = (int)z.ne[0], n = trunk_rows(chunk, L), bins = c->position_bins;
-	int32_t *idx = fwd_host(fx, sizeof *idx * (size_t)n * L);
-	tensor_t e = fwd_new3(fx, n, L, c->c_z);
+	float *ri = fwd_host(fx, sizeof *ri * (size_t)L);
+	tensor_t rd = fwd_new1(fx, L);
 
-	/* z += relpos[clamp(residx[j] - residx[i], -bins, bins) + bins + 1] */
-	for (int i0 = 0; i0 < L && idx; i0 += n) {
+	/* z += relpos[clamp(residx[j] - residx[i], -bins, bins) + bins + 1],
+	 * the bins found on the backend from the residue indices (one copy) */
+	for (int i = 0; i < L && ri && !fx->planning; i++) ri[i] = (float)residx[i];
+	if (ri) fwd_set(fx, rd, ri);
+	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = L - i0 < n ? L - i0 : n;
-		tensor_t ev = tensor_rows(e, 0, nc);
-		for (int i = 0; i < nc && !fx->planning; i++)
-			for (int j = 0; j < L; j++) {
-				int d = residx[j] - residx[i0 + i];
-				d = d < -bins ? -bins : d > bins ? bins : d;
-				idx[(size_t)i * L + j] = d + bins + 1;
-			}
-		op_gather(fx, tensor_reshape2(ev, (int64_t)nc * L, c->c_z), t->relpos, idx, 1.0f);
-		op_binary(fx, tensor_rows(z, i0, nc), tensor_rows(z, i0, nc), ev, BE_ADD);
+		op_relpos(fx, tensor_rows(z, i0, nc), t->relpos, rd, i0, bins);
 	}
-	fwd_drop(fx, &e);
-	fwd_host_drop(fx, idx, sizeof *idx * (size_t)n * L);
+	fwd_drop(fx, &rd);
+	fwd_host_drop(fx, ri, sizeof *ri * (size_t)L);
 	/* every block makes the same placement calls: planning runs a block
 	 * only while the placement state at its start is a new one */
 	fwd_memo_t memo;

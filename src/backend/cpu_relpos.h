@@ -1,0 +1,11 @@
+/* cpu_relpos.h (prefix cpu_relpos) - the CPU backend's body of
+ * be_t.relpos (backend.h), in cpu_relpos.c. */
+#ifndef ESMBATCH_CPU_RELPOS_H
+#define ESMBATCH_CPU_RELPOS_H
+
+#include "backend/backend.h"
+
+int cpu_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
+               int c, int bins);
+
+#endif

@@ -132,7 +132,10 @@ rc=$?
 [ "$(tail -n +2 "$tmp/other/summary.tsv" | wc -l)" -eq $((12 - $(awk -F'\t' '$1 == "3/3" { print $2 }' "$tmp/parts.tsv"))) ] ||
 	fail "shard 3 gone: the other shards' rows not merged"
 mkfa 19 "$tmp/bad.fa" x=9 bad=bad y=11
-for k in 1 2; do run -i "$tmp/bad.fa" -o "$tmp/bad" --shard $k/2 2>/dev/null; done
+for k in 1 2; do run -i "$tmp/bad.fa" -o "$tmp/bad" --shard $k/2 2>"$tmp/bad.$k.err"; done
+# the bad record is warned of once, by the shard that has it
+[ "$(cat "$tmp/bad.1.err" "$tmp/bad.2.err" | grep -c "'bad': invalid")" -eq 1 ] ||
+	fail "bad record: not one warning over the shards: $(cat "$tmp/bad.1.err" "$tmp/bad.2.err")"
 "$bin" merge -o "$tmp/bad" 2>"$tmp/bad.err"
 rc=$?
 [ $rc -eq 3 ] && grep -q 'record 1 (bad): failed' "$tmp/bad.err" || fail "failed record: exit $rc, $(cat "$tmp/bad.err")"

@@ -213,7 +213,9 @@ static int fold_read(fold_run_t *r, fasta_t *in)
 		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
 		job_init(&j);
 		if (r->rec[r->nrec - 1].job.status != JOB_OK) {
-			log_warn("%s: %s", fasta_path(in), r->rec[r->nrec - 1].job.reason);
+			/* a shard warns of its own bad records only (fold_shard) */
+			if (!r->shard.n || r->o->strict)
+				log_warn("%s: %s", fasta_path(in), r->rec[r->nrec - 1].job.reason);
 			if (r->o->strict) {
 				log_error("%s: stopping at a bad record (--strict)", fasta_path(in));
 				rc = -1;
@@ -271,7 +273,8 @@ static void fold_report(fold_run_t *r)
 /* --shard K/N: the input's fingerprint (every record's name and
  * sequence, or reason, in order), the partition of all records by the
  * planner's cost (failed ones cost nothing), and only shard K's records
- * kept in r->rec, in input order.  0 or -1 (out of memory, logged). */
+ * kept in r->rec, in input order, its bad ones warned of (one shard
+ * each).  0 or -1 (out of memory, logged). */
 static int fold_shard(fold_run_t *r)
 {
 	int64_t *cost = malloc((r->nrec ? r->nrec : 1) * sizeof *cost);
@@ -296,6 +299,7 @@ static int fold_shard(fold_run_t *r)
 			continue;
 		}
 		r->rec[n++] = r->rec[i];
+		if (r->rec[i].job.status != JOB_OK) log_warn("%s: %s", r->o->input, r->rec[i].job.reason);
 		if (json_object_set_new(r->mine, r->rec[i].job.outname, json_true()) < 0) {
 			r->nrec = n;
 			goto fail;

@@ -83,17 +83,6 @@ static __global__ void k_gate_add(float *y, const float *a, const float *b, int6
 	}
 }
 
-/* y, g: [rows, cols]; by, bg: [rows] or NULL */
-static __global__ void k_gate_rows(float *y, const float *g, const float *by, const float *bg,
-                                   int64_t rows, int64_t cols)
-{
-	GRID_STRIDE(e, rows * cols) {
-		int64_t r = e / cols;
-		float u = y[e] + (by ? by[r] : 0.0f), v = g[e] + (bg ? bg[r] : 0.0f);
-		y[e] = u / (1.0f + expf(-v));
-	}
-}
-
 /* y, x: [n] */
 static __global__ void k_axpby(float *y, const float *x, int64_t n, float alpha, float beta)
 {
@@ -253,14 +242,6 @@ extern "C" int cu_gate_add(cudaStream_t s, float *y, const float *a, const float
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
 	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_gate_add)(y, a, b, n);
-	return cu_launched();
-}
-
-extern "C" int cu_gate_rows(cudaStream_t s, float *y, const float *g, const float *by, const float *bg,
-                            int64_t rows, int64_t cols)
-{
-	if (rows <= 0 || cols <= 0) return rows < 0 || cols < 0 ? -EINVAL : 0;
-	CU_LAUNCH(ew_blocks(rows * cols), EW_THREADS, 0, s, k_gate_rows)(y, g, by, bg, rows, cols);
 	return cu_launched();
 }
 

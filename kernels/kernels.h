@@ -49,10 +49,6 @@ int cu_binary(cudaStream_t s, float *y, const float *a, const float *b, int64_t 
 /* y, a, b: [n], y += a * sigmoid(b) (the gate as cu_binary's BE_GATE);
  * y apart from a and b */
 int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n);
-/* y, g: [rows, cols], y = (y + by[r]) * sigmoid(g + bg[r]) on row r; by,
- * bg: [rows] or NULL; y apart from g */
-int cu_gate_rows(cudaStream_t s, float *y, const float *g, const float *by, const float *bg,
-                 int64_t rows, int64_t cols);
 /* y, x: [n], y = alpha * x + beta * y (beta == 0 ignores y) */
 int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta);
 /* x: [n] = value */

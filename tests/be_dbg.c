@@ -315,22 +315,6 @@ static int dbg_gate_add(be_t *be, float *y, const float *a, const float *b, int6
 	return dbg_leave(c, c->cpu->gate_add(c->cpu, y, a, b, n));
 }
 
-static int dbg_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                         int64_t rows, int64_t cols)
-{
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = rows * cols;
-	int rc;
-
-	if (dbg_dev(c, "gate_rows", "y", y, n * F) || dbg_dev(c, "gate_rows", "g", g, n * F) ||
-	    (by && dbg_dev(c, "gate_rows", "by", by, rows * F)) ||
-	    (bg && dbg_dev(c, "gate_rows", "bg", bg, rows * F)) ||
-	    dbg_apart(c, "gate_rows", "y and g", y, n, g, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gate_rows(c->cpu, y, g, by, bg, rows, cols));
-}
-
 static int dbg_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
                             const float *w, const float *b, float eps)
 {
@@ -622,7 +606,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
 		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
-		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
+		.gate_add = dbg_gate_add, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
 		.trimul = dbg_trimul,

@@ -755,22 +755,6 @@ static void test_gate_add(void **state)
 	pair_free(&a); pair_free(&b); pair_free(&y); pair_free(&g); pair_free(&y2);
 }
 
-/* gate_rows ((y + by[r]) * sigmoid(g + bg[r])) against the CPU's: rows of
- * an odd width, with both biases and with none */
-static void test_gate_rows(void **state)
-{
-	const int64_t rows = 37, cols = 2711;
-	for (int nb = 0; nb < 2; nb++) {
-		pair_t y = pair_new(rows * cols), g = pair_new(rows * cols), by = pair_new(rows), bg = pair_new(rows);
-		for (int64_t j = 0; j < rows * cols; j++) g.c[j] *= 6.0f;
-		assert_int_equal(gpu->upload(gpu, g.g, g.c, sizeof(float) * rows * cols), 0);
-		assert_int_equal(cpu->gate_rows(cpu, y.c, g.c, nb ? NULL : by.c, nb ? NULL : bg.c, rows, cols), 0);
-		assert_int_equal(gpu->gate_rows(gpu, y.g, g.g, nb ? NULL : by.g, nb ? NULL : bg.g, rows, cols), 0);
-		pair_check(&y, 1e-10, nb ? "gate_rows 37 x 2711, no biases" : "gate_rows 37 x 2711");
-		pair_free(&y); pair_free(&g); pair_free(&by); pair_free(&bg);
-	}
-}
-
 /* layernorm_cm (channel-major x [d, rows] -> y [rows, d]) against the
  * CPU's: odd row counts around the block size, the pair width and others */
 static void test_layernorm_cm(void **state)
@@ -1526,7 +1510,6 @@ int main(void)
 		cmocka_unit_test(test_softmax),
 		cmocka_unit_test(test_act_binary),
 		cmocka_unit_test(test_gate_add),
-		cmocka_unit_test(test_gate_rows),
 		cmocka_unit_test(test_axpby_fill),
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_gather_long),

@@ -766,31 +766,6 @@ static void test_gate_add(void **state)
 	}
 }
 
-/* gate_rows: y = (y + by[r]) * sigmoid(g + bg[r]) on row r, against
- * double precision; either bias absent; awkward shapes, saturated gates */
-static void test_gate_rows(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 67;
-	for (int t = 0; t < TRIALS; t++) {
-		int rows = rng_dim(&s, 70), cols = t == 0 ? 4 * 16384 + 3 : rng_dim(&s, 900);
-		int64_t n = (int64_t)rows * cols;
-		float *y = frand(&s, n, 3.0f), *g = frand(&s, n, 8.0f);
-		float *by = t % 3 == 1 ? NULL : frand(&s, rows, 2.0f), *bg = t % 3 == 2 ? NULL : frand(&s, rows, 2.0f);
-		double *ref = dref(n), *scl = dref(n);
-		if (t == 1) gate_saturate(g, n);
-		for (int64_t i = 0; i < n; i++) {
-			int64_t r = i / cols;
-			double u = (double)y[i] + (by ? by[r] : 0.0f), v = (double)g[i] + (bg ? bg[r] : 0.0f);
-			ref[i] = u / (1.0 + exp(-v));
-			scl[i] = fabs(y[i]) + (by ? fabs(by[r]) : 0.0);
-		}
-		assert_int_equal(be->gate_rows(be, y, g, by, bg, rows, cols), 0);
-		expect_err(E_GATE, cmp_rel(y, ref, scl, n));
-		tmp_reset();
-	}
-}
-
 /* axpby: y = alpha x + beta y; beta = 0 must ignore NaN already in y. */
 static void test_axpby(void **state)
 {
@@ -1085,8 +1060,6 @@ static int spy_softmax(be_t *be, float *x, int64_t r, int d) { return spy(); }
 static int spy_act(be_t *be, float *x, int64_t n, be_act_t k) { return spy(); }
 static int spy_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t k) { return spy(); }
 static int spy_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n) { return spy(); }
-static int spy_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg, int64_t r,
-                         int64_t c) { return spy(); }
 static int spy_axpby(be_t *be, float *y, const float *x, int64_t n, float a, float b) { return spy(); }
 static int spy_fill(be_t *be, float *x, int64_t n, float v) { return spy(); }
 static int spy_gather(be_t *be, float *y, const float *t, const int32_t *i, int64_t r, int d,
@@ -1100,7 +1073,7 @@ static be_t spy_backend(const be_t *cpu)
 	be_t be = *cpu;
 	be.gemm = spy_gemm; be.attn = spy_attn; be.layernorm = spy_ln; be.softmax = spy_softmax;
 	be.act = spy_act; be.binary = spy_binary; be.gate_add = spy_gate_add;
-	be.gate_rows = spy_gate_rows; be.layernorm_cm = spy_ln_cm; be.axpby = spy_axpby; be.fill = spy_fill;
+	be.layernorm_cm = spy_ln_cm; be.axpby = spy_axpby; be.fill = spy_fill;
 	be.gather = spy_gather; be.transpose = spy_transpose; be.outer = spy_outer;
 	return be;
 }
@@ -1181,7 +1154,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_act, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_binary, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gate_add, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gate_rows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_axpby, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gather, setup, teardown),

@@ -237,11 +237,6 @@ struct be {
 	/* y += a * sigmoid(b), all [n]: a gate and a residual add in one
 	 * pass; y apart from a and b */
 	int (*gate_add)(be_t *be, float *y, const float *a, const float *b, int64_t n);
-	/* y: [rows, cols] = (y + by[r]) * sigmoid(g + bg[r]) on row r; g:
-	 * [rows, cols]; by, bg: [rows] or NULL (0): two channel-major
-	 * projections' biases and their gate in one pass; y apart from g */
-	int (*gate_rows)(be_t *be, float *y, const float *g, const float *by, const float *bg,
-	                 int64_t rows, int64_t cols);
 	/* y = alpha * x + beta * y, all [n] */
 	int (*axpby)(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta);
 	/* x: [n] = value */

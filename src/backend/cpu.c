@@ -738,19 +738,6 @@ static int cpu_gate_add(be_t *be, float *y, const float *a, const float *b, int6
 	return 0;
 }
 
-/* y, g: [rows, cols]; by, bg: [rows] or NULL; a task per row */
-static int cpu_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                         int64_t rows, int64_t cols)
-{
-	#pragma omp parallel for schedule(dynamic) if (rows * cols > 4 * BE_CPU_GRAIN)
-	for (int64_t r = 0; r < rows; r++) {
-		float *yr = y + r * cols, u = by ? by[r] : 0.0f, v = bg ? bg[r] : 0.0f;
-		const float *gr = g + r * cols;
-		for (int64_t j = 0; j < cols; j++) yr[j] = (yr[j] + u) / (1.0f + cpu_exp(-(gr[j] + v)));
-	}
-	return 0;
-}
-
 static int cpu_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
@@ -907,7 +894,7 @@ be_t *be_cpu_init(int threads)
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
-		.gate_add = cpu_gate_add, .gate_rows = cpu_gate_rows, .layernorm_cm = cpu_layernorm_cm,
+		.gate_add = cpu_gate_add, .layernorm_cm = cpu_layernorm_cm,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.transpose_inplace = cpu_transpose_inplace,
 		.outer = cpu_outer, .trimul = cpu_trimul,

@@ -376,13 +376,6 @@ static int be_cuda_gate_add(be_t *be, float *y, const float *a, const float *b, 
 	return be_cuda_k(c, cu_gate_add(c->stream, y, a, b, n), "gate_add");
 }
 
-static int be_cuda_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                             int64_t rows, int64_t cols)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_gate_rows(c->stream, y, g, by, bg, rows, cols), "gate_rows");
-}
-
 static int be_cuda_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
                           const float *qp, const float *kvp, const float *hw, const float *bb,
                           int L, int H, int Pq, int Pv)
@@ -644,7 +637,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
-		.gate_add = be_cuda_gate_add, .gate_rows = be_cuda_gate_rows,
+		.gate_add = be_cuda_gate_add,
 		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,

@@ -137,22 +137,6 @@ static __global__ void k_transpose_tile(float *y, const float *x, int64_t A, int
 	}
 }
 
-/* x: [A, A, C] in place, x[a, b, :] <-> x[b, a, :]: the thread of element
- * (a, b, c) with a < b swaps it with (b, a, c); both sides are coalesced
- * along C (the pair channels, where this is used) */
-static __global__ void k_transpose_inplace(float *x, int64_t A, int64_t C)
-{
-	GRID_STRIDE(e, A * A * C) {
-		int64_t c = e % C, t = e / C, b = t % A, a = t / A;
-		if (a < b) {
-			float *p = x + e, *q = x + (b * A + a) * C + c;
-			float v = *p;
-			*p = *q;
-			*q = v;
-		}
-	}
-}
-
 /* y: [ni, L, 2c]; q, k: [L, c] */
 static __global__ void k_outer(float *y, const float *q, const float *k, int i0, int ni, int L, int c)
 {
@@ -278,14 +262,6 @@ extern "C" int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A,
 		if (gb > 0x7fffffff || ga > 65535) return -EINVAL;
 		CU_LAUNCH(dim3((unsigned)gb, (unsigned)ga), 256, 0, s, k_transpose_tile)(y, x, A, B, (int)C);
 	}
-	return cu_launched();
-}
-
-extern "C" int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C)
-{
-	if (A < 0 || C < 0) return -EINVAL;
-	if (A * A * C == 0) return 0;
-	CU_LAUNCH(ew_blocks(A * A * C), EW_THREADS, 0, s, k_transpose_inplace)(x, A, C);
 	return cu_launched();
 }
 

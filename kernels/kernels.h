@@ -58,8 +58,6 @@ int cu_gather(cudaStream_t s, float *y, const float *table, const int32_t *idx,
               int64_t rows, int d, float scale);
 /* y: [B, A, C] = x: [A, B, C] with the two leading dims swapped */
 int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
-int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
 /* c: batch x [m, n] rows of stride ldc, batch stride stride_c:

@@ -388,16 +388,6 @@ static int dbg_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 	return dbg_leave(c, c->cpu->transpose(c->cpu, y, x, A, B, C));
 }
 
-static int dbg_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "transpose_inplace", "x", x, A * A * C * F)) return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->transpose_inplace(c->cpu, x, A, C));
-}
-
 static int dbg_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
                      int ch)
 {
@@ -608,7 +598,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
 		.gate_add = dbg_gate_add, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
-		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
+		.outer = dbg_outer,
 		.trimul = dbg_trimul,
 		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,

@@ -847,21 +847,6 @@ static void test_transpose(void **state)
 	}
 }
 
-static void test_transpose_inplace(void **state)
-{
-	static const int64_t s[][2] = { { 37, 1 }, { 33, 5 }, { 70, 128 }, { 1, 3 }, { 2, 1 } };
-	for (size_t i = 0; i < sizeof s / sizeof *s; i++) {
-		int64_t A = s[i][0], C = s[i][1];
-		pair_t x = pair_new(A * A * C);
-		char what[64];
-		assert_int_equal(cpu->transpose_inplace(cpu, x.c, A, C), 0);
-		assert_int_equal(gpu->transpose_inplace(gpu, x.g, A, C), 0);
-		snprintf(what, sizeof what, "transpose in place A%lld C%lld", (long long)A, (long long)C);
-		pair_check(&x, 0.0, what);
-		pair_free(&x);
-	}
-}
-
 static void test_outer(void **state)
 {
 	static const int s[][4] = { { 37, 5, 3, 11 }, { 64, 32, 0, 64 }, { 1, 1, 0, 1 }, { 130, 33, 129, 1 } };
@@ -1514,7 +1499,6 @@ int main(void)
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_gather_long),
 		cmocka_unit_test(test_transpose),
-		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_outer),
 		cmocka_unit_test(test_ipa),
 		cmocka_unit_test(test_transition),

@@ -246,8 +246,6 @@ struct be {
 	              int64_t rows, int d, float scale);
 	/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
 	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-	/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
-	int (*transpose_inplace)(be_t *be, float *x, int64_t A, int64_t C);
 	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
 	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
 	 * q, k: [L, c] */

@@ -790,31 +790,6 @@ static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 	return 0;
 }
 
-/* p, q: [n], disjoint, exchanged */
-BE_CPU_CLONES
-static void cpu_swap(float *restrict p, float *restrict q, int64_t n)
-{
-	#pragma omp simd
-	for (int64_t i = 0; i < n; i++) {
-		float t = p[i];
-		p[i] = q[i];
-		q[i] = t;
-	}
-}
-
-/* each pair a < b swapped once: tile pairs (ta <= tb), above the diagonal */
-static int cpu_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	const int64_t T = 32, nt = (A + T - 1) / T;
-	#pragma omp parallel for schedule(dynamic) if (A * A * C > 65536)
-	for (int64_t ta = 0; ta < nt; ta++)
-		for (int64_t tb = ta; tb < nt; tb++)
-			for (int64_t a = ta * T; a < ta * T + T && a < A; a++)
-				for (int64_t b = ta == tb ? a + 1 : tb * T; b < tb * T + T && b < A; b++)
-					cpu_swap(x + (a * A + b) * C, x + (b * A + a) * C, C);
-	return 0;
-}
-
 static int cpu_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c)
 {
 	#pragma omp parallel for collapse(2) if ((int64_t)ni * L * c > 65536)
@@ -896,7 +871,6 @@ be_t *be_cpu_init(int threads)
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
 		.gate_add = cpu_gate_add, .layernorm_cm = cpu_layernorm_cm,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
-		.transpose_inplace = cpu_transpose_inplace,
 		.outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
 		.transition = cpu_transition,

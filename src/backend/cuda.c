@@ -447,12 +447,6 @@ static int be_cuda_transpose(be_t *be, float *y, const float *x, int64_t A, int6
 	return be_cuda_k(c, cu_transpose(c->stream, y, x, A, B, C), "transpose");
 }
 
-static int be_cuda_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_transpose_inplace(c->stream, x, A, C), "transpose in place");
-}
-
 static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni,
                          int L, int ch)
 {
@@ -640,7 +634,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gate_add = be_cuda_gate_add,
 		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
-		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
+		.outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 		.transition = be_cuda_transition,
 		.ln_linear = be_cuda_ln_linear,

@@ -315,20 +315,6 @@ static int dbg_gate_add(be_t *be, float *y, const float *a, const float *b, int6
 	return dbg_leave(c, c->cpu->gate_add(c->cpu, y, a, b, n));
 }
 
-static int dbg_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                            const float *w, const float *b, float eps)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "layernorm_cm", "y", y, rows * d * F) || dbg_dev(c, "layernorm_cm", "x", x, rows * d * F) ||
-	    dbg_dev(c, "layernorm_cm", "w", w, d * F) || dbg_dev(c, "layernorm_cm", "b", b, d * F) ||
-	    dbg_apart(c, "layernorm_cm", "y and x", y, rows * d, x, rows * d, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->layernorm_cm(c->cpu, y, x, rows, d, w, b, eps));
-}
-
 static int dbg_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	dbg_ctx_t *c = be->ctx;
@@ -596,7 +582,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
 		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
-		.gate_add = dbg_gate_add, .layernorm_cm = dbg_layernorm_cm,
+		.gate_add = dbg_gate_add,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.outer = dbg_outer,
 		.trimul = dbg_trimul,

@@ -755,25 +755,6 @@ static void test_gate_add(void **state)
 	pair_free(&a); pair_free(&b); pair_free(&y); pair_free(&g); pair_free(&y2);
 }
 
-/* layernorm_cm (channel-major x [d, rows] -> y [rows, d]) against the
- * CPU's: odd row counts around the block size, the pair width and others */
-static void test_layernorm_cm(void **state)
-{
-	static const int cs[][2] = { { 257, 128 }, { 1000, 7 }, { 5, 33 } };
-	char what[64];
-
-	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
-		int64_t rows = cs[t][0];
-		int d = cs[t][1];
-		pair_t x = pair_new(rows * d), y = pair_new(rows * d), w = pair_new(d), b = pair_new(d);
-		assert_int_equal(cpu->layernorm_cm(cpu, y.c, x.c, rows, d, w.c, b.c, 1e-5f), 0);
-		assert_int_equal(gpu->layernorm_cm(gpu, y.g, x.g, rows, d, w.g, b.g, 1e-5f), 0);
-		snprintf(what, sizeof what, "layernorm_cm rows%lld d%d", (long long)rows, d);
-		pair_check(&y, 1e-10, what);
-		pair_free(&x); pair_free(&y); pair_free(&w); pair_free(&b);
-	}
-}
-
 static void test_axpby_fill(void **state)
 {
 	const int64_t n = 70001;
@@ -1491,7 +1472,6 @@ int main(void)
 		cmocka_unit_test(test_attn_gate),
 		cmocka_unit_test(test_attn_rope),
 		cmocka_unit_test(test_layernorm),
-		cmocka_unit_test(test_layernorm_cm),
 		cmocka_unit_test(test_softmax),
 		cmocka_unit_test(test_act_binary),
 		cmocka_unit_test(test_gate_add),

@@ -626,26 +626,6 @@ static void test_layernorm(void **state)
 	}
 }
 
-/* layernorm_cm: x channel-major [d, rows] -> y [rows, d], bit for bit the
- * transpose followed by layernorm it replaces; rows across several tasks */
-static void test_layernorm_cm(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 31;
-	for (int t = 0; t < TRIALS; t++) {
-		int rows = t == 0 ? 3 * 64 + 5 : rng_dim(&s, 300), d = t == 1 ? 1 : rng_dim(&s, 200);
-		int64_t n = (int64_t)rows * d;
-		float *x = frand(&s, n, 2.0f), *w = frand(&s, d, 1.5f), *b = frand(&s, d, 1.0f);
-		float *y = frand(&s, n, 1.0f), *want = frand(&s, n, 1.0f);
-		for (int64_t i = 0; i < n; i++) x[i] += 7.0f;
-		assert_int_equal(be->transpose(be, want, x, d, rows, 1), 0);
-		assert_int_equal(be->layernorm(be, want, want, rows, d, w, b, 1e-5f), 0);
-		assert_int_equal(be->layernorm_cm(be, y, x, rows, d, w, b, 1e-5f), 0);
-		assert_memory_equal(y, want, sizeof *y * n);
-		tmp_reset();
-	}
-}
-
 /* softmax over the last dimension, in place, logits spread over [-12, 12]
  * (the max must be subtracted), d from 1 to 300. */
 static void test_softmax(void **state)
@@ -1054,8 +1034,6 @@ static int spy_gemm(be_t *be, const be_gemm_t *g) { return spy(); }
 static int spy_attn(be_t *be, const be_attn_t *a) { return spy(); }
 static int spy_ln(be_t *be, float *y, const float *x, int64_t r, int d, const float *w,
                   const float *b, float e) { return spy(); }
-static int spy_ln_cm(be_t *be, float *y, const float *x, int64_t r, int d, const float *w,
-                     const float *b, float e) { return spy(); }
 static int spy_softmax(be_t *be, float *x, int64_t r, int d) { return spy(); }
 static int spy_act(be_t *be, float *x, int64_t n, be_act_t k) { return spy(); }
 static int spy_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t k) { return spy(); }
@@ -1073,7 +1051,7 @@ static be_t spy_backend(const be_t *cpu)
 	be_t be = *cpu;
 	be.gemm = spy_gemm; be.attn = spy_attn; be.layernorm = spy_ln; be.softmax = spy_softmax;
 	be.act = spy_act; be.binary = spy_binary; be.gate_add = spy_gate_add;
-	be.layernorm_cm = spy_ln_cm; be.axpby = spy_axpby; be.fill = spy_fill;
+	be.axpby = spy_axpby; be.fill = spy_fill;
 	be.gather = spy_gather; be.transpose = spy_transpose; be.outer = spy_outer;
 	return be;
 }
@@ -1149,7 +1127,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gemm_relu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_layernorm_cm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_act, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_binary, setup, teardown),

@@ -223,11 +223,6 @@ struct be {
 	/* y, x: [rows, d]; w, b: [d]; y may alias x */
 	int (*layernorm)(be_t *be, float *y, const float *x, int64_t rows, int d,
 	                 const float *w, const float *b, float eps);
-	/* y: [rows, d] = LayerNorm over d of x: [d, rows] (channel-major:
-	 * element (r, i) at x[i * rows + r]), so a transpose and the norm
-	 * are one pass; y apart from x */
-	int (*layernorm_cm)(be_t *be, float *y, const float *x, int64_t rows, int d,
-	                    const float *w, const float *b, float eps);
 	/* x: [rows, d] softmax over d, in place */
 	int (*softmax)(be_t *be, float *x, int64_t rows, int d);
 	/* x: [n] in place */

@@ -588,28 +588,6 @@ static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d
 }
 
 /* x: [d] softmax in place */
-BE_CPU_CLONES
-/* y: [rows, d], x: [d, rows]: each row gathered from its column into
- * scratch (tasks of CPU_LNCM_ROWS rows), then cpu_ln_row, so the numbers
- * are the transpose-then-layernorm ones bit for bit */
-#define CPU_LNCM_ROWS 64
-static int cpu_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                            const float *w, const float *bias, float eps)
-{
-	int fail = 0;
-
-	#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (rows * d > 4 * BE_CPU_GRAIN)
-	for (int64_t r0 = 0; r0 < rows; r0 += CPU_LNCM_ROWS) {
-		int nr = rows - r0 < CPU_LNCM_ROWS ? (int)(rows - r0) : CPU_LNCM_ROWS;
-		float *t = cpu_scratch((size_t)CPU_LNCM_ROWS * d);
-		if (!t) { fail = 1; continue; }
-		for (int i = 0; i < d; i++)
-			for (int r = 0; r < nr; r++) t[(int64_t)r * d + i] = x[(int64_t)i * rows + r0 + r];
-		for (int r = 0; r < nr; r++) cpu_ln_row(y + (r0 + r) * d, t + (int64_t)r * d, d, w, bias, eps);
-	}
-	return fail ? -1 : 0;
-}
-
 static void cpu_softmax_row(float *x, int d)
 {
 	float mx = -INFINITY;
@@ -869,7 +847,7 @@ be_t *be_cpu_init(int threads)
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
-		.gate_add = cpu_gate_add, .layernorm_cm = cpu_layernorm_cm,
+		.gate_add = cpu_gate_add,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,

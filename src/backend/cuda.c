@@ -328,13 +328,6 @@ static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, i
 	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
 }
 
-static int be_cuda_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                                const float *w, const float *b, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_layernorm_cm(c->stream, y, x, rows, d, w, b, eps), "layernorm_cm");
-}
-
 static int be_cuda_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
                                   const float *w, const float *b, float eps)
 {
@@ -632,7 +625,6 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
 		.gate_add = be_cuda_gate_add,
-		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,

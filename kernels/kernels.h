@@ -30,10 +30,6 @@ const char *cu_last_error(void);
 /* y, x: [rows, d]; w, b: [d]; y may alias x */
 int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
                  const float *w, const float *b, float eps);
-/* y: [n1 * n2, d] = LayerNorm over d of x's rows at xr's strides
- * (be_rows_t); y apart from x */
-int cu_layernorm_rows(cudaStream_t s, float *y, const float *x, be_rows_t xr, int d,
-                      const float *w, const float *b, float eps);
 /* x: [rows, d], softmax over d in place */
 int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 

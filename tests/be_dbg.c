@@ -495,21 +495,6 @@ static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
 	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
 }
 
-static int dbg_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                              const float *w, const float *b, float eps)
-{
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = xr.n1 * xr.n2 * d, nx = dbg_span(1, 0, xr.n1, xr.s1, xr.n2, xr.s2, d);
-	int rc;
-
-	if (dbg_dev(c, "layernorm_rows", "y", y, n * F) || dbg_dev(c, "layernorm_rows", "x", x, nx * F) ||
-	    dbg_dev(c, "layernorm_rows", "w", w, d * F) || dbg_dev(c, "layernorm_rows", "b", b, d * F) ||
-	    dbg_apart(c, "layernorm_rows", "y and x", y, n, x, nx, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->layernorm_rows(c->cpu, y, x, xr, d, w, b, eps));
-}
-
 static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
 	dbg_ctx_t *c = be->ctx;
@@ -589,7 +574,7 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 		.ln_linear = dbg_ln_linear,
-		.layernorm_rows = dbg_layernorm_rows, .trimul_out = dbg_trimul_out,
+		.trimul_out = dbg_trimul_out,
 		.relpos = dbg_relpos,
 	};
 	return be;

@@ -284,11 +284,6 @@ struct be {
 	int (*transition)(be_t *be, const be_trans_t *t);
 	/* layer norm and linears in one pass over x (be_ln_linear_t) */
 	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
-	/* y: [n1 * n2, d] = LayerNorm over d of the rows of x at xr's strides
-	 * (be_rows_t; a block of a pair tensor or of its transpose, read in
-	 * place); w, b: [d]; y apart from x */
-	int (*layernorm_rows)(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-	                      const float *w, const float *b, float eps);
 	/* the triangle multiplication's output side, fused (be_trimul_out_t):
 	 * layer norm prologue, product, gated residual epilogue */
 	int (*trimul_out)(be_t *be, const be_trimul_out_t *t);

@@ -853,7 +853,7 @@ be_t *be_cpu_init(int threads)
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
 		.transition = cpu_transition,
 		.ln_linear = cpu_ln_linear,
-		.layernorm_rows = cpu_layernorm_rows, .trimul_out = cpu_trimul_out,
+		.trimul_out = cpu_trimul_out,
 		.relpos = cpu_relpos,
 	};
 	return be;

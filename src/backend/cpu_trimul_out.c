@@ -1,7 +1,7 @@
-/* cpu_trimul_out.c - the CPU's layer norm of rows at strides and the fused
- * output side of the triangle multiplication (see cpu_trimul_out.h).
+/* cpu_trimul_out.c - the CPU's fused output side of the triangle
+ * multiplication (see cpu_trimul_out.h).
  *
- * Both are built from the backend's own entries (be->layernorm, be->gemm,
+ * It is built from the backend's own entries (be->layernorm, be->gemm,
  * be->gate_add), called through the be_t they are given, so that a
  * backend that wraps the CPU's (a sim: card with bf16 weights) keeps its
  * GEMM.  The output side works on tiles of CPU_TO_ROWS rows: the tile of
@@ -20,18 +20,6 @@
 static int64_t cpu_row_at(be_rows_t xr, int64_t r)
 {
 	return r / xr.n2 * xr.s1 + r % xr.n2 * xr.s2;
-}
-
-int cpu_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                       const float *w, const float *b, float eps)
-{
-	int64_t rows = xr.n1 * xr.n2;
-	int fail = 0;
-
-	#pragma omp parallel for schedule(static) reduction(|:fail) if (rows * d > 16384)
-	for (int64_t r = 0; r < rows; r++)
-		fail |= be->layernorm(be, y + r * d, x + cpu_row_at(xr, r), 1, d, w, b, eps) != 0;
-	return fail ? -1 : 0;
 }
 
 int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)

@@ -328,13 +328,6 @@ static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, i
 	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
 }
 
-static int be_cuda_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                                  const float *w, const float *b, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_layernorm_rows(c->stream, y, x, xr, d, w, b, eps), "layernorm_rows");
-}
-
 /* on the tensor cores at bf16, in fp32 otherwise */
 static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
@@ -630,7 +623,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 		.transition = be_cuda_transition,
 		.ln_linear = be_cuda_ln_linear,
-		.layernorm_rows = be_cuda_layernorm_rows, .trimul_out = be_cuda_trimul_out,
+		.trimul_out = be_cuda_trimul_out,
 		.relpos = be_cuda_relpos,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||

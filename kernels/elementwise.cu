@@ -74,15 +74,6 @@ static __global__ void k_binary(float *y, const float *a, const float *b, int64_
 	}
 }
 
-/* y, a, b: [n] */
-static __global__ void k_gate_add(float *y, const float *a, const float *b, int64_t n)
-{
-	GRID_STRIDE(i, n) {
-		float g = a[i] / (1.0f + expf(-b[i]));
-		y[i] = y[i] + g;
-	}
-}
-
 /* y, x: [n] */
 static __global__ void k_axpby(float *y, const float *x, int64_t n, float alpha, float beta)
 {
@@ -219,13 +210,6 @@ extern "C" int cu_binary(cudaStream_t s, float *y, const float *a, const float *
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
 	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_binary)(y, a, b, n, kind);
-	return cu_launched();
-}
-
-extern "C" int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n)
-{
-	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_gate_add)(y, a, b, n);
 	return cu_launched();
 }
 

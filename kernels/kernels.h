@@ -38,9 +38,6 @@ int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 int cu_act(cudaStream_t s, float *x, int64_t n, be_act_t kind);
 /* y, a, b: [n], y = a OP b; y may alias a or b */
 int cu_binary(cudaStream_t s, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
-/* y, a, b: [n], y += a * sigmoid(b) (the gate as cu_binary's BE_GATE);
- * y apart from a and b */
-int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n);
 /* y, x: [n], y = alpha * x + beta * y (beta == 0 ignores y) */
 int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta);
 /* x: [n] = value */

@@ -302,19 +302,6 @@ static int dbg_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	return dbg_leave(c, c->cpu->binary(c->cpu, y, a, b, n, kind));
 }
 
-static int dbg_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "gate_add", "y", y, n * F) || dbg_dev(c, "gate_add", "a", a, n * F) ||
-	    dbg_dev(c, "gate_add", "b", b, n * F) || dbg_apart(c, "gate_add", "y and a", y, n, a, n, 0) ||
-	    dbg_apart(c, "gate_add", "y and b", y, n, b, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gate_add(c->cpu, y, a, b, n));
-}
-
 static int dbg_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	dbg_ctx_t *c = be->ctx;
@@ -567,7 +554,6 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
 		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
-		.gate_add = dbg_gate_add,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
 		.outer = dbg_outer,
 		.trimul = dbg_trimul,

@@ -731,30 +731,6 @@ static void test_act_binary(void **state)
 	}
 }
 
-/* gate_add (y += a * sigmoid(b)) against the CPU's, and against the CUDA
- * backend's own unfused composition (binary gate, then add): an odd
- * length over several blocks of the grid-stride loop */
-static void test_gate_add(void **state)
-{
-	const int64_t n = 100003;
-	pair_t a = pair_new(n), b = pair_new(n), y = pair_new(n), g = pair_new(n), y2 = pair_new(n);
-
-	for (int64_t j = 0; j < n; j++) b.c[j] *= 6.0f;
-	assert_int_equal(gpu->upload(gpu, b.g, b.c, sizeof(float) * n), 0);
-	assert_int_equal(gpu->upload(gpu, y2.g, y.c, sizeof(float) * n), 0);
-	memcpy(y2.c, y.c, sizeof(float) * n);
-	assert_int_equal(cpu->gate_add(cpu, y.c, a.c, b.c, n), 0);
-	assert_int_equal(gpu->gate_add(gpu, y.g, a.g, b.g, n), 0);
-	pair_check(&y, 1e-10, "gate_add n100003");
-	assert_int_equal(gpu->binary(gpu, g.g, a.g, b.g, n, BE_GATE), 0);
-	assert_int_equal(gpu->binary(gpu, y2.g, y2.g, g.g, n, BE_ADD), 0);
-	assert_int_equal(gpu->sync(gpu), 0);
-	assert_int_equal(gpu->download(gpu, y2.c, y2.g, sizeof(float) * n), 0);
-	assert_int_equal(gpu->download(gpu, g.c, y.g, sizeof(float) * n), 0);
-	assert_memory_equal(g.c, y2.c, sizeof(float) * n);
-	pair_free(&a); pair_free(&b); pair_free(&y); pair_free(&g); pair_free(&y2);
-}
-
 static void test_axpby_fill(void **state)
 {
 	const int64_t n = 70001;
@@ -1454,7 +1430,6 @@ int main(void)
 		cmocka_unit_test(test_layernorm),
 		cmocka_unit_test(test_softmax),
 		cmocka_unit_test(test_act_binary),
-		cmocka_unit_test(test_gate_add),
 		cmocka_unit_test(test_axpby_fill),
 		cmocka_unit_test(test_gather),
 		cmocka_unit_test(test_gather_long),

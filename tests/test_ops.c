@@ -718,34 +718,6 @@ static void test_binary(void **state)
 		}
 }
 
-/* gate_add: y += a * sigmoid(b), against double precision and, bit for
- * bit, against the unfused composition (binary BE_GATE, then BE_ADD) it
- * replaces; awkward lengths, saturated gates, pieces of several blocks. */
-static void test_gate_add(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 61;
-	for (int t = 0; t < TRIALS; t++) {
-		int n = t == 0 ? 3 * 16384 + 1027 : rng_dim(&s, 5000);
-		float *a = frand(&s, n, 4.0f), *b = frand(&s, n, 8.0f), *y = frand(&s, n, 2.0f);
-		float *y2 = frand(&s, n, 1.0f), *g = frand(&s, n, 1.0f);
-		double *ref = dref(n), *scl = dref(n);
-		if (t == 1) gate_saturate(b, n);
-		for (int i = 0; i < n; i++) {
-			double gate = a[i] / (1.0 + exp(-(double)b[i]));
-			ref[i] = y[i] + gate;
-			scl[i] = fabs(y[i]) + fabs(gate);
-			y2[i] = y[i];
-		}
-		assert_int_equal(be->gate_add(be, y, a, b, n), 0);
-		expect_err(E_ADD, cmp_rel(y, ref, scl, n));
-		assert_int_equal(be->binary(be, g, a, b, n, BE_GATE), 0);
-		assert_int_equal(be->binary(be, y2, y2, g, n, BE_ADD), 0);
-		assert_memory_equal(y, y2, sizeof *y * n);
-		tmp_reset();
-	}
-}
-
 /* axpby: y = alpha x + beta y; beta = 0 must ignore NaN already in y. */
 static void test_axpby(void **state)
 {
@@ -1037,7 +1009,6 @@ static int spy_ln(be_t *be, float *y, const float *x, int64_t r, int d, const fl
 static int spy_softmax(be_t *be, float *x, int64_t r, int d) { return spy(); }
 static int spy_act(be_t *be, float *x, int64_t n, be_act_t k) { return spy(); }
 static int spy_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t k) { return spy(); }
-static int spy_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n) { return spy(); }
 static int spy_axpby(be_t *be, float *y, const float *x, int64_t n, float a, float b) { return spy(); }
 static int spy_fill(be_t *be, float *x, int64_t n, float v) { return spy(); }
 static int spy_gather(be_t *be, float *y, const float *t, const int32_t *i, int64_t r, int d,
@@ -1050,7 +1021,7 @@ static be_t spy_backend(const be_t *cpu)
 {
 	be_t be = *cpu;
 	be.gemm = spy_gemm; be.attn = spy_attn; be.layernorm = spy_ln; be.softmax = spy_softmax;
-	be.act = spy_act; be.binary = spy_binary; be.gate_add = spy_gate_add;
+	be.act = spy_act; be.binary = spy_binary;
 	be.axpby = spy_axpby; be.fill = spy_fill;
 	be.gather = spy_gather; be.transpose = spy_transpose; be.outer = spy_outer;
 	return be;
@@ -1130,7 +1101,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_act, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_binary, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gate_add, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_axpby, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gather, setup, teardown),

@@ -1,10 +1,10 @@
 /* test_trimul_out.c - the CPU backend's fused triangle-multiplication
  * output side (be->trimul_out) against the ops it replaces, composed by
- * hand: be->layernorm, be->gemm with the bias and be->gate_add on gathered
- * rows.  Blocks of z and of z^T (the incoming
- * update's rows, read in place), the product channel-last and
- * channel-major, shapes that fill no tile (the op works on 256 rows at a
- * time). */
+ * hand on whole gathered tensors: be->layernorm, be->gemm with the bias,
+ * be->binary's gate (BE_GATE) and residual add (BE_ADD).  Blocks of z
+ * and of z^T (the incoming update's rows, read in place), the product
+ * channel-last and channel-major, shapes that fill no tile (the op works
+ * on 256 rows at a time). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -73,15 +73,16 @@ static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm)
 
 	assert_non_null(zr);
 	for (int64_t i = 0; i < nz; i++) zr[i] = z[i];
-	/* the composition: x channel-last, layer norm, linear_z, gate_add on
-	 * the rows gathered and scattered back */
+	/* the composition: x channel-last, layer norm, linear_z, gate and
+	 * add on the rows gathered and scattered back */
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) t[i * c + k] = x[i * op.x_rs + k * op.x_cs];
 	assert_int_equal(cpu->layernorm(cpu, t, t, rows, c, lw, lb, 1e-5f), 0);
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zg[i * c + k] = zr[off + row_at(r, i) + k];
-	assert_int_equal(cpu->gate_add(cpu, zg, u, gv, rows * c), 0);
+	assert_int_equal(cpu->binary(cpu, u, u, gv, rows * c, BE_GATE), 0);
+	assert_int_equal(cpu->binary(cpu, zg, zg, u, rows * c, BE_ADD), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zr[off + row_at(r, i) + k] = zg[i * c + k];
 

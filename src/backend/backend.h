@@ -229,9 +229,6 @@ struct be {
 	int (*act)(be_t *be, float *x, int64_t n, be_act_t kind);
 	/* y = a OP b, all [n]; y may alias a or b */
 	int (*binary)(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
-	/* y += a * sigmoid(b), all [n]: a gate and a residual add in one
-	 * pass; y apart from a and b */
-	int (*gate_add)(be_t *be, float *y, const float *a, const float *b, int64_t n);
 	/* y = alpha * x + beta * y, all [n] */
 	int (*axpby)(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta);
 	/* x: [n] = value */

@@ -697,25 +697,6 @@ static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	return 0;
 }
 
-/* y: [n] += a * sigmoid(b), in blocks of CPU_GATE_BLK: the gate (the
- * binary op's own code, so the sum is the unfused one's bit for bit) into
- * a block on the stack, then added while both are in cache */
-#define CPU_GATE_BLK 1024
-static int cpu_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
-	for (int64_t p = 0; p < cpu_pieces(n); p++) {
-		float g[CPU_GATE_BLK];
-		for (int64_t o = p * BE_CPU_GRAIN, e = o + cpu_piece_len(n, p); o < e; o += CPU_GATE_BLK) {
-			int64_t m = e - o < CPU_GATE_BLK ? e - o : CPU_GATE_BLK;
-			if (cpu_has_cg) avx512_gate(g, a + o, b + o, m);
-			else            cpu_binary_k(g, a + o, b + o, m, BE_GATE);
-			cpu_binary_k(y + o, y + o, g, m, BE_ADD);
-		}
-	}
-	return 0;
-}
-
 static int cpu_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
@@ -847,7 +828,6 @@ be_t *be_cpu_init(int threads)
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
-		.gate_add = cpu_gate_add,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
 		.outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,

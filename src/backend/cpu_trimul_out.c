@@ -2,12 +2,12 @@
  * multiplication (see cpu_trimul_out.h).
  *
  * It is built from the backend's own entries (be->layernorm, be->gemm,
- * be->gate_add), called through the be_t they are given, so that a
+ * be->binary), called through the be_t they are given, so that a
  * backend that wraps the CPU's (a sim: card with bf16 weights) keeps its
  * GEMM.  The output side works on tiles of CPU_TO_ROWS rows: the tile of
- * x is gathered and normalised, multiplied, and its gated sum added to z,
- * while the tile is in cache; x, gv and z are each read once, z written
- * once.
+ * x is gathered and normalised, multiplied, gated (BE_GATE, in place) and
+ * added to z's rows (BE_ADD), while the tile is in cache; x, gv and z are
+ * each read once, z written once.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -46,11 +46,14 @@ int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
 			.bias = t->b, .b_bf16 = t->w_bf16,
 		};
 		if (!rc) rc = be->gemm(be, &g);
+		/* u = u * sigmoid(gv), then z's rows += u */
+		if (!rc) rc = be->binary(be, u, u, t->gv + r0 * c, (int64_t)nr * c, BE_GATE);
 		if (rc) break;
 		#pragma omp parallel for schedule(static) reduction(|:fail) if ((int64_t)nr * c > 16384)
-		for (int r = 0; r < nr; r++)
-			fail |= be->gate_add(be, t->z + cpu_row_at(t->zr, r0 + r), u + (int64_t)r * c,
-			                     t->gv + (r0 + r) * c, c) != 0;
+		for (int r = 0; r < nr; r++) {
+			float *zr = t->z + cpu_row_at(t->zr, r0 + r);
+			fail |= be->binary(be, zr, zr, u + (int64_t)r * c, c, BE_ADD) != 0;
+		}
 		if (fail) rc = -1;
 	}
 done:

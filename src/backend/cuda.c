@@ -356,12 +356,6 @@ static int be_cuda_binary(be_t *be, float *y, const float *a, const float *b, in
 	return be_cuda_k(c, cu_binary(c->stream, y, a, b, n, kind), "binary");
 }
 
-static int be_cuda_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_gate_add(c->stream, y, a, b, n), "gate_add");
-}
-
 static int be_cuda_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
                           const float *qp, const float *kvp, const float *hw, const float *bb,
                           int L, int H, int Pq, int Pv)
@@ -617,7 +611,6 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
-		.gate_add = be_cuda_gate_add,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
 		.outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,

@@ -74,26 +74,6 @@ static __global__ void k_binary(float *y, const float *a, const float *b, int64_
 	}
 }
 
-/* y, a, b: [n] */
-static __global__ void k_gate_add(float *y, const float *a, const float *b, int64_t n)
-{
-	GRID_STRIDE(i, n) {
-		float g = a[i] / (1.0f + expf(-b[i]));
-		y[i] = y[i] + g;
-	}
-}
-
-/* y, g: [rows, cols]; by, bg: [rows] or NULL */
-static __global__ void k_gate_rows(float *y, const float *g, const float *by, const float *bg,
-                                   int64_t rows, int64_t cols)
-{
-	GRID_STRIDE(e, rows * cols) {
-		int64_t r = e / cols;
-		float u = y[e] + (by ? by[r] : 0.0f), v = g[e] + (bg ? bg[r] : 0.0f);
-		y[e] = u / (1.0f + expf(-v));
-	}
-}
-
 /* y, x: [n] */
 static __global__ void k_axpby(float *y, const float *x, int64_t n, float alpha, float beta)
 {
@@ -145,22 +125,6 @@ static __global__ void k_transpose_tile(float *y, const float *x, int64_t A, int
 	for (int r = warp; r < nb; r += nw) {          /* rows b of y: na * C contiguous */
 		float *dst = y + ((b0 + r) * A + a0) * C;
 		for (int i = lane; i < na * C; i += 32) dst[i] = t[i / C][r * C + i % C];
-	}
-}
-
-/* x: [A, A, C] in place, x[a, b, :] <-> x[b, a, :]: the thread of element
- * (a, b, c) with a < b swaps it with (b, a, c); both sides are coalesced
- * along C (the pair channels, where this is used) */
-static __global__ void k_transpose_inplace(float *x, int64_t A, int64_t C)
-{
-	GRID_STRIDE(e, A * A * C) {
-		int64_t c = e % C, t = e / C, b = t % A, a = t / A;
-		if (a < b) {
-			float *p = x + e, *q = x + (b * A + a) * C + c;
-			float v = *p;
-			*p = *q;
-			*q = v;
-		}
 	}
 }
 
@@ -249,21 +213,6 @@ extern "C" int cu_binary(cudaStream_t s, float *y, const float *a, const float *
 	return cu_launched();
 }
 
-extern "C" int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n)
-{
-	if (n <= 0) return n < 0 ? -EINVAL : 0;
-	CU_LAUNCH(ew_blocks(n), EW_THREADS, 0, s, k_gate_add)(y, a, b, n);
-	return cu_launched();
-}
-
-extern "C" int cu_gate_rows(cudaStream_t s, float *y, const float *g, const float *by, const float *bg,
-                            int64_t rows, int64_t cols)
-{
-	if (rows <= 0 || cols <= 0) return rows < 0 || cols < 0 ? -EINVAL : 0;
-	CU_LAUNCH(ew_blocks(rows * cols), EW_THREADS, 0, s, k_gate_rows)(y, g, by, bg, rows, cols);
-	return cu_launched();
-}
-
 extern "C" int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	if (n <= 0) return n < 0 ? -EINVAL : 0;
@@ -297,14 +246,6 @@ extern "C" int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A,
 		if (gb > 0x7fffffff || ga > 65535) return -EINVAL;
 		CU_LAUNCH(dim3((unsigned)gb, (unsigned)ga), 256, 0, s, k_transpose_tile)(y, x, A, B, (int)C);
 	}
-	return cu_launched();
-}
-
-extern "C" int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C)
-{
-	if (A < 0 || C < 0) return -EINVAL;
-	if (A * A * C == 0) return 0;
-	CU_LAUNCH(ew_blocks(A * A * C), EW_THREADS, 0, s, k_transpose_inplace)(x, A, C);
 	return cu_launched();
 }
 

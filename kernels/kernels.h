@@ -30,14 +30,6 @@ const char *cu_last_error(void);
 /* y, x: [rows, d]; w, b: [d]; y may alias x */
 int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
                  const float *w, const float *b, float eps);
-/* y: [rows, d] = LayerNorm over d of x: [d, rows] (channel-major); y
- * apart from x */
-int cu_layernorm_cm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
-                    const float *w, const float *b, float eps);
-/* y: [n1 * n2, d] = LayerNorm over d of x's rows at xr's strides
- * (be_rows_t); y apart from x */
-int cu_layernorm_rows(cudaStream_t s, float *y, const float *x, be_rows_t xr, int d,
-                      const float *w, const float *b, float eps);
 /* x: [rows, d], softmax over d in place */
 int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 
@@ -46,13 +38,6 @@ int cu_softmax(cudaStream_t s, float *x, int64_t rows, int d);
 int cu_act(cudaStream_t s, float *x, int64_t n, be_act_t kind);
 /* y, a, b: [n], y = a OP b; y may alias a or b */
 int cu_binary(cudaStream_t s, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
-/* y, a, b: [n], y += a * sigmoid(b) (the gate as cu_binary's BE_GATE);
- * y apart from a and b */
-int cu_gate_add(cudaStream_t s, float *y, const float *a, const float *b, int64_t n);
-/* y, g: [rows, cols], y = (y + by[r]) * sigmoid(g + bg[r]) on row r; by,
- * bg: [rows] or NULL; y apart from g */
-int cu_gate_rows(cudaStream_t s, float *y, const float *g, const float *by, const float *bg,
-                 int64_t rows, int64_t cols);
 /* y, x: [n], y = alpha * x + beta * y (beta == 0 ignores y) */
 int cu_axpby(cudaStream_t s, float *y, const float *x, int64_t n, float alpha, float beta);
 /* x: [n] = value */
@@ -62,8 +47,6 @@ int cu_gather(cudaStream_t s, float *y, const float *table, const int32_t *idx,
               int64_t rows, int d, float scale);
 /* y: [B, A, C] = x: [A, B, C] with the two leading dims swapped */
 int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
-int cu_transpose_inplace(cudaStream_t s, float *x, int64_t A, int64_t C);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
 /* c: batch x [m, n] rows of stride ldc, batch stride stride_c:

@@ -1,5 +1,4 @@
-/* norm.cu - row reductions: LayerNorm (also of a channel-major input or of
- * rows at strides) and softmax.
+/* norm.cu - row reductions: LayerNorm and softmax.
  *
  * One warp per row; each lane walks the row with a stride of 32, so any d
  * works and every global access is coalesced.  Statistics are float32:
@@ -32,32 +31,6 @@ static __global__ void k_layernorm(float *y, const float *x, int64_t rows, int d
 	if (r < rows) ln_warp_row(y + r * d, x + r * d, d, w, b, eps, threadIdx.x % 32);
 }
 
-/* y: [n1 * n2, d]; x: rows at xr's strides (be_rows_t); w, b: [d] */
-static __global__ void k_layernorm_rows(float *y, const float *x, be_rows_t xr, int d,
-                                        const float *w, const float *b, float eps)
-{
-	int64_t r = (int64_t)blockIdx.x * NORM_WARPS + threadIdx.x / 32;
-	if (r < xr.n1 * xr.n2)
-		ln_warp_row(y + r * d, x + r / xr.n2 * xr.s1 + r % xr.n2 * xr.s2, d, w, b, eps, threadIdx.x % 32);
-}
-
-/* y: [rows, d], x: [d, rows] (channel-major); w, b: [d].  One thread per
- * row, walking its column: a warp's loads of one channel are 32
- * consecutive rows, coalesced. */
-static __global__ void k_layernorm_cm(float *y, const float *x, int64_t rows, int d,
-                                      const float *w, const float *b, float eps)
-{
-	int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	if (r >= rows) return;
-	float sum = 0.0f;
-	for (int i = 0; i < d; i++) sum += x[i * rows + r];
-	float mean = sum / d, sq = 0.0f;
-	for (int i = 0; i < d; i++) { float t = x[i * rows + r] - mean; sq += t * t; }
-	float inv = rsqrtf(sq / d + eps);
-	float *yr = y + r * d;
-	for (int i = 0; i < d; i++) yr[i] = (x[i * rows + r] - mean) * inv * w[i] + b[i];
-}
-
 /* x: [rows, d], softmax over d in place */
 static __global__ void k_softmax(float *x, int64_t rows, int d)
 {
@@ -81,26 +54,6 @@ extern "C" int cu_layernorm(cudaStream_t s, float *y, const float *x, int64_t ro
 	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
 	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_layernorm)(
 		y, x, rows, d, w, b, eps);
-	return cu_launched();
-}
-
-extern "C" int cu_layernorm_rows(cudaStream_t s, float *y, const float *x, be_rows_t xr, int d,
-                                 const float *w, const float *b, float eps)
-{
-	int64_t rows = xr.n1 * xr.n2;
-	if (xr.n1 < 0 || xr.n2 < 0 || d < 0) return -EINVAL;
-	if (rows == 0 || d == 0) return 0;
-	CU_LAUNCH((unsigned)((rows + NORM_WARPS - 1) / NORM_WARPS), NORM_WARPS * 32, 0, s, k_layernorm_rows)(
-		y, x, xr, d, w, b, eps);
-	return cu_launched();
-}
-
-extern "C" int cu_layernorm_cm(cudaStream_t s, float *y, const float *x, int64_t rows, int d,
-                               const float *w, const float *b, float eps)
-{
-	if (rows <= 0 || d <= 0) return rows < 0 || d < 0 ? -EINVAL : 0;
-	CU_LAUNCH((unsigned)((rows + NORM_WARPS * 32 - 1) / (NORM_WARPS * 32)), NORM_WARPS * 32, 0, s,
-	          k_layernorm_cm)(y, x, rows, d, w, b, eps);
 	return cu_launched();
 }
 

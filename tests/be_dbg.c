@@ -302,49 +302,6 @@ static int dbg_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	return dbg_leave(c, c->cpu->binary(c->cpu, y, a, b, n, kind));
 }
 
-static int dbg_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "gate_add", "y", y, n * F) || dbg_dev(c, "gate_add", "a", a, n * F) ||
-	    dbg_dev(c, "gate_add", "b", b, n * F) || dbg_apart(c, "gate_add", "y and a", y, n, a, n, 0) ||
-	    dbg_apart(c, "gate_add", "y and b", y, n, b, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gate_add(c->cpu, y, a, b, n));
-}
-
-static int dbg_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                         int64_t rows, int64_t cols)
-{
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = rows * cols;
-	int rc;
-
-	if (dbg_dev(c, "gate_rows", "y", y, n * F) || dbg_dev(c, "gate_rows", "g", g, n * F) ||
-	    (by && dbg_dev(c, "gate_rows", "by", by, rows * F)) ||
-	    (bg && dbg_dev(c, "gate_rows", "bg", bg, rows * F)) ||
-	    dbg_apart(c, "gate_rows", "y and g", y, n, g, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gate_rows(c->cpu, y, g, by, bg, rows, cols));
-}
-
-static int dbg_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                            const float *w, const float *b, float eps)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "layernorm_cm", "y", y, rows * d * F) || dbg_dev(c, "layernorm_cm", "x", x, rows * d * F) ||
-	    dbg_dev(c, "layernorm_cm", "w", w, d * F) || dbg_dev(c, "layernorm_cm", "b", b, d * F) ||
-	    dbg_apart(c, "layernorm_cm", "y and x", y, rows * d, x, rows * d, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->layernorm_cm(c->cpu, y, x, rows, d, w, b, eps));
-}
-
 static int dbg_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	dbg_ctx_t *c = be->ctx;
@@ -402,16 +359,6 @@ static int dbg_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 		return -EFAULT;
 	if ((rc = dbg_enter(c))) return rc;
 	return dbg_leave(c, c->cpu->transpose(c->cpu, y, x, A, B, C));
-}
-
-static int dbg_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "transpose_inplace", "x", x, A * A * C * F)) return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->transpose_inplace(c->cpu, x, A, C));
 }
 
 static int dbg_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
@@ -535,21 +482,6 @@ static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
 	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
 }
 
-static int dbg_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                              const float *w, const float *b, float eps)
-{
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = xr.n1 * xr.n2 * d, nx = dbg_span(1, 0, xr.n1, xr.s1, xr.n2, xr.s2, d);
-	int rc;
-
-	if (dbg_dev(c, "layernorm_rows", "y", y, n * F) || dbg_dev(c, "layernorm_rows", "x", x, nx * F) ||
-	    dbg_dev(c, "layernorm_rows", "w", w, d * F) || dbg_dev(c, "layernorm_rows", "b", b, d * F) ||
-	    dbg_apart(c, "layernorm_rows", "y and x", y, n, x, nx, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->layernorm_rows(c->cpu, y, x, xr, d, w, b, eps));
-}
-
 static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
 	dbg_ctx_t *c = be->ctx;
@@ -622,14 +554,13 @@ be_t *be_dbg_init(int threads, size_t capacity)
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
 		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
 		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
-		.gate_add = dbg_gate_add, .gate_rows = dbg_gate_rows, .layernorm_cm = dbg_layernorm_cm,
 		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
-		.transpose_inplace = dbg_transpose_inplace, .outer = dbg_outer,
+		.outer = dbg_outer,
 		.trimul = dbg_trimul,
 		.transition = dbg_transition,
 		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
 		.ln_linear = dbg_ln_linear,
-		.layernorm_rows = dbg_layernorm_rows, .trimul_out = dbg_trimul_out,
+		.trimul_out = dbg_trimul_out,
 		.relpos = dbg_relpos,
 	};
 	return be;

@@ -626,26 +626,6 @@ static void test_layernorm(void **state)
 	}
 }
 
-/* layernorm_cm: x channel-major [d, rows] -> y [rows, d], bit for bit the
- * transpose followed by layernorm it replaces; rows across several tasks */
-static void test_layernorm_cm(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 31;
-	for (int t = 0; t < TRIALS; t++) {
-		int rows = t == 0 ? 3 * 64 + 5 : rng_dim(&s, 300), d = t == 1 ? 1 : rng_dim(&s, 200);
-		int64_t n = (int64_t)rows * d;
-		float *x = frand(&s, n, 2.0f), *w = frand(&s, d, 1.5f), *b = frand(&s, d, 1.0f);
-		float *y = frand(&s, n, 1.0f), *want = frand(&s, n, 1.0f);
-		for (int64_t i = 0; i < n; i++) x[i] += 7.0f;
-		assert_int_equal(be->transpose(be, want, x, d, rows, 1), 0);
-		assert_int_equal(be->layernorm(be, want, want, rows, d, w, b, 1e-5f), 0);
-		assert_int_equal(be->layernorm_cm(be, y, x, rows, d, w, b, 1e-5f), 0);
-		assert_memory_equal(y, want, sizeof *y * n);
-		tmp_reset();
-	}
-}
-
 /* softmax over the last dimension, in place, logits spread over [-12, 12]
  * (the max must be subtracted), d from 1 to 300. */
 static void test_softmax(void **state)
@@ -736,59 +716,6 @@ static void test_binary(void **state)
 			expect_err(ops[o].e, cmp_rel(y, ref, scl, n));
 			tmp_reset();
 		}
-}
-
-/* gate_add: y += a * sigmoid(b), against double precision and, bit for
- * bit, against the unfused composition (binary BE_GATE, then BE_ADD) it
- * replaces; awkward lengths, saturated gates, pieces of several blocks. */
-static void test_gate_add(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 61;
-	for (int t = 0; t < TRIALS; t++) {
-		int n = t == 0 ? 3 * 16384 + 1027 : rng_dim(&s, 5000);
-		float *a = frand(&s, n, 4.0f), *b = frand(&s, n, 8.0f), *y = frand(&s, n, 2.0f);
-		float *y2 = frand(&s, n, 1.0f), *g = frand(&s, n, 1.0f);
-		double *ref = dref(n), *scl = dref(n);
-		if (t == 1) gate_saturate(b, n);
-		for (int i = 0; i < n; i++) {
-			double gate = a[i] / (1.0 + exp(-(double)b[i]));
-			ref[i] = y[i] + gate;
-			scl[i] = fabs(y[i]) + fabs(gate);
-			y2[i] = y[i];
-		}
-		assert_int_equal(be->gate_add(be, y, a, b, n), 0);
-		expect_err(E_ADD, cmp_rel(y, ref, scl, n));
-		assert_int_equal(be->binary(be, g, a, b, n, BE_GATE), 0);
-		assert_int_equal(be->binary(be, y2, y2, g, n, BE_ADD), 0);
-		assert_memory_equal(y, y2, sizeof *y * n);
-		tmp_reset();
-	}
-}
-
-/* gate_rows: y = (y + by[r]) * sigmoid(g + bg[r]) on row r, against
- * double precision; either bias absent; awkward shapes, saturated gates */
-static void test_gate_rows(void **state)
-{
-	be_t *be = *state;
-	uint64_t s = 67;
-	for (int t = 0; t < TRIALS; t++) {
-		int rows = rng_dim(&s, 70), cols = t == 0 ? 4 * 16384 + 3 : rng_dim(&s, 900);
-		int64_t n = (int64_t)rows * cols;
-		float *y = frand(&s, n, 3.0f), *g = frand(&s, n, 8.0f);
-		float *by = t % 3 == 1 ? NULL : frand(&s, rows, 2.0f), *bg = t % 3 == 2 ? NULL : frand(&s, rows, 2.0f);
-		double *ref = dref(n), *scl = dref(n);
-		if (t == 1) gate_saturate(g, n);
-		for (int64_t i = 0; i < n; i++) {
-			int64_t r = i / cols;
-			double u = (double)y[i] + (by ? by[r] : 0.0f), v = (double)g[i] + (bg ? bg[r] : 0.0f);
-			ref[i] = u / (1.0 + exp(-v));
-			scl[i] = fabs(y[i]) + (by ? fabs(by[r]) : 0.0);
-		}
-		assert_int_equal(be->gate_rows(be, y, g, by, bg, rows, cols), 0);
-		expect_err(E_GATE, cmp_rel(y, ref, scl, n));
-		tmp_reset();
-	}
 }
 
 /* axpby: y = alpha x + beta y; beta = 0 must ignore NaN already in y. */
@@ -1079,14 +1006,9 @@ static int spy_gemm(be_t *be, const be_gemm_t *g) { return spy(); }
 static int spy_attn(be_t *be, const be_attn_t *a) { return spy(); }
 static int spy_ln(be_t *be, float *y, const float *x, int64_t r, int d, const float *w,
                   const float *b, float e) { return spy(); }
-static int spy_ln_cm(be_t *be, float *y, const float *x, int64_t r, int d, const float *w,
-                     const float *b, float e) { return spy(); }
 static int spy_softmax(be_t *be, float *x, int64_t r, int d) { return spy(); }
 static int spy_act(be_t *be, float *x, int64_t n, be_act_t k) { return spy(); }
 static int spy_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t k) { return spy(); }
-static int spy_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n) { return spy(); }
-static int spy_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg, int64_t r,
-                         int64_t c) { return spy(); }
 static int spy_axpby(be_t *be, float *y, const float *x, int64_t n, float a, float b) { return spy(); }
 static int spy_fill(be_t *be, float *x, int64_t n, float v) { return spy(); }
 static int spy_gather(be_t *be, float *y, const float *t, const int32_t *i, int64_t r, int d,
@@ -1099,13 +1021,13 @@ static be_t spy_backend(const be_t *cpu)
 {
 	be_t be = *cpu;
 	be.gemm = spy_gemm; be.attn = spy_attn; be.layernorm = spy_ln; be.softmax = spy_softmax;
-	be.act = spy_act; be.binary = spy_binary; be.gate_add = spy_gate_add;
-	be.gate_rows = spy_gate_rows; be.layernorm_cm = spy_ln_cm; be.axpby = spy_axpby; be.fill = spy_fill;
+	be.act = spy_act; be.binary = spy_binary;
+	be.axpby = spy_axpby; be.fill = spy_fill;
 	be.gather = spy_gather; be.transpose = spy_transpose; be.outer = spy_outer;
 	return be;
 }
 
-#define ALL_OPS 15
+#define ALL_OPS 12
 
 /* one valid call of every op (ALL_OPS of them) on tensors of fx */
 static void all_ops(fwd_t *fx)
@@ -1122,9 +1044,6 @@ static void all_ops(fwd_t *fx)
 	op_act(fx, y, BE_GELU);
 	op_binary(fx, y, y, x, BE_GATE);
 	op_axpby(fx, y, x, 1.0f, 1.0f);
-	op_gate_add(fx, y, x, t);
-	op_gate_rows(fx, y, x, w, NULL);
-	op_layernorm_cm(fx, x, t, &ln);
 	op_softmax(fx, y);
 	op_gather(fx, r, w, (const int32_t[]){ 0, 1, 2, 3, 4 }, 1.0f);
 	op_transpose(fx, t, x);
@@ -1179,12 +1098,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_gemm_relu, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_attn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_layernorm_cm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_act, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_binary, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gate_add, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_gate_rows, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_axpby, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_fill, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gather, setup, teardown),

@@ -1,11 +1,10 @@
-/* test_trimul_out.c - the CPU backend's layer norm of rows at strides
- * (be->layernorm_rows) and fused triangle-multiplication output side
- * (be->trimul_out) against the ops they replace, composed by hand: a
- * gathered copy then be->layernorm; be->layernorm, be->gemm with the bias
- * and be->gate_add on gathered rows.  Blocks of z and of z^T (the incoming
- * update's rows, read in place), the product channel-last and
- * channel-major, shapes that fill no tile (the op works on 256 rows at a
- * time). */
+/* test_trimul_out.c - the CPU backend's fused triangle-multiplication
+ * output side (be->trimul_out) against the ops it replaces, composed by
+ * hand on whole gathered tensors: be->layernorm, be->gemm with the bias,
+ * be->binary's gate (BE_GATE) and residual add (BE_ADD).  Blocks of z
+ * and of z^T (the incoming update's rows, read in place), the product
+ * channel-last and channel-major, shapes that fill no tile (the op works
+ * on 256 rows at a time). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -53,29 +52,6 @@ static double maxdiff(const float *a, const float *b, int64_t n)
 	return m;
 }
 
-static void test_layernorm_rows(void **state)
-{
-	static const struct { int L, d, i0, nc, tr; } cs[] = {
-		{ 37, 45, 13, 11, 1 }, { 37, 45, 13, 11, 0 }, { 20, 128, 0, 20, 1 }, { 9, 7, 8, 1, 1 },
-	};
-	for (size_t t = 0; t < sizeof cs / sizeof *cs; t++) {
-		int L = cs[t].L, d = cs[t].d;
-		int64_t off, n = (int64_t)cs[t].nc * L * d;
-		be_rows_t r = rows_of(L, d, cs[t].i0, cs[t].nc, cs[t].tr, &off);
-		float *z = vec((int64_t)L * L * d, 3.0f, 1.0f), *w = vec(d, 1.0f, 0.0f), *b = vec(d, 1.0f, 0.0f);
-		float *y = vec(n, 1.0f, 0.0f), *g = vec(n, 1.0f, 0.0f);
-
-		for (int64_t i = 0; i < r.n1 * r.n2; i++)
-			for (int k = 0; k < d; k++) g[i * d + k] = z[off + row_at(r, i) + k];
-		assert_int_equal(cpu->layernorm(cpu, g, g, r.n1 * r.n2, d, w, b, 1e-5f), 0);
-		assert_int_equal(cpu->layernorm_rows(cpu, y, z + off, r, d, w, b, 1e-5f), 0);
-		printf("  layernorm_rows L%d d%d rows %d..+%d%s: max diff %.3g\n", L, d, cs[t].i0, cs[t].nc,
-		       cs[t].tr ? " of z^T" : "", maxdiff(y, g, n));
-		assert_true(maxdiff(y, g, n) <= 1e-6);
-		free(z); free(w); free(b); free(y); free(g);
-	}
-}
-
 /* one case of trimul_out against the composition */
 static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm)
 {
@@ -97,15 +73,16 @@ static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm)
 
 	assert_non_null(zr);
 	for (int64_t i = 0; i < nz; i++) zr[i] = z[i];
-	/* the composition: x channel-last, layer norm, linear_z, gate_add on
-	 * the rows gathered and scattered back */
+	/* the composition: x channel-last, layer norm, linear_z, gate and
+	 * add on the rows gathered and scattered back */
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) t[i * c + k] = x[i * op.x_rs + k * op.x_cs];
 	assert_int_equal(cpu->layernorm(cpu, t, t, rows, c, lw, lb, 1e-5f), 0);
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zg[i * c + k] = zr[off + row_at(r, i) + k];
-	assert_int_equal(cpu->gate_add(cpu, zg, u, gv, rows * c), 0);
+	assert_int_equal(cpu->binary(cpu, u, u, gv, rows * c, BE_GATE), 0);
+	assert_int_equal(cpu->binary(cpu, zg, zg, u, rows * c, BE_ADD), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zr[off + row_at(r, i) + k] = zg[i * c + k];
 
@@ -133,7 +110,6 @@ static void test_trimul_out(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_layernorm_rows),
 		cmocka_unit_test(test_trimul_out),
 	};
 	int rc;

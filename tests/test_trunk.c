@@ -242,33 +242,6 @@ static void chunk_agreement(const char *fixture)
 static void test_chunks_tiny_a(void **state) { chunk_agreement("tiny_a"); }
 static void test_chunks_tiny_b(void **state) { chunk_agreement("tiny_b"); }
 
-/* op_transpose_inplace against op_transpose, on a size that is not a
- * multiple of the CPU tile */
-static void test_transpose_inplace(void **state)
-{
-	const int A = 37, C = 3;
-	int64_t n = (int64_t)A * A * C;
-	be_t *be = be_cpu_init(1);
-	float *h = malloc(sizeof *h * n), *got = malloc(sizeof *got * n), *want = malloc(sizeof *want * n);
-	fwd_t fx;
-
-	for (int64_t i = 0; i < n; i++) h[i] = (float)i;
-	assert_int_equal(fwd_exec_begin(&fx, be, 2 * place_round(sizeof(float) * n)), 0);
-	tensor_t x = fwd_new3(&fx, A, A, C), y = fwd_new3(&fx, A, A, C);
-	fwd_set(&fx, x, h);
-	op_transpose(&fx, y, x);
-	op_transpose_inplace(&fx, x);
-	fwd_get(&fx, x, got);
-	fwd_get(&fx, y, want);
-	assert_int_equal(fx.err, 0);
-	assert_memory_equal(got, want, sizeof *got * n);
-	fwd_end(&fx);
-	free(want);
-	free(got);
-	free(h);
-	be_free(be);
-}
-
 /* planning a whole pass gives a positive arena that the executing pass fits */
 static void test_plan(void **state)
 {
@@ -371,7 +344,6 @@ int main(void)
 		cmocka_unit_test(test_golden_tiny_b),
 		cmocka_unit_test(test_chunks_tiny_a),
 		cmocka_unit_test(test_chunks_tiny_b),
-		cmocka_unit_test(test_transpose_inplace),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_peak_esmfold_v1),
 		cmocka_unit_test(test_passes_esmfold_v1),

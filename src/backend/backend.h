@@ -223,25 +223,12 @@ struct be {
 	/* y, x: [rows, d]; w, b: [d]; y may alias x */
 	int (*layernorm)(be_t *be, float *y, const float *x, int64_t rows, int d,
 	                 const float *w, const float *b, float eps);
-	/* y: [rows, d] = LayerNorm over d of x: [d, rows] (channel-major:
-	 * element (r, i) at x[i * rows + r]), so a transpose and the norm
-	 * are one pass; y apart from x */
-	int (*layernorm_cm)(be_t *be, float *y, const float *x, int64_t rows, int d,
-	                    const float *w, const float *b, float eps);
 	/* x: [rows, d] softmax over d, in place */
 	int (*softmax)(be_t *be, float *x, int64_t rows, int d);
 	/* x: [n] in place */
 	int (*act)(be_t *be, float *x, int64_t n, be_act_t kind);
 	/* y = a OP b, all [n]; y may alias a or b */
 	int (*binary)(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
-	/* y += a * sigmoid(b), all [n]: a gate and a residual add in one
-	 * pass; y apart from a and b */
-	int (*gate_add)(be_t *be, float *y, const float *a, const float *b, int64_t n);
-	/* y: [rows, cols] = (y + by[r]) * sigmoid(g + bg[r]) on row r; g:
-	 * [rows, cols]; by, bg: [rows] or NULL (0): two channel-major
-	 * projections' biases and their gate in one pass; y apart from g */
-	int (*gate_rows)(be_t *be, float *y, const float *g, const float *by, const float *bg,
-	                 int64_t rows, int64_t cols);
 	/* y = alpha * x + beta * y, all [n] */
 	int (*axpby)(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta);
 	/* x: [n] = value */
@@ -251,8 +238,6 @@ struct be {
 	              int64_t rows, int d, float scale);
 	/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
 	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-	/* x: [A, A, C] in place: x[a, b, :] <-> x[b, a, :] */
-	int (*transpose_inplace)(be_t *be, float *x, int64_t A, int64_t C);
 	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
 	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
 	 * q, k: [L, c] */
@@ -296,11 +281,6 @@ struct be {
 	int (*transition)(be_t *be, const be_trans_t *t);
 	/* layer norm and linears in one pass over x (be_ln_linear_t) */
 	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
-	/* y: [n1 * n2, d] = LayerNorm over d of the rows of x at xr's strides
-	 * (be_rows_t; a block of a pair tensor or of its transpose, read in
-	 * place); w, b: [d]; y apart from x */
-	int (*layernorm_rows)(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-	                      const float *w, const float *b, float eps);
 	/* the triangle multiplication's output side, fused (be_trimul_out_t):
 	 * layer norm prologue, product, gated residual epilogue */
 	int (*trimul_out)(be_t *be, const be_trimul_out_t *t);

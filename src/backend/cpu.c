@@ -588,28 +588,6 @@ static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d
 }
 
 /* x: [d] softmax in place */
-BE_CPU_CLONES
-/* y: [rows, d], x: [d, rows]: each row gathered from its column into
- * scratch (tasks of CPU_LNCM_ROWS rows), then cpu_ln_row, so the numbers
- * are the transpose-then-layernorm ones bit for bit */
-#define CPU_LNCM_ROWS 64
-static int cpu_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                            const float *w, const float *bias, float eps)
-{
-	int fail = 0;
-
-	#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (rows * d > 4 * BE_CPU_GRAIN)
-	for (int64_t r0 = 0; r0 < rows; r0 += CPU_LNCM_ROWS) {
-		int nr = rows - r0 < CPU_LNCM_ROWS ? (int)(rows - r0) : CPU_LNCM_ROWS;
-		float *t = cpu_scratch((size_t)CPU_LNCM_ROWS * d);
-		if (!t) { fail = 1; continue; }
-		for (int i = 0; i < d; i++)
-			for (int r = 0; r < nr; r++) t[(int64_t)r * d + i] = x[(int64_t)i * rows + r0 + r];
-		for (int r = 0; r < nr; r++) cpu_ln_row(y + (r0 + r) * d, t + (int64_t)r * d, d, w, bias, eps);
-	}
-	return fail ? -1 : 0;
-}
-
 static void cpu_softmax_row(float *x, int d)
 {
 	float mx = -INFINITY;
@@ -719,38 +697,6 @@ static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	return 0;
 }
 
-/* y: [n] += a * sigmoid(b), in blocks of CPU_GATE_BLK: the gate (the
- * binary op's own code, so the sum is the unfused one's bit for bit) into
- * a block on the stack, then added while both are in cache */
-#define CPU_GATE_BLK 1024
-static int cpu_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
-	for (int64_t p = 0; p < cpu_pieces(n); p++) {
-		float g[CPU_GATE_BLK];
-		for (int64_t o = p * BE_CPU_GRAIN, e = o + cpu_piece_len(n, p); o < e; o += CPU_GATE_BLK) {
-			int64_t m = e - o < CPU_GATE_BLK ? e - o : CPU_GATE_BLK;
-			if (cpu_has_cg) avx512_gate(g, a + o, b + o, m);
-			else            cpu_binary_k(g, a + o, b + o, m, BE_GATE);
-			cpu_binary_k(y + o, y + o, g, m, BE_ADD);
-		}
-	}
-	return 0;
-}
-
-/* y, g: [rows, cols]; by, bg: [rows] or NULL; a task per row */
-static int cpu_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                         int64_t rows, int64_t cols)
-{
-	#pragma omp parallel for schedule(dynamic) if (rows * cols > 4 * BE_CPU_GRAIN)
-	for (int64_t r = 0; r < rows; r++) {
-		float *yr = y + r * cols, u = by ? by[r] : 0.0f, v = bg ? bg[r] : 0.0f;
-		const float *gr = g + r * cols;
-		for (int64_t j = 0; j < cols; j++) yr[j] = (yr[j] + u) / (1.0f + cpu_exp(-(gr[j] + v)));
-	}
-	return 0;
-}
-
 static int cpu_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
 {
 	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
@@ -800,31 +746,6 @@ static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 			for (int64_t b = b0; b < b0 + tb; b++)
 				memcpy(y + (b * A + a) * C, x + (a * B + b) * C, C * sizeof *x);
 	}
-	return 0;
-}
-
-/* p, q: [n], disjoint, exchanged */
-BE_CPU_CLONES
-static void cpu_swap(float *restrict p, float *restrict q, int64_t n)
-{
-	#pragma omp simd
-	for (int64_t i = 0; i < n; i++) {
-		float t = p[i];
-		p[i] = q[i];
-		q[i] = t;
-	}
-}
-
-/* each pair a < b swapped once: tile pairs (ta <= tb), above the diagonal */
-static int cpu_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	const int64_t T = 32, nt = (A + T - 1) / T;
-	#pragma omp parallel for schedule(dynamic) if (A * A * C > 65536)
-	for (int64_t ta = 0; ta < nt; ta++)
-		for (int64_t tb = ta; tb < nt; tb++)
-			for (int64_t a = ta * T; a < ta * T + T && a < A; a++)
-				for (int64_t b = ta == tb ? a + 1 : tb * T; b < tb * T + T && b < A; b++)
-					cpu_swap(x + (a * A + b) * C, x + (b * A + a) * C, C);
 	return 0;
 }
 
@@ -907,14 +828,12 @@ be_t *be_cpu_init(int threads)
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
 		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
-		.gate_add = cpu_gate_add, .gate_rows = cpu_gate_rows, .layernorm_cm = cpu_layernorm_cm,
 		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
-		.transpose_inplace = cpu_transpose_inplace,
 		.outer = cpu_outer, .trimul = cpu_trimul,
 		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
 		.transition = cpu_transition,
 		.ln_linear = cpu_ln_linear,
-		.layernorm_rows = cpu_layernorm_rows, .trimul_out = cpu_trimul_out,
+		.trimul_out = cpu_trimul_out,
 		.relpos = cpu_relpos,
 	};
 	return be;

@@ -1,13 +1,13 @@
-/* cpu_trimul_out.c - the CPU's layer norm of rows at strides and the fused
- * output side of the triangle multiplication (see cpu_trimul_out.h).
+/* cpu_trimul_out.c - the CPU's fused output side of the triangle
+ * multiplication (see cpu_trimul_out.h).
  *
- * Both are built from the backend's own entries (be->layernorm, be->gemm,
- * be->gate_add), called through the be_t they are given, so that a
+ * It is built from the backend's own entries (be->layernorm, be->gemm,
+ * be->binary), called through the be_t they are given, so that a
  * backend that wraps the CPU's (a sim: card with bf16 weights) keeps its
  * GEMM.  The output side works on tiles of CPU_TO_ROWS rows: the tile of
- * x is gathered and normalised, multiplied, and its gated sum added to z,
- * while the tile is in cache; x, gv and z are each read once, z written
- * once.
+ * x is gathered and normalised, multiplied, gated (BE_GATE, in place) and
+ * added to z's rows (BE_ADD), while the tile is in cache; x, gv and z are
+ * each read once, z written once.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,18 +20,6 @@
 static int64_t cpu_row_at(be_rows_t xr, int64_t r)
 {
 	return r / xr.n2 * xr.s1 + r % xr.n2 * xr.s2;
-}
-
-int cpu_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                       const float *w, const float *b, float eps)
-{
-	int64_t rows = xr.n1 * xr.n2;
-	int fail = 0;
-
-	#pragma omp parallel for schedule(static) reduction(|:fail) if (rows * d > 16384)
-	for (int64_t r = 0; r < rows; r++)
-		fail |= be->layernorm(be, y + r * d, x + cpu_row_at(xr, r), 1, d, w, b, eps) != 0;
-	return fail ? -1 : 0;
 }
 
 int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
@@ -58,11 +46,14 @@ int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
 			.bias = t->b, .b_bf16 = t->w_bf16,
 		};
 		if (!rc) rc = be->gemm(be, &g);
+		/* u = u * sigmoid(gv), then z's rows += u */
+		if (!rc) rc = be->binary(be, u, u, t->gv + r0 * c, (int64_t)nr * c, BE_GATE);
 		if (rc) break;
 		#pragma omp parallel for schedule(static) reduction(|:fail) if ((int64_t)nr * c > 16384)
-		for (int r = 0; r < nr; r++)
-			fail |= be->gate_add(be, t->z + cpu_row_at(t->zr, r0 + r), u + (int64_t)r * c,
-			                     t->gv + (r0 + r) * c, c) != 0;
+		for (int r = 0; r < nr; r++) {
+			float *zr = t->z + cpu_row_at(t->zr, r0 + r);
+			fail |= be->binary(be, zr, zr, u + (int64_t)r * c, c, BE_ADD) != 0;
+		}
 		if (fail) rc = -1;
 	}
 done:

@@ -328,20 +328,6 @@ static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, i
 	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
 }
 
-static int be_cuda_layernorm_cm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                                const float *w, const float *b, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_layernorm_cm(c->stream, y, x, rows, d, w, b, eps), "layernorm_cm");
-}
-
-static int be_cuda_layernorm_rows(be_t *be, float *y, const float *x, be_rows_t xr, int d,
-                                  const float *w, const float *b, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_layernorm_rows(c->stream, y, x, xr, d, w, b, eps), "layernorm_rows");
-}
-
 /* on the tensor cores at bf16, in fp32 otherwise */
 static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
@@ -368,19 +354,6 @@ static int be_cuda_binary(be_t *be, float *y, const float *a, const float *b, in
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	return be_cuda_k(c, cu_binary(c->stream, y, a, b, n, kind), "binary");
-}
-
-static int be_cuda_gate_add(be_t *be, float *y, const float *a, const float *b, int64_t n)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_gate_add(c->stream, y, a, b, n), "gate_add");
-}
-
-static int be_cuda_gate_rows(be_t *be, float *y, const float *g, const float *by, const float *bg,
-                             int64_t rows, int64_t cols)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_gate_rows(c->stream, y, g, by, bg, rows, cols), "gate_rows");
 }
 
 static int be_cuda_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
@@ -452,12 +425,6 @@ static int be_cuda_transpose(be_t *be, float *y, const float *x, int64_t A, int6
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	return be_cuda_k(c, cu_transpose(c->stream, y, x, A, B, C), "transpose");
-}
-
-static int be_cuda_transpose_inplace(be_t *be, float *x, int64_t A, int64_t C)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_transpose_inplace(c->stream, x, A, C), "transpose in place");
 }
 
 static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni,
@@ -644,14 +611,12 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.gemm = be_cuda_gemm,
 		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
 		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
-		.gate_add = be_cuda_gate_add, .gate_rows = be_cuda_gate_rows,
-		.layernorm_cm = be_cuda_layernorm_cm,
 		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
-		.transpose_inplace = be_cuda_transpose_inplace, .outer = be_cuda_outer,
+		.outer = be_cuda_outer,
 		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
 		.transition = be_cuda_transition,
 		.ln_linear = be_cuda_ln_linear,
-		.layernorm_rows = be_cuda_layernorm_rows, .trimul_out = be_cuda_trimul_out,
+		.trimul_out = be_cuda_trimul_out,
 		.relpos = be_cuda_relpos,
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||

@@ -30,8 +30,7 @@ static void op_status(fwd_t *fx, int rc, const char *op)
 	else if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
 }
 
-/* y: [..., out] = x: [..., in] W^T + b + beta * y, then max(., 0) where relu */
-static void op_linear_as(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta, int relu)
+void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 {
 	int64_t m = op_last(x) ? tensor_numel(x) / op_last(x) : 0;
 
@@ -44,19 +43,9 @@ static void op_linear_as(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, floa
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
 		.alpha = 1.0f, .beta = beta,
 		.a = x.d, .lda = l->in, .b = l->w, .ldb = l->in, .c = y.d, .ldc = l->out,
-		.batch = 1, .bias = l->b, .b_bf16 = l->bf16, .relu = relu,
+		.batch = 1, .bias = l->b, .b_bf16 = l->bf16,
 	};
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
-}
-
-void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
-{
-	op_linear_as(fx, y, x, l, beta, 0);
-}
-
-void op_linear_relu(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l)
-{
-	op_linear_as(fx, y, x, l, 0.0f, 1);
 }
 
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
@@ -67,17 +56,6 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->layernorm(fx->be, y.d, x.d, tensor_numel(x) / ln->d, ln->d,
 	                                ln->w, ln->b, ln->eps), "layernorm");
-}
-
-void op_layernorm_cm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
-{
-	if (!op_check(fx, y.nd == 2 && x.nd == 2 && y.ne[1] == ln->d && x.ne[0] == ln->d && x.ne[1] == y.ne[0] &&
-	              x.d != y.d, "layernorm_cm", "x [d, R] -> y [R, d], apart"))
-		return;
-	op_count(fx, 2 * tensor_numel(x));
-	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->layernorm_cm(fx->be, y.d, x.d, y.ne[0], ln->d, ln->w, ln->b, ln->eps),
-	          "layernorm_cm");
 }
 
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind)
@@ -94,26 +72,6 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 	op_count(fx, 3 * tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tensor_numel(y), kind), "binary");
-}
-
-void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b)
-{
-	if (!op_check(fx, tensor_numel(y) == tensor_numel(a) && tensor_numel(a) == tensor_numel(b) &&
-	              y.d != a.d && y.d != b.d, "gate_add", "equal sizes, y apart"))
-		return;
-	op_count(fx, 4 * tensor_numel(y));
-	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->gate_add(fx->be, y.d, a.d, b.d, tensor_numel(y)), "gate_add");
-}
-
-void op_gate_rows(fwd_t *fx, tensor_t y, tensor_t g, const float *by, const float *bg)
-{
-	if (!op_check(fx, y.nd == 2 && g.nd == 2 && y.ne[0] == g.ne[0] && y.ne[1] == g.ne[1] && y.d != g.d,
-	              "gate_rows", "y, g [R, N], y apart"))
-		return;
-	op_count(fx, 3 * tensor_numel(y));
-	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->gate_rows(fx->be, y.d, g.d, by, bg, y.ne[0], y.ne[1]), "gate_rows");
 }
 
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
@@ -156,15 +114,6 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 	if (!op_run(fx) || !tensor_numel(x)) return;
 	op_status(fx, fx->be->transpose(fx->be, y.d, x.d, x.ne[0], x.ne[1],
 	                                tensor_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
-}
-
-void op_transpose_inplace(fwd_t *fx, tensor_t x)
-{
-	if (!op_check(fx, x.nd >= 2 && x.ne[0] == x.ne[1], "transpose_inplace", "[A, A, ..]")) return;
-	op_count(fx, 2 * tensor_numel(x));
-	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->transpose_inplace(fx->be, x.d, x.ne[0], tensor_numel(x) / (x.ne[0] * x.ne[1])),
-	          "transpose_inplace");
 }
 
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
@@ -265,20 +214,6 @@ static be_rows_t op_pair_rows(tensor_t z, int i0, int64_t nc, int tr, int64_t *o
 static int op_pair_ok(tensor_t z, int i0, int64_t nc)
 {
 	return z.nd == 3 && z.ne[0] == z.ne[1] && i0 >= 0 && nc >= 0 && i0 + nc <= z.ne[0];
-}
-
-void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const ln_t *ln)
-{
-	int64_t nc = y.nd == 3 ? y.ne[0] : -1, off;
-
-	if (!op_check(fx, op_pair_ok(z, i0, nc) && z.ne[2] == ln->d && y.ne[1] == z.ne[0] && y.ne[2] == ln->d &&
-	              y.d != z.d, "layernorm_pair", "z [L, L, d] -> y [nc, L, d], apart"))
-		return;
-	be_rows_t r = op_pair_rows(z, i0, nc, tr, &off);
-	op_count(fx, 2 * tensor_numel(y));
-	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->layernorm_rows(fx->be, y.d, z.d + off, r, ln->d, ln->w, ln->b, ln->eps),
-	          "layernorm_pair");
 }
 
 void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,

@@ -20,25 +20,12 @@ typedef struct { const float *w, *b; int d; float eps; } ln_t;
 
 /* y: [..., out] = x: [..., in] W^T + b + beta * y */
 void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
-/* y: [..., out] = max(x: [..., in] W^T + b, 0): the ReLU in the GEMM's
- * epilogue (be_gemm_t.relu), not a pass over y of its own */
-void op_linear_relu(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l);
 /* y: [..., d] = LayerNorm(x: [..., d]); y may be x */
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
-/* y: [R, d] = LayerNorm(x^T), x: [d, R] channel-major: the transpose
- * and the norm in one pass (y apart from x) */
-void op_layernorm_cm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 /* x: [...] = act(x) */
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind);
 /* y = a OP b, same element counts; y may be a or b */
 void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind);
-/* y += a * sigmoid(b) in one pass (y apart from a and b), all the same
- * element count: op_binary's BE_GATE then BE_ADD, fused */
-void op_gate_add(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b);
-/* y: [R, N] = (y + by[r]) * sigmoid(g + bg[r]), g: [R, N], by, bg:
- * [R] weights or NULL: a row bias on each of two channel-major products
- * and their gate, in one pass (y apart from g) */
-void op_gate_rows(fwd_t *fx, tensor_t y, tensor_t g, const float *by, const float *bg);
 /* y = alpha * x + beta * y */
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta);
 void op_fill(fwd_t *fx, tensor_t x, float value);
@@ -48,8 +35,6 @@ void op_softmax(fwd_t *fx, tensor_t x);
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale);
 /* y: [B, A, ...] = x: [A, B, ...] */
 void op_transpose(fwd_t *fx, tensor_t y, tensor_t x);
-/* x: [A, A, ...] in place, x[a, b] <-> x[b, a] */
-void op_transpose_inplace(fwd_t *fx, tensor_t x);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
@@ -73,10 +58,6 @@ void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float
  * once, written once; be_trans_t): fc1 [h, d], fc2 [d, h], both bf16 or
  * neither */
 void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2);
-/* y: [nc, L, d] = LayerNorm of rows i0..i0+nc-1 of z: [L, L, d] (tr 0)
- * or of z^T (tr 1: y[i, j] = LN(z[j, i0 + i]), read in place, no
- * transposed copy); nc = y.ne[0] */
-void op_layernorm_pair(fwd_t *fx, tensor_t y, tensor_t z, int i0, int tr, const ln_t *ln);
 /* The triangle multiplication's output side in one pass over z: rows
  * i0..i0+nc-1 of z: [L, L, c] (tr 0) or of z^T (tr 1, in place) +=
  * (ln(x) W^T + b) * sigmoid(gv), lin = linear_z: [c, c];

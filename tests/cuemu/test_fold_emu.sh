@@ -13,8 +13,8 @@
 # policy names (the emulator's CUEMU_GEMM_LOG): the IPA point term
 # (k = 3 Pq + 2), the pLDDT expectation (m = 1, k = 50 bins) and the
 # PAE / pTM one (m = 2, k = 64 bins), and a k = 1 product, should any be
-# made (the triangle-multiplication biases are added in fp32 by gate_rows,
-# no GEMM); every other GEMM at bf16.
+# made (the triangle-multiplication biases are added in fp32 in
+# ln_linear's gate epilogue, no GEMM); every other GEMM at bf16.
 # The blocks, warps and lanes of every kernel in reverse order
 # (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
 # a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free

@@ -18,16 +18,10 @@
 #include "backend/backend.h"
 #include "backend/cuda.h"
 #include "io/safetensors.h"
+#include "xorshift.h"
 
 static be_t *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
-
-/* uniform in [-1, 1) */
-static float urand(void)
-{
-	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-	return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
 
 /* one tensor on both backends, same contents */
 typedef struct { float *c, *g; int64_t n; } pair_t;
@@ -38,7 +32,7 @@ static pair_t pair_new(int64_t n)
 	size_t nb = sizeof(float) * (size_t)(n ? n : 1);
 	assert_int_equal(cpu->alloc(cpu, nb, (void **)&p.c), 0);
 	assert_int_equal(gpu->alloc(gpu, nb, (void **)&p.g), 0);
-	for (int64_t i = 0; i < n; i++) p.c[i] = urand();
+	for (int64_t i = 0; i < n; i++) p.c[i] = xs_unif(&rng);
 	assert_int_equal(gpu->upload(gpu, p.g, p.c, nb), 0);
 	return p;
 }
@@ -758,7 +752,7 @@ static void test_gather(void **state)
 	pair_t t = pair_new(ntab * d), y = pair_new(rows * d);
 
 	assert_non_null(idx);
-	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((urand() + 1.0f) * 0.5f * ntab) % ntab;
+	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((xs_unif(&rng) + 1.0f) * 0.5f * ntab) % ntab;
 	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 1.5f), 0);
 	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 1.5f), 0);
 	pair_check(&y, 0.0, "gather rows1001 d37");
@@ -917,7 +911,7 @@ static void test_ipa(void **state)
 		assert_int_equal(gpu->ipa_rigid(gpu, st.g, NULL, NULL, L, 0.0f), 0);
 		pair_check(&st, 0.0, "ipa_rigid identity");
 		for (int blk = 0; blk < 8; blk++) {
-			for (int64_t i = 0; i < upd.n; i++) upd.c[i] = urand() * (i % 6 < 3 ? 0.5f : 4.0f);
+			for (int64_t i = 0; i < upd.n; i++) upd.c[i] = xs_unif(&rng) * (i % 6 < 3 ? 0.5f : 4.0f);
 			assert_int_equal(gpu->upload(gpu, upd.g, upd.c, sizeof(float) * upd.n), 0);
 			assert_int_equal(cpu->ipa_rigid(cpu, st.c, fr.c, upd.c, L, 10.0f), 0);
 			assert_int_equal(gpu->ipa_rigid(gpu, st.g, fr.g, upd.g, L, 10.0f), 0);

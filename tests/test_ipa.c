@@ -19,17 +19,11 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "xorshift.h"
 
 #define U (FLT_EPSILON / 2)   /* fp32 unit roundoff */
 
 static uint64_t rng = 0x853c49e6748fea9bull;
-
-/* uniform in [-1, 1) */
-static double urand(void)
-{
-	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-	return (double)(rng >> 11) * (2.0 / 9007199254740992.0) - 1.0;
-}
 
 /* Hamilton product o = a b (w, x, y, z) */
 static void qmul(const double a[4], const double b[4], double o[4])
@@ -61,12 +55,12 @@ static void frames(float *st, int L, double tscale)
 	for (int i = 0; i < L; i++) {
 		double q[4], n = 0.0;
 		for (int k = 0; k < 4; k++) {
-			q[k] = urand();
+			q[k] = xs_unif_d(&rng);
 			n += q[k] * q[k];
 		}
 		n = sqrt(n);
 		for (int k = 0; k < 4; k++) st[7 * i + k] = (float)(q[k] / n);
-		for (int k = 0; k < 3; k++) st[7 * i + 4 + k] = (float)(tscale * urand());
+		for (int k = 0; k < 3; k++) st[7 * i + 4 + k] = (float)(tscale * xs_unif_d(&rng));
 	}
 }
 
@@ -84,9 +78,9 @@ static void test_ipa_in(void **state)
 	(void)state;
 	assert_non_null(be);
 	frames(st, L, 60.0);
-	for (int i = 0; i < L * 3 * nq; i++) qp[i] = (float)(8.0 * urand());
-	for (int i = 0; i < L * 3 * nkv; i++) kvp[i] = (float)(8.0 * urand());
-	for (int h = 0; h < H; h++) hw[h] = (float)(3.0 * urand()), bb[h] = (float)urand();
+	for (int i = 0; i < L * 3 * nq; i++) qp[i] = (float)(8.0 * xs_unif_d(&rng));
+	for (int i = 0; i < L * 3 * nkv; i++) kvp[i] = (float)(8.0 * xs_unif_d(&rng));
+	for (int h = 0; h < H; h++) hw[h] = (float)(3.0 * xs_unif_d(&rng)), bb[h] = (float)xs_unif_d(&rng);
 	hw[0] = 25.0f;   /* softplus's linear branch */
 	assert_int_equal(be->ipa_in(be, qa, ka, vp, rig, st, qp, kvp, hw, bb, L, H, Pq, Pv), 0);
 
@@ -182,7 +176,7 @@ static void test_ipa_out(void **state)
 		}
 		for (int p = 0; p < n; p++) {
 			double g[3];
-			for (int k = 0; k < 3; k++) loc[i * n + p][k] = 10.0 * urand();
+			for (int k = 0; k < 3; k++) loc[i * n + p][k] = 10.0 * xs_unif_d(&rng);
 			qrot(st + 7 * i, loc[i * n + p], g);
 			for (int k = 0; k < 3; k++) op[(i * n + p) * 3 + k] = (float)(g[k] + st[7 * i + 4 + k]);
 		}
@@ -221,7 +215,7 @@ static void test_ipa_rigid(void **state)
 		q[i][0] = 1.0; q[i][1] = q[i][2] = q[i][3] = t[i][0] = t[i][1] = t[i][2] = 0.0;
 	}
 	for (int blk = 0; blk < 8; blk++) {
-		for (int k = 0; k < L * 6; k++) upd[k] = (float)(urand() * (k % 6 < 3 ? 0.5 : 3.0));
+		for (int k = 0; k < L * 6; k++) upd[k] = (float)(xs_unif_d(&rng) * (k % 6 < 3 ? 0.5 : 3.0));
 		assert_int_equal(be->ipa_rigid(be, st, fr, upd, L, 10.0f), 0);
 		for (int i = 0; i < L; i++) {
 			const float *u = upd + 6 * i;

@@ -16,23 +16,9 @@
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "model/weights.h"
+#include "xorshift.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-/* uniform in [-1, 1) */
-static float urand(void)
-{
-	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-	return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static float *rand_new(int64_t n, float scale, float shift)
-{
-	float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
-	assert_non_null(p);
-	for (int64_t i = 0; i < n; i++) p[i] = scale * urand() + shift;
-	return p;
-}
 
 /* NMSE of y against the reference r over n elements */
 static double nmse(const float *y, const double *r, int64_t n)
@@ -56,10 +42,11 @@ static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln, int b
 {
 	enum { NA = 19, NG = 7, NR = 5, N = NA + 2 * NG + NR };
 	int64_t rows = (int64_t)ni * nj;
-	float *x = rand_new(rows * k, 3.0f, 1.0f), *w = rand_new((int64_t)N * k, 0.3f, 0.0f);
-	float *lw = rand_new(k, 1.0f, 0.0f), *lb = rand_new(k, 1.0f, 0.0f), *bias = rand_new(3 * NA, 1.0f, 0.0f);
-	float *ya = rand_new(rows * NA, 1.0f, 0.0f), *yg = rand_new(rows * NG, 1.0f, 0.0f);
-	float *yr = rand_new(rows * NR, 1.0f, 0.0f), *yr0 = malloc(sizeof *yr0 * (size_t)(rows * NR));
+	float *x = xs_vec(&rng, rows * k, 3.0f, 1.0f), *w = xs_vec(&rng, (int64_t)N * k, 0.3f, 0.0f);
+	float *lw = xs_vec(&rng, k, 1.0f, 0.0f), *lb = xs_vec(&rng, k, 1.0f, 0.0f);
+	float *bias = xs_vec(&rng, 3 * NA, 1.0f, 0.0f);
+	float *ya = xs_vec(&rng, rows * NA, 1.0f, 0.0f), *yg = xs_vec(&rng, rows * NG, 1.0f, 0.0f);
+	float *yr = xs_vec(&rng, rows * NR, 1.0f, 0.0f), *yr0 = malloc(sizeof *yr0 * (size_t)(rows * NR));
 	float *xn = malloc(sizeof *xn * (size_t)(rows * k)), *p = malloc(sizeof *p * (size_t)(rows * N));
 	double *ra = malloc(sizeof *ra * (size_t)(rows * NA)), *rg = malloc(sizeof *rg * (size_t)(rows * NG));
 	double *rr = malloc(sizeof *rr * (size_t)(rows * NR));

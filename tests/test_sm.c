@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "golden_json.h"
+#include "xorshift.h"
 #include "model/heads.h"
 #include "protein/residue.h"
 #include "model/structure.h"
@@ -203,8 +204,7 @@ static void test_sm_transfers(void **state)
 	float *s0 = malloc(sizeof(float) * L * c.sm_c_s), *z0 = malloc(sizeof(float) * L * L * c.sm_c_z);
 	assert_true(s0 && z0);
 	for (int64_t i = 0; i < (int64_t)L * L * c.sm_c_z; i++) {
-		r ^= r << 13; r ^= r >> 7; r ^= r << 17;
-		float u = (float)((r >> 40) * (2.0 / 16777216.0) - 1.0);
+		float u = xs_unif(&r);
 		z0[i] = u;
 		if (i < (int64_t)L * c.sm_c_s) s0[i] = u;
 		if (i < L) aatype[i] = (int)(r >> 59) % 20;

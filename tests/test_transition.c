@@ -26,32 +26,18 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "xorshift.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-/* uniform in [-s, s) */
-static float urand(float s)
-{
-	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-	return s * (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static float *rand_new(int64_t n, float s)
-{
-	float *p = malloc(sizeof *p * (size_t)(n ? n : 1));
-	assert_non_null(p);
-	for (int64_t i = 0; i < n; i++) p[i] = urand(s);
-	return p;
-}
 
 static void trans_case(be_t *cpu, int64_t R, int d, int biases)
 {
 	int h = 4 * d;
-	float *x = rand_new(R * d, 2.0f), *ref = malloc(sizeof *ref * (size_t)R * d);
+	float *x = xs_vec(&rng, R * d, 2.0f, 0.0f), *ref = malloc(sizeof *ref * (size_t)R * d);
 	float *t = malloc(sizeof *t * (size_t)R * d), *hid = malloc(sizeof *hid * (size_t)R * h);
-	float *lw = rand_new(d, 1.0f), *lb = rand_new(d, 0.5f);
-	float *w1 = rand_new((int64_t)h * d, 1.0f / (float)d), *b1 = rand_new(h, 0.2f);
-	float *w2 = rand_new((int64_t)d * h, 1.0f / (float)h), *b2 = rand_new(d, 0.2f);
+	float *lw = xs_vec(&rng, d, 1.0f, 0.0f), *lb = xs_vec(&rng, d, 0.5f, 0.0f);
+	float *w1 = xs_vec(&rng, (int64_t)h * d, 1.0f / (float)d, 0.0f), *b1 = xs_vec(&rng, h, 0.2f, 0.0f);
+	float *w2 = xs_vec(&rng, (int64_t)d * h, 1.0f / (float)h, 0.0f), *b2 = xs_vec(&rng, d, 0.2f, 0.0f);
 	be_trans_t tr = { .x = x, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
 	                  .w1 = w1, .b1 = biases ? b1 : NULL, .w2 = w2, .b2 = biases ? b2 : NULL };
 	be_gemm_t g1 = { .transb = 1, .m = (int)R, .n = h, .k = d, .alpha = 1.0f, .a = t, .lda = d,
@@ -104,10 +90,10 @@ static void test_transition_threads(void **state)
 {
 	int64_t R = 300;
 	int d = 32, h = 4 * d;
-	float *x1 = rand_new(R * d, 2.0f), *x3 = malloc(sizeof *x3 * (size_t)R * d);
-	float *lw = rand_new(d, 1.0f), *lb = rand_new(d, 0.5f);
-	float *w1 = rand_new((int64_t)h * d, 1.0f / (float)d), *b1 = rand_new(h, 0.2f);
-	float *w2 = rand_new((int64_t)d * h, 1.0f / (float)h), *b2 = rand_new(d, 0.2f);
+	float *x1 = xs_vec(&rng, R * d, 2.0f, 0.0f), *x3 = malloc(sizeof *x3 * (size_t)R * d);
+	float *lw = xs_vec(&rng, d, 1.0f, 0.0f), *lb = xs_vec(&rng, d, 0.5f, 0.0f);
+	float *w1 = xs_vec(&rng, (int64_t)h * d, 1.0f / (float)d, 0.0f), *b1 = xs_vec(&rng, h, 0.2f, 0.0f);
+	float *w2 = xs_vec(&rng, (int64_t)d * h, 1.0f / (float)h, 0.0f), *b2 = xs_vec(&rng, d, 0.2f, 0.0f);
 	be_trans_t tr = { .x = x1, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
 	                  .w1 = w1, .b1 = b1, .w2 = w2, .b2 = b2 };
 

@@ -16,24 +16,10 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
+#include "xorshift.h"
 
 static be_t *cpu;
 static uint64_t rng = 0x2545f4914f6cdd1dull;
-
-/* uniform in [-1, 1) */
-static float urand(void)
-{
-	rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-	return (float)((rng >> 40) * (2.0 / 16777216.0) - 1.0);
-}
-
-static float *vec(int64_t n, float scale, float shift)
-{
-	float *v = malloc(sizeof *v * (size_t)(n ? n : 1));
-	assert_non_null(v);
-	for (int64_t i = 0; i < n; i++) v[i] = scale * urand() + shift;
-	return v;
-}
 
 /* rows i0..i0+nc-1 of z: [L, L, d] (tr 0) or of z^T (tr 1), from *off */
 static be_rows_t rows_of(int L, int d, int i0, int nc, int tr, int64_t *off)
@@ -57,11 +43,13 @@ static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm)
 {
 	int64_t off, rows = (int64_t)nc * L, nz = (int64_t)L * L * c;
 	be_rows_t r = rows_of(L, c, i0, nc, tr, &off);
-	float *z = vec(nz, 1.0f, 0.0f), *x = vec(rows * c, 3.0f, 0.5f), *gv = vec(rows * c, 4.0f, 0.0f);
-	float *w = vec((int64_t)c * c, 1.0f / sqrtf((float)c), 0.0f), *b = vec(c, 1.0f, 0.0f);
-	float *lw = vec(c, 1.0f, 1.0f), *lb = vec(c, 1.0f, 0.0f);
-	float *zr = malloc(sizeof *zr * (size_t)nz), *t = vec(rows * c, 0.0f, 0.0f), *u = vec(rows * c, 0.0f, 0.0f);
-	float *zg = vec(rows * c, 0.0f, 0.0f);
+	float *z = xs_vec(&rng, nz, 1.0f, 0.0f), *x = xs_vec(&rng, rows * c, 3.0f, 0.5f);
+	float *gv = xs_vec(&rng, rows * c, 4.0f, 0.0f);
+	float *w = xs_vec(&rng, (int64_t)c * c, 1.0f / sqrtf((float)c), 0.0f), *b = xs_vec(&rng, c, 1.0f, 0.0f);
+	float *lw = xs_vec(&rng, c, 1.0f, 1.0f), *lb = xs_vec(&rng, c, 1.0f, 0.0f);
+	float *zr = malloc(sizeof *zr * (size_t)nz), *t = xs_vec(&rng, rows * c, 0.0f, 0.0f);
+	float *u = xs_vec(&rng, rows * c, 0.0f, 0.0f);
+	float *zg = xs_vec(&rng, rows * c, 0.0f, 0.0f);
 	be_trimul_out_t op = {
 		.c = c, .z = z + off, .zr = r, .x = x, .x_rs = cm ? 1 : c, .x_cs = cm ? rows : 1, .gv = gv,
 		.ln_w = lw, .ln_b = lb, .eps = 1e-5f, .w = w, .b = b,

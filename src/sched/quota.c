@@ -93,10 +93,9 @@ static int quota_num(const char *key)
 /* 0 when v is a value numeric key k (quota_nums[k]) takes, else -1 */
 static int quota_num_ok(int k, const char *v)
 {
+	const char *digits = v + (v[0] == '-');
 	char *end;
 	double x;
-
-	const char *digits = v + (v[0] == '-');
 
 	if (!isdigit((unsigned char)digits[0]) ||
 	    strspn(digits, quota_nums[k].integer ? "0123456789" : "0123456789.eE+-") != strlen(digits))

@@ -78,7 +78,7 @@ static void test_all_options(void **state)
 	assert_int_equal(parse(&o, "fold", "-i", "-", "--outdir", "o", "-w", "w.st",
 	                       "--names", "n.txt", "--strict", "--chunk-size", "64",
 	                       "--num-recycles", "0", "--precision", "bf16",
-	                       "--devices", "cuda:0,1", "--dump-tensors", "d.st",
+	                       "--devices", "cuda:0,cuda:1", "--dump-tensors", "d.st",
 	                       "--pae", "--quota-table", "q.tsv", "--no-split",
 	                       "-t", "8", "-vv", "-q", NULL), 0);
 	assert_int_equal(o.cmd, OPT_CMD_FOLD);
@@ -91,7 +91,7 @@ static void test_all_options(void **state)
 	assert_int_equal(o.num_recycles, 0);
 	assert_int_equal(o.precision, BE_PREC_BF16);
 	assert_string_equal(be_prec_name(o.precision), "bf16");
-	assert_string_equal(o.devices, "cuda:0,1");
+	assert_string_equal(o.devices, "cuda:0,cuda:1");
 	assert_string_equal(o.dump_tensors, "d.st");
 	assert_int_equal(o.pae, 1);
 	assert_string_equal(o.quota_table, "q.tsv");

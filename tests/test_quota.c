@@ -27,6 +27,28 @@ static quota_table_t *parse(const char *text)
 	return t;
 }
 
+/* quota_read_fp of text (named "q.tsv") with stderr captured into log */
+static quota_table_t *parse_logged(const char *text, char *log, size_t n)
+{
+	FILE *fp = fmemopen((void *)text, strlen(text), "r"), *tmp = tmpfile();
+	int saved = dup(2);
+	quota_table_t *t;
+
+	assert_non_null(fp);
+	assert_non_null(tmp);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	t = quota_read_fp(fp, "q.tsv");
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	fclose(fp);
+	rewind(tmp);
+	log[fread(log, 1, n - 1, tmp)] = 0;
+	fclose(tmp);
+	return t;
+}
+
 static void test_reference_table(void **state)
 {
 	quota_table_t *t = quota_read(TEST_DATA "/../../buckets/reference-pytorch-rtx5090.tsv");
@@ -101,11 +123,69 @@ static void test_malformed(void **state)
 		HDR COLS "512\t99999999999999999999\t1\t1\t1\n",  /* overflow */
 		HDR COLS "768\t1\t1\t1\t1\n512\t1\t1\t1\t1\n",    /* descending */
 		HDR COLS "512\t1\t1\t1\t1\n512\t1\t1\t1\t2\n",    /* duplicate */
+		HDR COLS "512\t1\t1\t1\t9223372036854775807\n",    /* quota past 2^50 */
+		HDR COLS "512\t1\t1125899906842625\t1\t1\n",       /* figure past 2^50 */
+		HDR COLS "2147483648\t1\t1\t1\t1\n",               /* max_len past 2^31 - 1 */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		quota_table_t *t = parse(bad[i]);
 		if (t)
 			fail_msg("malformed table %zu was accepted", i);
+	}
+}
+
+/* the numeric header keys: out of range or not a number, each refused
+ * with one line naming the file, the line and the key */
+static void test_header_numbers(void **state)
+{
+	static const char *bad[] = {
+		"worker_overhead=9223372036854775807", "worker_overhead=1125899906842625",
+		"worker_overhead=-1", "worker_overhead=1e9", "worker_overhead=", "worker_overhead=12GB",
+		"memory=-5", "context=0x10", "weights_bytes=1.5", "chunk_size=1048577", "recycles=-2",
+		"recycles=65", "seconds_per_cost=nan", "seconds_per_cost=inf", "seconds_per_cost=-1",
+		"seconds_per_cost=1e300", "seconds_per_cost=0x1p3", "safety=nan", "safety=1e300",
+	};
+	static const char *good[] = {
+		"worker_overhead=0", "worker_overhead=1125899906842624", "recycles=-1", "chunk_size=64",
+		"seconds_per_cost=2.5e-05", "memory=34359738368",
+	};
+	char text[512], log[4096], *eq;
+	quota_table_t *t;
+
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char want[64];
+		snprintf(text, sizeof text, "#esmbatch-quota\tv1\tdevice=a\tprecision=b\tweights=c\t%s%s\n" COLS
+		         "512\t1\t1\t1\t1\n", bad[i], strncmp(bad[i], "safety=", 7) ? "\tsafety=1.1" : "");
+		t = parse_logged(text, log, sizeof log);
+		if (t) fail_msg("header field '%s' was accepted", bad[i]);
+		/* one line: file, line and key */
+		snprintf(want, sizeof want, "q.tsv:1: %.*s must be ", (int)(strchr(bad[i], '=') - bad[i]), bad[i]);
+		if (!strstr(log, want) || strchr(log, '\n') != log + strlen(log) - 1)
+			fail_msg("header field '%s': '%s'", bad[i], log);
+	}
+	for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+		snprintf(text, sizeof text, HDR COLS "512\t1\t1\t1\t1\n");
+		eq = strchr(text, '\n');
+		memmove(eq + 1 + strlen(good[i]), eq, strlen(eq) + 1);
+		eq[0] = '\t';
+		memcpy(eq + 1, good[i], strlen(good[i]));
+		if (!(t = parse(text))) fail_msg("header field '%s' was refused", good[i]);
+		quota_free(t);
+	}
+	/* a row's field out of range is named too */
+	assert_null(parse_logged(HDR COLS "512\t1\t1\t1\t1\n768\t1\t1\t1\t9223372036854775807\n",
+	                         log, sizeof log));
+	if (!strstr(log, "q.tsv:4: quota must be ")) fail_msg("row field: '%s'", log);
+	assert_null(parse_logged(HDR COLS "512\t1\t-5\t1\t1\n", log, sizeof log));
+	if (!strstr(log, "q.tsv:3: peak_reserved must be ")) fail_msg("row field: '%s'", log);
+	/* a quota past the bound cannot be added either */
+	{
+		quota_row_t r = { 512, 1, 1, 1, QUOTA_BYTES_MAX + 1 };
+		assert_non_null(t = quota_init());
+		assert_int_equal(quota_add_row(t, &r), -1);
+		assert_int_equal(quota_set(t, "worker_overhead", "-1"), -1);
+		assert_int_equal(quota_set(t, "worker_overhead", "4096"), 0);
+		quota_free(t);
 	}
 }
 
@@ -161,6 +241,7 @@ int main(void)
 		cmocka_unit_test(test_reference_table),
 		cmocka_unit_test(test_minimal),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_header_numbers),
 		cmocka_unit_test(test_missing_file),
 		cmocka_unit_test(test_round_trip),
 	};

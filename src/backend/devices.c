@@ -1,5 +1,6 @@
 /* devices.c - devices and their backends (see devices.h). */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include "backend/devices.h"
 #include "io/safetensors.h"
 #include "util/log.h"
+#include "util/num.h"
 #include "util/sysmem.h"
 #include "util/status.h"
 
@@ -128,17 +130,17 @@ int64_t dev_parse_size(const char *s)
 {
 	char *end;
 	double v = strtod(s, &end);
-	int64_t mult = 1;
+	int64_t mult = 1, size;
 
-	if (end == s || v < 0) return -1;
+	if (end == s) return -1;
 	switch (*end) {
 	case 'K': case 'k': mult = 1 << 10; end++; break;
 	case 'M': case 'm': mult = 1 << 20; end++; break;
 	case 'G': case 'g': mult = (int64_t)1 << 30; end++; break;
 	default: break;
 	}
-	if (*end) return -1;
-	return (int64_t)(v * mult);
+	if (*end || num_to_i64(v * (double)mult, 0, DEV_SIZE_MAX, &size) < 0) return -1;
+	return size;
 }
 
 static be_t *dev_sim_open(const char *spec, int threads)
@@ -295,6 +297,71 @@ int dev_split(const char *list, char ***specs)
 	}
 	*specs = v;
 	return n;
+}
+
+static int dev_cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+/* the CUDA ordinal of "cuda" (0) or "cuda:N"; -1 when spec is neither */
+static int dev_cuda_ordinal(const char *spec)
+{
+	char *end;
+	long v;
+
+	if (!strcmp(spec, "cuda")) return 0;
+	if (strncmp(spec, "cuda:", 5) || spec[5] < '0' || spec[5] > '9') return -1;
+	errno = 0;
+	v = strtol(spec + 5, &end, 10);
+	return *end || errno || v > INT_MAX ? -1 : (int)v;
+}
+
+int dev_list_check(const char *list)
+{
+	char **spec;
+	int n, *ord, nord = 0, cpu = 0, rc = -1;
+
+	if (!list) return 0;
+	if ((n = dev_split(list, &spec)) < 0) return -1;
+	if (!(ord = malloc(sizeof *ord * (size_t)n))) {
+		log_error("--devices: out of memory");
+		dev_split_free(spec, n);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		const char *s = spec[i];
+		if (!strncmp(s, "sim:", 4)) {
+			if (dev_parse_size(s + 4) <= 0) {
+				log_error("--devices %s: expected sim:SIZE, a size from 1 byte to 1048576G such as sim:24G", s);
+				goto done;
+			}
+		} else if (!strcmp(s, "cpu")) {
+			if (cpu++) {
+				log_error("--devices %s: the cpu device is named twice (its memory is one budget: name it once)",
+				          list);
+				goto done;
+			}
+		} else if ((ord[nord] = dev_cuda_ordinal(s)) >= 0) {
+			nord++;
+		} else {
+			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", s);
+			goto done;
+		}
+	}
+	qsort(ord, (size_t)nord, sizeof *ord, dev_cmp_int);
+	for (int i = 1; i < nord; i++)
+		if (ord[i] == ord[i - 1]) {
+			log_error("--devices %s: CUDA device %d is named twice (its memory is one budget: name it once)",
+			          list, ord[i]);
+			goto done;
+		}
+	rc = 0;
+done:
+	free(ord);
+	dev_split_free(spec, n);
+	return rc;
 }
 
 void dev_split_free(char **specs, int n)

@@ -42,6 +42,13 @@ int   dev_precision(be_t *be, be_prec_t prec);
 int  dev_split(const char *list, char ***specs);
 void dev_split_free(char **specs, int n);
 
+/* 0 when every spec of a --devices list (NULL: the default) is cpu, cuda,
+ * cuda:N or sim:SIZE and no physical device is named twice (cpu twice, or
+ * one CUDA ordinal twice, "cuda" being cuda:0: each would take the whole of
+ * one memory as its budget); -1 after one logged line.  sim: cards are
+ * separate simulated cards: "sim:8G,sim:8G" is two of them. */
+int  dev_list_check(const char *list);
+
 /* What the CPU device may hold, weights included: cpu_memory (--cpu-memory)
  * when > 0, else 90% of MemAvailable now (call it before loading). */
 int64_t dev_cpu_memory(int64_t cpu_memory);
@@ -52,7 +59,11 @@ int64_t dev_cpu_memory(int64_t cpu_memory);
  * dev_cpu_memory) less the weights. */
 int64_t dev_budget(be_t *be, const char *spec, int64_t cpu_total, int64_t weights, int loaded);
 
-/* "32G" -> bytes; -1 when malformed */
+/* the largest size a sim: card or --cpu-memory may have: 1 PiB */
+#define DEV_SIZE_MAX ((int64_t)1 << 50)
+
+/* "32G" -> bytes (a number, perhaps fractional, then K, M or G); -1 when
+ * malformed, not finite, negative or above DEV_SIZE_MAX */
 int64_t dev_parse_size(const char *s);
 
 #endif

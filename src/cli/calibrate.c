@@ -211,6 +211,12 @@ static int calib_set_num(quota_table_t *t, const char *key, int64_t v)
 	return quota_set(t, key, b);
 }
 
+/* a byte count of the header; left out when unknown (negative) */
+static int calib_set_bytes(quota_table_t *t, const char *key, int64_t v)
+{
+	return v < 0 ? 0 : calib_set_num(t, key, v);
+}
+
 int calib_main(const opt_t *o, FILE *out)
 {
 	const char *path = o->outdir ? o->outdir : "quota.tsv";
@@ -269,14 +275,14 @@ int calib_main(const opt_t *o, FILE *out)
 	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", be->precision) ||
 	    quota_set(qt, "weights", weights_fingerprint(w)) || quota_set(qt, "safety", sf) ||
 	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
-	    calib_set_num(qt, "memory", total) ||
+	    calib_set_bytes(qt, "memory", total) ||
 	    quota_set(qt, "driver", be->mem_info ? "unknown" : "none") ||
 	    quota_set(qt, "runtime", be->mem_info ? "unknown" : "none") ||
 	    calib_set_num(qt, "chunk_size", o->chunk_size) ||
 	    calib_set_num(qt, "recycles", o->num_recycles) ||
-	    calib_set_num(qt, "context", context) ||
-	    calib_set_num(qt, "weights_bytes", after_weights - context) ||
-	    calib_set_num(qt, "worker_overhead", overhead) || quota_set(qt, "date", date)) {
+	    calib_set_bytes(qt, "context", context) ||
+	    calib_set_bytes(qt, "weights_bytes", after_weights - context) ||
+	    calib_set_bytes(qt, "worker_overhead", overhead) || quota_set(qt, "date", date)) {
 		log_error("calibrate: cannot build the table header");
 		goto done;
 	}

@@ -310,7 +310,8 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			break;
 		case O_CPUMEM:
 			if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
-				log_error("--cpu-memory: expected a size such as 64G, got '%s'", optarg);
+				log_error("--cpu-memory: expected a size from 1 byte to 1048576G such as 64G, got '%s'",
+				          optarg);
 				return -1;
 			}
 			break;
@@ -366,6 +367,7 @@ int opt_validate(const opt_t *o)
 {
 	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
+	if (dev_list_check(o->devices) < 0) return -1;
 	/* only CUDA devices compute in bf16 or fp16, sim: cards in bf16 too
 	 * (dev_precision) */
 	if ((o->precision == BE_PREC_BF16 || o->precision == BE_PREC_FP16) && o->devices &&

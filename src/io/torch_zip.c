@@ -95,7 +95,7 @@ struct torch_zip {
 	char                **tname;      /* [n] owned names */
 	int                   n;
 	const safetensors_tensor_t **byname; /* [n] sorted by name */
-	void                **inflated;   /* [n] inflated storages, or NULL */
+	void                **inflated;   /* [nent] each compressed storage inflated once, or NULL */
 	char                 *cfg_json;
 	torch_zip_pickle_t    pk;
 };
@@ -918,8 +918,15 @@ static int torch_zip_cmp_byname(const void *a, const void *b)
 	return strcmp((*(const safetensors_tensor_t *const *)a)->name, (*(const safetensors_tensor_t *const *)b)->name);
 }
 
-/* one state-dict entry into tz->t[i] */
-static int torch_zip_tensor(torch_zip_t *tz, int i, const torch_zip_val_t *key, const torch_zip_val_t *v)
+/* where a tensor of a compressed storage lies until torch_zip_inflate: its
+ * entry (SIZE_MAX: stored, t->data already set) and byte offset in it */
+typedef struct {
+	size_t ent, off;
+} torch_zip_src_t;
+
+/* one state-dict entry into tz->t[i]; *src says where its data lie */
+static int torch_zip_tensor(torch_zip_t *tz, int i, const torch_zip_val_t *key, const torch_zip_val_t *v,
+                            torch_zip_src_t *src)
 {
 	safetensors_tensor_t *t = &tz->t[i];
 	const torch_zip_val_t *s;
@@ -973,20 +980,53 @@ static int torch_zip_tensor(torch_zip_t *tz, int i, const torch_zip_val_t *key, 
 		return -1;
 	}
 	t->nbytes = (size_t)numel * esize;
-	if (e->method == 0 && e->csize == e->usize) {
-		t->data = (const char *)tz->map + e->data + (size_t)v->offset * esize;
-	} else {
-		size_t n;
-		void *buf;
-		/* compressed (torch never does this): inflated once, no larger than the file */
-		if (!(buf = torch_zip_read_entry(tz, ename, &n))) return -1;
-		tz->inflated[i] = buf;
-		t->data = (const char *)buf + (size_t)v->offset * esize;
-	}
+	src->ent = SIZE_MAX;
+	src->off = (size_t)v->offset * esize;
+	if (e->method == 0 && e->csize == e->usize)
+		t->data = (const char *)tz->map + e->data + src->off;
+	else
+		src->ent = (size_t)(e - tz->ent);   /* compressed (torch never does this) */
 	return 0;
 badview:
 	log_error("%s: tensor '%s' has a negative or overflowing size or stride", tz->path, t->name);
 	return -1;
+}
+
+/* Inflate each compressed storage once, however many tensors view it, and
+ * point them into it.  A storage that inflates to more bytes than its
+ * tensors reach is refused before any is inflated (with the file-size bound
+ * of torch_zip_read_entry, what an archive inflates to is what its tensors
+ * need).  0, or -1 after one logged line. */
+static int torch_zip_inflate(torch_zip_t *tz, const torch_zip_src_t *src)
+{
+	size_t *reach = calloc(tz->nent + 1, sizeof *reach);   /* 1 + bytes used; 0: none */
+	char kname[128];
+	int rc = -1;
+
+	if (!reach) {
+		log_error("%s: out of memory", tz->path);
+		return -1;
+	}
+	for (int i = 0; i < tz->n; i++)
+		if (src[i].ent != SIZE_MAX && src[i].off + tz->t[i].nbytes + 1 > reach[src[i].ent])
+			reach[src[i].ent] = src[i].off + tz->t[i].nbytes + 1;
+	for (size_t e = 0; e < tz->nent; e++)
+		if (reach[e] && tz->ent[e].usize > reach[e] - 1) {
+			torch_zip_printable(kname, sizeof kname, tz->ent[e].name, strlen(tz->ent[e].name));
+			log_error("%s: compressed storage '%s' inflates to %zu bytes, its tensors use %zu: refused",
+			          tz->path, kname, tz->ent[e].usize, reach[e] - 1);
+			goto done;
+		}
+	for (size_t e = 0; e < tz->nent; e++) {
+		size_t n;
+		if (reach[e] && !(tz->inflated[e] = torch_zip_read_entry(tz, tz->ent[e].name, &n))) goto done;
+	}
+	for (int i = 0; i < tz->n; i++)
+		if (src[i].ent != SIZE_MAX) tz->t[i].data = (const char *)tz->inflated[src[i].ent] + src[i].off;
+	rc = 0;
+done:
+	free(reach);
+	return rc;
 }
 
 torch_zip_t *torch_zip_open(const char *path)
@@ -995,6 +1035,7 @@ torch_zip_t *torch_zip_open(const char *path)
 	const torch_zip_val_t *sd, *cfg;
 	struct stat sb;
 	char *pkl = NULL, *name = NULL, *bo = NULL;
+	torch_zip_src_t *src = NULL;
 	size_t plen, n;
 	int fd = -1, zerr = 0;
 
@@ -1071,13 +1112,14 @@ torch_zip_t *torch_zip_open(const char *path)
 	n = sd->n / 2;
 	if (n > INT_MAX / 2 ||
 	    !(tz->t = calloc(n + 1, sizeof *tz->t)) || !(tz->tname = calloc(n + 1, sizeof *tz->tname)) ||
-	    !(tz->inflated = calloc(n + 1, sizeof *tz->inflated)) || !(tz->byname = calloc(n + 1, sizeof *tz->byname))) {
+	    !(tz->inflated = calloc(tz->nent + 1, sizeof *tz->inflated)) ||
+	    !(tz->byname = calloc(n + 1, sizeof *tz->byname)) || !(src = calloc(n + 1, sizeof *src))) {
 		log_error("%s: out of memory", path);
 		goto fail;
 	}
 	tz->n = (int)n;
 	for (int i = 0; i < tz->n; i++)
-		if (torch_zip_tensor(tz, i, sd->item[2 * i], sd->item[2 * i + 1]) < 0) goto fail;
+		if (torch_zip_tensor(tz, i, sd->item[2 * i], sd->item[2 * i + 1], &src[i]) < 0) goto fail;
 	for (int i = 0; i < tz->n; i++) tz->byname[i] = &tz->t[i];
 	qsort(tz->byname, tz->n, sizeof *tz->byname, torch_zip_cmp_byname);
 	for (int i = 1; i < tz->n; i++)
@@ -1085,6 +1127,7 @@ torch_zip_t *torch_zip_open(const char *path)
 			log_error("%s: tensor '%s' appears twice", path, tz->byname[i]->name);
 			goto fail;
 		}
+	if (torch_zip_inflate(tz, src) < 0) goto fail;
 	if (tz->pk.result != sd && (cfg = torch_zip_dict_get(tz->pk.result, "cfg"))) {
 		json_t *j;
 		tz->pk.budget = tz->pk.nall < 100000 ? 4 * tz->pk.nall + 16 : 400000;
@@ -1096,6 +1139,7 @@ torch_zip_t *torch_zip_open(const char *path)
 	free(name);
 	free(bo);
 	free(pkl);
+	free(src);
 	torch_zip_pickle_free(&tz->pk);
 	return tz;
 fail:
@@ -1103,6 +1147,7 @@ fail:
 	free(name);
 	free(bo);
 	free(pkl);
+	free(src);
 	torch_zip_close(tz);
 	return NULL;
 }
@@ -1113,12 +1158,12 @@ void torch_zip_close(torch_zip_t *tz)
 	torch_zip_pickle_free(&tz->pk);
 	if (tz->za) zip_discard(tz->za);
 	if (tz->map) munmap(tz->map, tz->map_size);
-	for (size_t i = 0; i < tz->nent; i++) free(tz->ent[i].name);
-	free(tz->ent);
-	for (int i = 0; i < tz->n; i++) {
-		free(tz->tname[i]);
-		free(tz->inflated[i]);
+	for (size_t i = 0; i < tz->nent; i++) {
+		free(tz->ent[i].name);
+		if (tz->inflated) free(tz->inflated[i]);
 	}
+	free(tz->ent);
+	for (int i = 0; i < tz->n; i++) free(tz->tname[i]);
 	free(tz->t);
 	free(tz->tname);
 	free(tz->inflated);

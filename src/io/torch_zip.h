@@ -21,7 +21,9 @@
  * The saved object is either the state dict itself or a dict holding it under
  * "model" or "state_dict" (fair-esm); tensors must be contiguous.  Storages
  * stored uncompressed (as torch writes them) are read in place through an
- * mmap of the whole file; a compressed one is inflated into memory once.
+ * mmap of the whole file; a compressed one is inflated into memory once,
+ * however many tensors view it, and refused when it inflates to more bytes
+ * than its tensors reach (or than the whole file).
  *
  * torch_zip_open() logs one line naming the file (and the tensor or opcode)
  * on any failure and returns NULL; a legacy (pre-1.6, non-zip) torch file

@@ -63,9 +63,55 @@ static int replace(char **dst, const char *v)
 	return 0;
 }
 
+/* the numeric header keys (calibrate writes them; setup and plan read
+ * worker_overhead and seconds_per_cost): each a decimal in [lo, hi],
+ * whole when integer */
+static const struct {
+	const char *key;
+	int         integer;
+	double      lo, hi;
+	const char *range;
+} quota_nums[] = {
+	{ "safety",           0, 1, 100,             "a number in [1, 100]" },
+	{ "worker_overhead",  1, 0, QUOTA_BYTES_MAX, "a byte count in [0, 2^50]" },
+	{ "memory",           1, 0, QUOTA_BYTES_MAX, "a byte count in [0, 2^50]" },
+	{ "context",          1, 0, QUOTA_BYTES_MAX, "a byte count in [0, 2^50]" },
+	{ "weights_bytes",    1, 0, QUOTA_BYTES_MAX, "a byte count in [0, 2^50]" },
+	{ "chunk_size",       1, 0, 1 << 20,         "an integer in [0, 1048576]" },
+	{ "recycles",         1, -1, 64,             "an integer in [-1, 64]" },
+	{ "seconds_per_cost", 0, 0, 1e9,             "a number in [0, 1e9]" },
+};
+
+/* the entry of quota_nums for key, or -1 */
+static int quota_num(const char *key)
+{
+	for (int i = 0; i < (int)(sizeof quota_nums / sizeof *quota_nums); i++)
+		if (!strcmp(quota_nums[i].key, key)) return i;
+	return -1;
+}
+
+/* 0 when v is a value numeric key k (quota_nums[k]) takes, else -1 */
+static int quota_num_ok(int k, const char *v)
+{
+	const char *digits = v + (v[0] == '-');
+	char *end;
+	double x;
+
+	if (!isdigit((unsigned char)digits[0]) ||
+	    strspn(digits, quota_nums[k].integer ? "0123456789" : "0123456789.eE+-") != strlen(digits))
+		return -1;
+	errno = 0;
+	x = strtod(v, &end);
+	return *end || errno || !isfinite(x) || x < quota_nums[k].lo || x > quota_nums[k].hi ? -1 : 0;
+}
+
 int quota_set(quota_table_t *t, const char *key, const char *value)
 {
+	int num;
+
 	if (!key_ok(key) || !value || !value_ok(value))
+		return -1;
+	if ((num = quota_num(key)) >= 0 && quota_num_ok(num, value) < 0)
 		return -1;
 	if (strcmp(key, "device") == 0)
 		return replace(&t->device, value);
@@ -74,13 +120,7 @@ int quota_set(quota_table_t *t, const char *key, const char *value)
 	if (strcmp(key, "weights") == 0)
 		return replace(&t->weights, value);
 	if (strcmp(key, "safety") == 0) {
-		char *end;
-		double s;
-		errno = 0;
-		s = strtod(value, &end);
-		if (!*value || *end || errno || !isfinite(s) || s < 1.0 || s > 100.0)
-			return -1;
-		t->safety = s;
+		t->safety = strtod(value, NULL);
 		return 0;
 	}
 	for (int i = 0; i < t->nextra; i++)
@@ -123,9 +163,11 @@ const char *quota_get(const quota_table_t *t, const char *key)
 
 int quota_add_row(quota_table_t *t, const quota_row_t *row)
 {
-	if (row->max_len <= 0 || row->quota <= 0 ||
-	    row->peak_allocated < -1 || row->peak_reserved < -1 ||
-	    row->device_used < -1)
+	if (row->max_len <= 0 || row->max_len > QUOTA_LEN_MAX ||
+	    row->quota <= 0 || row->quota > QUOTA_BYTES_MAX ||
+	    row->peak_allocated < -1 || row->peak_allocated > QUOTA_BYTES_MAX ||
+	    row->peak_reserved < -1 || row->peak_reserved > QUOTA_BYTES_MAX ||
+	    row->device_used < -1 || row->device_used > QUOTA_BYTES_MAX)
 		return -1;
 	if (t->nrows > 0 && row->max_len <= t->rows[t->nrows - 1].max_len)
 		return -1;
@@ -157,8 +199,8 @@ int64_t quota_for_bucket(const quota_table_t *t, const bucket_set_t *s, int b)
 
 /* --- reading ------------------------------------------------------------ */
 
-/* a byte count: decimal digits only, or "-" (-1) when dash_ok */
-static int parse_bytes(const char *s, int dash_ok, int64_t *out)
+/* a row's field: decimal digits only, in [lo, hi], or "-" (-1) when dash_ok */
+static int parse_field(const char *s, int dash_ok, int64_t lo, int64_t hi, int64_t *out)
 {
 	char *end;
 	long long v;
@@ -171,7 +213,7 @@ static int parse_bytes(const char *s, int dash_ok, int64_t *out)
 		return -1;
 	errno = 0;
 	v = strtoll(s, &end, 10);
-	if (*end || errno)
+	if (*end || errno || v < lo || v > hi)
 		return -1;
 	*out = v;
 	return 0;
@@ -199,7 +241,9 @@ static int split_tabs(char *line, char **f, int max)
 quota_table_t *quota_read_fp(FILE *fp, const char *name)
 {
 	quota_table_t *t = quota_init();
-	char *line = NULL, *f[MAX_FIELDS];
+	static const char *const quota_cols[5] = { "max_len", "peak_allocated", "peak_reserved",
+	                                           "device_used", "quota" };
+	char *line = NULL, *f[MAX_FIELDS], msg[160];
 	size_t cap = 0;
 	ssize_t len;
 	int lno = 0, have_cols = 0, have_safety = 0, nf;
@@ -240,9 +284,13 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 					goto bad;
 				}
 				if (quota_set(t, f[i], eq + 1) < 0) {
-					err = is_safety
-					      ? "safety must be a number in [1, 100]"
-					      : "bad header key or value";
+					int k = quota_num(f[i]);
+					if (k >= 0) {
+						snprintf(msg, sizeof msg, "%s must be %s", f[i], quota_nums[k].range);
+						err = msg;
+					} else {
+						err = "bad header key or value";
+					}
 					goto bad;
 				}
 				have_safety |= is_safety;
@@ -270,19 +318,18 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 			goto bad;
 		}
 		quota_row_t r;
-		if (parse_bytes(f[0], 0, &r.max_len) < 0 || r.max_len <= 0) {
-			err = "max_len must be a positive integer";
-			goto bad;
-		}
-		if (parse_bytes(f[1], 1, &r.peak_allocated) < 0 ||
-		    parse_bytes(f[2], 1, &r.peak_reserved) < 0 ||
-		    parse_bytes(f[3], 1, &r.device_used) < 0) {
-			err = "memory figures must be byte counts (digits) or '-'";
-			goto bad;
-		}
-		if (parse_bytes(f[4], 0, &r.quota) < 0 || r.quota <= 0) {
-			err = "quota must be a positive byte count";
-			goto bad;
+		int64_t *col[5] = { &r.max_len, &r.peak_allocated, &r.peak_reserved, &r.device_used, &r.quota };
+		for (int c = 0; c < 5; c++) {
+			int figure = c >= 1 && c <= 3;
+			if (parse_field(f[c], figure, !figure,
+			                c ? QUOTA_BYTES_MAX : QUOTA_LEN_MAX, col[c]) < 0) {
+				snprintf(msg, sizeof msg, "%s must be %s", quota_cols[c],
+				         c == 0 ? "an integer in [1, 2^31 - 1]" :
+				         figure ? "a byte count in [0, 2^50] (digits) or '-'" :
+				                  "a byte count in [1, 2^50] (digits)");
+				err = msg;
+				goto bad;
+			}
 		}
 		if (quota_add_row(t, &r) < 0) {
 			err = "max_len must increase from row to row";

@@ -8,8 +8,12 @@
  *   512<TAB>11059540378<TAB>13099650252<TAB>-<TAB>15032385536
  *
  * Rows are keyed by an upper bound on the model length, strictly
- * ascending; every figure is a count of bytes, "-" where unknown (never
- * for max_len or quota).  Header values may hold spaces, not tabs.
+ * ascending, at most QUOTA_LEN_MAX; every figure is a count of bytes, at
+ * most QUOTA_BYTES_MAX, "-" where unknown (never for max_len or quota).
+ * Header values may hold spaces, not tabs.  The numeric header keys
+ * (safety, worker_overhead, memory, context, weights_bytes, chunk_size,
+ * recycles, seconds_per_cost) are range-checked as they are set or read,
+ * so what reads them may convert them without a check of its own.
  *
  * Ownership: a quota_table_t owns all its strings and rows.
  */
@@ -23,6 +27,8 @@
 
 #define QUOTA_MAGIC   "#esmbatch-quota"
 #define QUOTA_VERSION "v1"
+#define QUOTA_LEN_MAX   ((int64_t)INT32_MAX)     /* a row's max_len */
+#define QUOTA_BYTES_MAX ((int64_t)1 << 50)       /* any byte figure: 1 PiB */
 #define QUOTA_COLUMNS "max_len\tpeak_allocated\tpeak_reserved\tdevice_used\tquota"
 
 typedef struct {
@@ -55,10 +61,12 @@ int quota_write(const quota_table_t *t, const char *path);
 int quota_write_fp(const quota_table_t *t, FILE *fp);
 
 /* Set a header key (device, precision, weights, safety, or any other
- * key made of [A-Za-z0-9_.-]); 0 or -1 on a bad key or value. */
+ * key made of [A-Za-z0-9_.-]); 0 or -1 on a bad key or value (a numeric
+ * key's value out of its range). */
 int quota_set(quota_table_t *t, const char *key, const char *value);
 const char *quota_get(const quota_table_t *t, const char *key);
-/* Append a row; its max_len must exceed the last one's. 0 or -1. */
+/* Append a row; its max_len must exceed the last one's and its figures
+ * lie in the ranges above. 0 or -1. */
 int quota_add_row(quota_table_t *t, const quota_row_t *row);
 
 /* The row for a length: smallest max_len >= len; NULL above the last. */

@@ -1,4 +1,6 @@
 /* weights.c - weights from safetensors or a manifest (see weights.h). */
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -607,6 +609,32 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
+/* a NaN or an infinity: all exponent bits set */
+static int weights_bad(const float *f)
+{
+	uint32_t u;
+	memcpy(&u, f, sizeof u);
+	return (u & 0x7f800000u) == 0x7f800000u;
+}
+
+/* the index of the first NaN or infinity of f[0..n), or -1: whole blocks
+ * by a loop of a fixed count, which the compiler vectorises at -O2, the
+ * rest and a block found bad one by one */
+static int64_t weights_nonfinite(const float *f, int64_t n)
+{
+	enum { BLOCK = 1024 };
+	int64_t b = 0;
+
+	for (; b + BLOCK <= n; b += BLOCK) {
+		int bad = 0;
+		for (int i = 0; i < BLOCK; i++) bad |= weights_bad(f + b + i);
+		if (bad) break;
+	}
+	for (; b < n; b++)
+		if (weights_bad(f + b)) return b;
+	return -1;
+}
+
 /* mat: a Linear matrix, held as bf16 where be->weights_bf16; into: where
  * its data goes in backend memory (inside a group's allocation, owned by
  * w), NULL: an allocation of its own */
@@ -677,6 +705,13 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 		return -1;
 	} else {
 		safetensors_to_f32(t, host);
+	}
+	int64_t bad = weights_nonfinite(host, numel);
+	if (bad >= 0) {
+		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
+		          isnan(host[bad]) ? "NaN" : "an infinity", (long long)bad);
+		if (host != t->data) free(host);
+		return -1;
 	}
 	if (mat && be->weights_bf16) {
 		/* bf16, converted once here: in place over a float32 copy of our

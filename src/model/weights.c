@@ -1,5 +1,4 @@
 /* weights.c - weights from safetensors or a manifest (see weights.h). */
-#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "util/finite.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "io/safetensors.h"
@@ -609,32 +609,6 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
-/* a NaN or an infinity: all exponent bits set */
-static int weights_bad(const float *f)
-{
-	uint32_t u;
-	memcpy(&u, f, sizeof u);
-	return (u & 0x7f800000u) == 0x7f800000u;
-}
-
-/* the index of the first NaN or infinity of f[0..n), or -1: whole blocks
- * by a loop of a fixed count, which the compiler vectorises at -O2, the
- * rest and a block found bad one by one */
-static int64_t weights_nonfinite(const float *f, int64_t n)
-{
-	enum { BLOCK = 1024 };
-	int64_t b = 0;
-
-	for (; b + BLOCK <= n; b += BLOCK) {
-		int bad = 0;
-		for (int i = 0; i < BLOCK; i++) bad |= weights_bad(f + b + i);
-		if (bad) break;
-	}
-	for (; b < n; b++)
-		if (weights_bad(f + b)) return b;
-	return -1;
-}
-
 /* mat: a Linear matrix, held as bf16 where be->weights_bf16; into: where
  * its data goes in backend memory (inside a group's allocation, owned by
  * w), NULL: an allocation of its own */
@@ -706,7 +680,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 	} else {
 		safetensors_to_f32(t, host);
 	}
-	int64_t bad = weights_nonfinite(host, numel);
+	int64_t bad = finite_scan(host, numel);
 	if (bad >= 0) {
 		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
 		          isnan(host[bad]) ? "NaN" : "an infinity", (long long)bad);

@@ -4,7 +4,9 @@
  * field, the record's index in the input: merge sorts them by it (rows
  * whose index is "-", --names names not found, after the others) and
  * reads only the status, name and reason columns, found by their header
- * names, to list the records that failed.  Every shard's header must be
+ * names, to list the records that failed: a status is compared as written
+ * (no status needs escaping), and the messages quote the name and reason
+ * cells as written (escaped, util/tsv.h), so each is one line.  Every shard's header must be
  * the same line, and every row have its columns; every shard's run must
  * have had the same settings (its shard line's "settings").
  */

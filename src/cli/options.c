@@ -292,6 +292,12 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			if (!optarg[strspn(optarg, ",")]) {
 				log_error("--devices: no device in '%s'", optarg);
 				return -1;
+			} else {
+				char **spec;
+				int n = dev_split(optarg, &spec), bad = n < 0;
+				for (int k = 0; k < n && !bad; k++) bad = dev_check(spec[k]) < 0;
+				if (n >= 0) dev_split_free(spec, n);
+				if (bad) return -1;   /* logged: a usage error */
 			}
 			break;
 		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
@@ -327,10 +333,12 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case 'h': o->help = 1; break;
 		case 'V': o->cmd = OPT_CMD_VERSION; break;
 		case ':':
-			if (optopt)
-				log_error("option -%c needs an argument (try --help)", optopt);
-			else
+			/* a long option by the name given (its optopt is an
+			 * internal value past 255), a short one by its letter */
+			if (!strncmp(on, "--", 2) || optopt <= 0 || optopt > 255)
 				log_error("option %s needs an argument (try --help)", on);
+			else
+				log_error("option -%c needs an argument (try --help)", optopt);
 			return -1;
 		default:
 			if (optopt)

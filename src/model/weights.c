@@ -46,6 +46,8 @@ struct wt {
 	int         recording; /* weights_open_record: e[].name owned, appended */
 	cfg_t       cfg;
 	char       *cfg_json;  /* the configuration's text */
+	char       *cfg_from;  /* where it came from, for messages: a config.json's path, or NULL:
+	                          the checkpoints' cfg or the published one (cfg_json says) */
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	int64_t     mat_elems; /* of which elements of Linear matrices */
@@ -223,6 +225,8 @@ static int weights_load_cfg(weights_t *w, const char *first)
 		json_t *j;
 		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
+		w->cfg_from = cpath;
+		cpath = NULL;
 		if (rc == 0 && (j = json_load_file(cpath, 0, NULL))) {
 			w->cfg_json = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 			json_decref(j);
@@ -377,9 +381,14 @@ static int weights_cfg_fits(const weights_t *w)
 		const weights_tensor_t *x = weights_find(w, key[i].name);
 		if (!x) continue;
 		if (x->t->nd != key[i].nd || x->t->shape[0] != key[i].d0 || (key[i].nd == 2 && x->t->shape[1] != key[i].d1)) {
-			log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's config.json beside the weights",
-			          w->path, key[i].name, w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
-			          "the checkpoint's cfg" : "the published esmfold_v1 one");
+			if (w->cfg_from)
+				log_error("%s: tensor '%s' does not fit the configuration of %s: it is another model's "
+				          "config.json", w->path, key[i].name, w->cfg_from);
+			else
+				log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's "
+				          "config.json beside the weights", w->path, key[i].name,
+				          w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
+				          "the checkpoint's cfg" : "the published esmfold_v1 one");
 			return -1;
 		}
 	}
@@ -564,6 +573,7 @@ void weights_close(weights_t *w)
 	json_decref(w->manifest);
 	free(w->e);
 	free(w->cfg_json);
+	free(w->cfg_from);
 	free(w->path);
 	free(w);
 }

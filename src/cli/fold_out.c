@@ -46,10 +46,13 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 	}
 	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
 	if ((f = open_memstream(&row, &len))) {
-		rc = tsv_put(f, file ? file : "-") | fputc('\t', f) | tsv_put(f, status) | fputc('\t', f) |
-		     tsv_put(f, reason ? reason : "-");
-		rc |= fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) | tsv_put(f, flags);
-		rc |= fclose(f);
+		/* one after another: the cells' order is the row's */
+		rc = tsv_put(f, file ? file : "-");
+		if (fputc('\t', f) < 0 || tsv_put(f, status) < 0 || fputc('\t', f) < 0 ||
+		    tsv_put(f, reason ? reason : "-") < 0 || fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) < 0 ||
+		    tsv_put(f, flags) < 0)
+			rc = -1;
+		if (fclose(f) != 0) rc = -1;
 	}
 	free(x->row);
 	x->row = rc < 0 ? NULL : row;

@@ -25,6 +25,7 @@
  * output directory (locks, leftovers, done.jsonl) fold_dir.c's (fold_run.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@
 #include "cli/report.h"
 #include "cli/setup.h"
 #include "config.h"
+#include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/fasta.h"
 #include "util/hash.h"
@@ -359,6 +361,10 @@ int fold_main(const opt_t *o)
 	if (r.nrec == 0) log_warn("%s: no records", o->input);
 	if (r.shard.n && fold_shard(&r) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if (o->dump_tensors && fold_check_output(&r, o->dump_tensors) < 0) {
+		code = EXIT_USAGE;
+		goto done;
+	}
 	if ((rc = fold_lock_dir(&r)) < 0) {
 		if (rc == DIR_LOCK_BUSY) code = EXIT_BUSY;
 		goto done;
@@ -367,8 +373,8 @@ int fold_main(const opt_t *o)
 	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_file(&r, "run", ".jsonl");
-		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
-			log_error("%s/run%s.jsonl: cannot write: %s", o->outdir, r.sfx, strerror(errno));
+		if (!jp) log_error("%s/run%s.jsonl: out of memory", o->outdir, r.sfx);
+		if (!jp || !(r.jsonl = atomic_file_fopen(jp, O_WRONLY | O_CREAT | O_TRUNC, "w"))) {
 			free(jp);
 			goto done;
 		}

@@ -1,5 +1,6 @@
 /* report.c - DIR/report.html from an output directory's journals (see report.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -628,15 +629,33 @@ static void report_page(FILE *f, const report_t *rp, const char *dir)
 	fputs("</body></html>\n", f);
 }
 
-/* the whole of a file, NUL-terminated; NULL (errno set) when unreadable */
-static char *report_slurp(const char *path)
+/* DIR/STEM SFX EXT for reading (the rule of atomic_file.h: never through
+ * a symlink), or NULL: *absent 1 when there is no such file, else 0 (a
+ * failure is logged) */
+static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext,
+                          int *absent)
 {
-	FILE *f = fopen(path, "r");
+	char *p = NULL;
+	FILE *f;
+
+	*absent = 0;
+	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) {
+		log_error("%s: out of memory", dir);
+		return NULL;
+	}
+	if (!(f = atomic_file_fopen(p, O_RDONLY, "r"))) *absent = errno == ENOENT;
+	free(p);
+	return f;
+}
+
+/* the whole of f, NUL-terminated (f closed); NULL when unreadable or out
+ * of memory */
+static char *report_slurp(FILE *f)
+{
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *m;
 
-	if (!f) return NULL;
 	if ((m = open_memstream(&buf, &n))) {
 		char chunk[65536];
 		size_t k;
@@ -650,50 +669,40 @@ static char *report_slurp(const char *path)
 	return buf;
 }
 
-/* DIR/NAME for reading; NULL when absent or unreadable (or out of memory) */
-/* DIR/STEM SFX EXT for reading, or NULL */
-static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext)
-{
-	char *p = NULL;
-	FILE *f;
-
-	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) return NULL;
-	f = fopen(p, "r");
-	free(p);
-	return f;
-}
-
 int report_write(const char *dir, const char *sfx, const char *summary, long pending)
 {
 	report_t rp = { .pending = pending };
 	char *path = NULL, *text = NULL;
 	atomic_file_t a;
 	FILE *f;
-	int rc = -1, last;
+	int rc = -1, last, absent;
 
 	if (!summary) {
-		if (asprintf(&path, "%s/summary%s.tsv", dir, sfx) < 0) {
-			path = NULL;
-			goto oom;
+		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &absent))) {
+			if (absent) log_error("%s/summary%s.tsv: cannot read: %s", dir, sfx, strerror(ENOENT));
+			goto fail;
 		}
-		if (!(text = report_slurp(path))) {
-			log_error("%s: cannot read: %s", path, strerror(errno));
+		if (!(text = report_slurp(f))) {
+			log_error("%s/summary%s.tsv: cannot read it", dir, sfx);
 			goto fail;
 		}
 		summary = text;
 	}
 	if (report_parse_summary(&rp, summary) < 0) goto oom;
-	if ((f = report_fopen(dir, "run", sfx, ".jsonl"))) {
+	if ((f = report_fopen(dir, "run", sfx, ".jsonl", &absent))) {
 		int r = report_parse_run(&rp, f);
 		fclose(f);
 		if (r < 0) goto oom;
+	} else if (!absent) {
+		goto fail;
 	}
-	if ((f = report_fopen(dir, "done", sfx, ".jsonl"))) {
+	if ((f = report_fopen(dir, "done", sfx, ".jsonl", &absent))) {
 		int r = journal_read(f, &rp.done, &last);
 		fclose(f);
 		if (r < 0) goto oom;
+	} else if (!absent) {
+		goto fail;
 	}
-	free(path);
 	if (asprintf(&path, "%s/report%s.html", dir, sfx) < 0) {
 		path = NULL;
 		goto oom;

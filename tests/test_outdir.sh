@@ -45,7 +45,9 @@ grep -q "esmbatch.lock: exists and is a symbolic link, not a regular file: refus
 
 # --- symlinks at temporaries: removed, never written through --------------
 mkdir "$tmp/s-tmp"
-ESMBATCH_FAULT=slowio:1500 run -i "$tmp/one.fa" -o "$tmp/s-tmp" 2>"$tmp/err" &
+# exec: $! is esmbatch's PID, the PID in its temporaries' names
+( ESMBATCH_FAULT=slowio:1500 exec "$bin" -q --weights "$w" --num-recycles 0 --devices cpu \
+	-i "$tmp/one.fa" -o "$tmp/s-tmp" 2>"$tmp/err" ) &
 pid=$!
 i=0
 while [ ! -e "$tmp/s-tmp/run.jsonl" ] && [ $i -lt 400 ]; do sleep 0.02; i=$((i + 1)); done
@@ -58,9 +60,10 @@ for f in summary.tsv report.html X.pdb; do
 	[ -f "$tmp/s-tmp/$f" ] && [ ! -L "$tmp/s-tmp/$f" ] || fail "symlinked temporary: $f not a file"
 done
 # `report` alone: its temporary's name is known before it starts
-( plant "$tmp/s-tmp" "report.html.tmp.$BASHPID"; exec "$bin" report -q -o "$tmp/s-tmp" ) ||
-	fail "report: exit $?"
-untouched "report.html.tmp.$pid" "report's temporary"
+( echo $BASHPID >"$tmp/rpid"; plant "$tmp/s-tmp" "report.html.tmp.$BASHPID"
+  exec "$bin" report -q -o "$tmp/s-tmp" ) || fail "report: exit $?"
+untouched "report.html.tmp.$(cat "$tmp/rpid")" "report's temporary"
+[ -f "$tmp/s-tmp/report.html" ] && [ ! -L "$tmp/s-tmp/report.html" ] || fail "report: not a file"
 [ "$(find "$tmp/outside" -newer "$tmp/one.fa" -type f | xargs cat | sort -u)" = secret ] ||
 	fail "a file outside -o was written"
 # a symlink at a record's file: that record fails, the link's target stays
@@ -80,10 +83,10 @@ run -i "$tmp/one.fa" -o "$tmp/d1" --dump-tensors "$tmp/fifo" 2>"$tmp/err"
 grep -q "fifo: exists and is a FIFO, not a regular file: refused" "$tmp/err" ||
 	fail "--dump-tensors FIFO: $(cat "$tmp/err")"
 [ -e "$tmp/d1/X.pdb" ] && fail "--dump-tensors FIFO: folded before refusing"
-cp "$tmp/one.fa" "$tmp/one.keep"
-run -i "$tmp/one.fa" -o "$tmp/d2" --dump-tensors "$tmp/one.fa" 2>"$tmp/err"
+cp "$tmp/one.fa" "$tmp/in.fa"
+run -i "$tmp/in.fa" -o "$tmp/d2" --dump-tensors "$tmp/in.fa" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--dump-tensors onto the input: exit not 2"
-cmp -s "$tmp/one.fa" "$tmp/one.keep" || fail "--dump-tensors onto the input: input destroyed"
+cmp -s "$tmp/in.fa" "$tmp/one.fa" || fail "--dump-tensors onto the input: input destroyed"
 grep -q "is the input" "$tmp/err" || fail "--dump-tensors onto the input: $(cat "$tmp/err")"
 run -i "$tmp/one.fa" -o "$tmp/d3" || fail "d3: exit $?"
 cp "$tmp/d3/done.jsonl" "$tmp/done.keep"

@@ -1,6 +1,7 @@
 /* report.c - DIR/report.html from an output directory's journals (see report.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -29,7 +30,7 @@ static const char *const report_band_name[4] = { "very low (&lt; 50)", "low (50-
 /* a summary row (strings point into report_t.text) */
 typedef struct {
 	const char *name, *status, *reason, *bucket, *flags;
-	long        length;
+	long        length;             /* -1: "-" (or out of range) */
 	double      plddt, ptm, secs;   /* NAN: "-" */
 	int64_t     band[4];            /* -1: "-" (an older row) */
 } report_rec_t;
@@ -87,14 +88,29 @@ static int report_grow(void *p, int *cap, int n, size_t sz, int first)
 	return 0;
 }
 
-static double report_num(const char *s)
+/* Every figure read from the files (which a person may have edited) is
+ * checked against its range before it is converted or drawn: one out of
+ * range reads as missing. */
+#define REPORT_MAX_COUNT 1e15            /* bytes: far within int64 */
+#define REPORT_MAX_INDEX (INT_MAX / 2)   /* a record, position, worker: sums stay in int */
+
+/* a summary field: NAN when "-", not a number, not finite, or outside [lo, hi] */
+static double report_num(const char *s, double lo, double hi)
 {
 	char *end;
 	double v;
 
 	if (!s || !*s || !strcmp(s, "-")) return NAN;
 	v = strtod(s, &end);
-	return *end ? NAN : v;
+	return *end || !(v >= lo && v <= hi) ? NAN : v;
+}
+
+/* a residue count of a summary field (a length, a band: sums over a
+ * million records stay in int64), -1 when missing or out of range */
+static int64_t report_residues(const char *s)
+{
+	double v = report_num(s, 0, INT_MAX);
+	return isnan(v) ? -1 : (int64_t)v;
 }
 
 /* the summary's rows, by the header's column names (an older summary's
@@ -123,17 +139,14 @@ static int report_parse_summary(report_t *rp, const char *summary)
 				if (col[w] == c) fld[w] = f;
 		x = &rp->rec[rp->nrec++];
 		x->name = fld[0];
-		x->length = (long)report_num(fld[1]);
+		x->length = (long)report_residues(fld[1]);
 		x->bucket = fld[2];
 		x->status = fld[3];
 		x->reason = fld[4];
-		x->plddt = report_num(fld[5]);
-		x->ptm = report_num(fld[6]);
-		x->secs = report_num(fld[7]);
-		for (int b = 0; b < 4; b++) {
-			double v = report_num(fld[8 + b]);
-			x->band[b] = isnan(v) ? -1 : (int64_t)v;
-		}
+		x->plddt = report_num(fld[5], 0, 100);
+		x->ptm = report_num(fld[6], 0, 1);
+		x->secs = report_num(fld[7], 0, HUGE_VAL);
+		for (int b = 0; b < 4; b++) x->band[b] = report_residues(fld[8 + b]);
 		x->flags = fld[12];
 	}
 	return 0;
@@ -144,10 +157,26 @@ static void report_copy(char *dst, size_t cap, const json_t *e, const char *key)
 	snprintf(dst, cap, "%s", journal_str(e, key));
 }
 
+/* a count member of a run.jsonl event, -1 when absent or out of range */
 static int64_t report_int(const json_t *e, const char *key)
 {
 	const json_t *v = json_object_get(e, key);
-	return json_is_number(v) ? (int64_t)json_number_value(v) : -1;
+	double d = json_number_value(v);
+	return json_is_number(v) && d >= 0 && d <= REPORT_MAX_COUNT ? (int64_t)d : -1;
+}
+
+/* an index member (a record, position, worker), -1 when absent or out of range */
+static int report_index(const json_t *e, const char *key)
+{
+	int64_t v = report_int(e, key);
+	return v <= REPORT_MAX_INDEX ? (int)v : -1;
+}
+
+/* a time member of a fold event in seconds, 0 when absent or not finite */
+static double report_secs(const json_t *e, const char *key)
+{
+	double t = json_number_value(json_object_get(e, key));
+	return t >= 0 && t < HUGE_VAL ? t : 0;
 }
 
 /* run.jsonl's events (a torn or foreign line is skipped).  0 or -1. */
@@ -172,7 +201,7 @@ static int report_parse_run(report_t *rp, FILE *f)
 			}
 			report_dev_t *d = &rp->dev[rp->ndev++];
 			report_copy(d->name, sizeof d->name, e, "device");
-			d->workers = (int)report_int(e, "workers");
+			d->workers = report_index(e, "workers");
 			d->budget = report_int(e, "budget");
 			d->overhead = report_int(e, "overhead");
 		} else if (!strcmp(ev, "fold")) {
@@ -181,14 +210,14 @@ static int report_parse_run(report_t *rp, FILE *f)
 				break;
 			}
 			report_fold_t *x = &rp->fold[rp->nfold++];
-			x->rec = (int)report_int(e, "record");
-			x->start = (int)report_int(e, "start");
-			x->len = (int)report_int(e, "length");
-			x->worker = (int)report_int(e, "worker");
+			x->rec = report_index(e, "record");
+			x->start = report_index(e, "start");
+			x->len = report_index(e, "length");
+			x->worker = report_index(e, "worker");
 			report_copy(x->dev, sizeof x->dev, e, "device");
 			report_copy(x->status, sizeof x->status, e, "status");
-			x->t0 = json_number_value(json_object_get(e, "t0"));
-			x->t1 = json_number_value(json_object_get(e, "t1"));
+			x->t0 = report_secs(e, "t0");
+			x->t1 = report_secs(e, "t1");
 			x->quota = report_int(e, "quota");
 			x->has_fig = json_object_get(e, "reserved") != NULL;
 			x->predicted = report_int(e, "predicted");
@@ -369,7 +398,7 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 	for (int i = 0; i < rp->nrec; i++) {
 		const report_rec_t *x = &rp->rec[i];
 		double y = which ? x->secs : x->plddt;
-		if (isnan(y)) continue;
+		if (isnan(y) || x->length < 0) continue;
 		xmax = x->length > xmax ? x->length : xmax;
 		if (which) {
 			ymax = y > ymax ? y : ymax;
@@ -405,7 +434,7 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 	for (int i = 0; i < rp->nrec; i++) {
 		const report_rec_t *x = &rp->rec[i];
 		double y = which ? x->secs : x->plddt;
-		if (isnan(y)) continue;
+		if (isnan(y) || x->length < 0) continue;
 		fprintf(f, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" "
 		        "fill-opacity=\"0.85\" stroke=\"#333\" stroke-width=\"0.5\"><title>", svg_x(&p, x->length),
 		        svg_y(&p, y), isnan(x->plddt) ? "#999" : report_band_colour[qc_band(x->plddt)]);
@@ -548,8 +577,10 @@ static void report_timelines(FILE *f, const report_t *rp)
 			        x1 - x0 > 1 ? x1 - x0 : 1, svg_y(&p, 0) - svg_y(&p, 1) - 4,
 			        report_status_colour(x->status));
 			svg_esc(f, x->rec >= 0 && x->rec < rp->nrec ? rp->rec[x->rec].name : "?");
-			fprintf(f, " residues %d-%d, worker %d, %.2f-%.2f s, %s</title></rect>\n",
-			        x->start + 1, x->start + x->len, x->worker, x->t0, x->t1, x->status);
+			fprintf(f, " residues %d-%d, worker %d, %.2f-%.2f s, ", x->start + 1,
+			        x->start + x->len, x->worker, x->t0, x->t1);
+			svg_esc(f, x->status);
+			fputs("</title></rect>\n", f);
 		}
 		svg_close(f);
 		fputs("<figcaption>", f);
@@ -572,7 +603,10 @@ static void report_lists(FILE *f, const report_t *rp)
 		n++;
 		fputs("<tr class=\"bad\"><td>", f);
 		svg_esc(f, x->name);
-		fprintf(f, "</td><td>%s</td><td class=\"n\">%ld</td><td>", x->status, x->length);
+		fputs("</td><td>", f);
+		svg_esc(f, x->status);
+		if (x->length >= 0) fprintf(f, "</td><td class=\"n\">%ld</td><td>", x->length);
+		else fputs("</td><td class=\"n\">-</td><td>", f);
 		svg_esc(f, x->reason);
 		fputs("</td></tr>\n", f);
 	}

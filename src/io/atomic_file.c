@@ -31,15 +31,19 @@ static char *atomic_file_dirname(const char *path, const char **base)
 }
 
 /* The directory of path, opened; *base: path's last component.  -1 after
- * a logged line. */
-static int atomic_file_dir(const char *path, const char **base)
+ * a logged line (not logged when absent and quiet: errno ENOENT). */
+static int atomic_file_dir(const char *path, const char **base, int quiet)
 {
 	char *dir = atomic_file_dirname(path, base);
-	int fd;
+	int fd, err;
 
 	if (!dir) return -1;
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		log_error("%s: cannot open its directory %s: %s", path, dir, strerror(errno));
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+		err = errno;
+		if (!quiet || err != ENOENT)
+			log_error("%s: cannot open its directory %s: %s", path, dir, strerror(err));
+		errno = err;
+	}
 	free(dir);
 	return fd;
 }
@@ -136,7 +140,7 @@ static int atomic_file_openat(int dirfd, const char *name, const char *shown, in
 int atomic_file_open_fd(const char *path, int flags)
 {
 	const char *base;
-	int dirfd = atomic_file_dir(path, &base), fd, err;
+	int dirfd = atomic_file_dir(path, &base, !(flags & O_CREAT)), fd, err;
 
 	if (dirfd < 0) return -1;
 	fd = atomic_file_openat(dirfd, base, path, flags);
@@ -162,7 +166,7 @@ FILE *atomic_file_fopen(const char *path, int flags, const char *mode)
 int atomic_file_check(const char *path)
 {
 	const char *base, *odd;
-	int dirfd = atomic_file_dir(path, &base);
+	int dirfd = atomic_file_dir(path, &base, 0);
 
 	if (dirfd < 0) return -1;
 	if ((odd = atomic_file_odd(dirfd, base)))
@@ -193,7 +197,7 @@ FILE *atomic_file_open(atomic_file_t *a, const char *path)
 	if (!(a->path = strdup(path)) || asprintf(&a->tmp, "%s.tmp.%ld", path, (long)getpid()) < 0) {
 		a->tmp = NULL;
 		log_error("%s: out of memory", path);
-	} else if ((a->dirfd = atomic_file_dir(a->path, &a->base)) >= 0) {
+	} else if ((a->dirfd = atomic_file_dir(a->path, &a->base, 0)) >= 0) {
 		a->tbase = a->tmp + (a->base - a->path);
 		if ((odd = atomic_file_odd(a->dirfd, a->base))) {
 			log_error("%s: exists and is %s, not a regular file: refused", path, odd);

@@ -40,8 +40,9 @@ typedef struct {
 
 /* Open PATH under the rule above: open(2) flags (O_TRUNC is applied only
  * once the file passed), O_NOFOLLOW and O_CLOEXEC added.  A descriptor, or
- * -1 after one logged line naming PATH (errno set; ENOENT without O_CREAT
- * is not logged: the caller decides whether absent is an error). */
+ * -1 after one logged line naming PATH (errno set; ENOENT without O_CREAT,
+ * PATH or its directory absent, is not logged: the caller decides whether
+ * absent is an error). */
 int   atomic_file_open_fd(const char *path, int flags);
 /* The same as a stdio stream (mode as fdopen's, matching flags), or NULL. */
 FILE *atomic_file_fopen(const char *path, int flags, const char *mode);

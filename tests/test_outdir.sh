@@ -105,7 +105,9 @@ cmp -s "$tmp/w.safetensors" "$tmp/w.keep" || fail "convert -o its input: input r
 run -i "$tmp/one.fa" -o "$tmp/f" --format pdb || fail "pdb run: exit $?"
 cp "$tmp/f/X.pdb" "$tmp/X.pdb.keep"
 mkdir "$tmp/f/X.cif"   # in the way: the .cif cannot be written
-run -i "$tmp/one.fa" -o "$tmp/f" --format pdb,cif 2>"$tmp/err" && fail "cif refused: exit 0"
+# another --num-recycles: the refold's PDB differs from the earlier one
+"$bin" -q --weights "$w" --num-recycles 1 --devices cpu -i "$tmp/one.fa" -o "$tmp/f" \
+	--format pdb,cif 2>"$tmp/err" && fail "cif refused: exit 0"
 cmp -s "$tmp/f/X.pdb" "$tmp/X.pdb.keep" || fail "cif refused: the earlier X.pdb is gone or changed"
 ls "$tmp/f" | grep -q '\.tmp\.' && fail "cif refused: temporaries left: $(ls "$tmp/f")"
 

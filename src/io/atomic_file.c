@@ -246,7 +246,8 @@ int atomic_file_close(atomic_file_t *a, int ok)
 
 	if (!a->tmp) return -1;
 	if ((rc = atomic_file_seal(a, ok)) < 0) return rc;
-	if ((odd = atomic_file_odd(a->dirfd, a->base))) {
+	if (!ok) rc = -1;   /* given up after it was sealed */
+	else if ((odd = atomic_file_odd(a->dirfd, a->base))) {
 		log_error("%s: exists and is %s, not a regular file: refused", a->path, odd);
 		rc = -1;
 	} else if (renameat(a->dirfd, a->tbase, a->dirfd, a->base) != 0) {

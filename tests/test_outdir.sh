@@ -6,7 +6,8 @@
 #   untouched (none is created); one planted at a temporary's name
 #   (summary.tsv.tmp.PID during a fold, report.html.tmp.PID before
 #   `report`, NAME.pdb.tmp.PID) is removed, never written through, and a
-#   symlink at a record's NAME.pdb fails that record only;
+#   symlink at a record's NAME.pdb (a FIFO at a fragment's) fails that
+#   record only;
 # - --dump-tensors onto a FIFO, the input FASTA or -o's done.jsonl, and
 #   `convert -o` onto a FIFO or its own input, are refused before anything
 #   is written, and leave them as they were;
@@ -76,6 +77,16 @@ grep -q "X.pdb: exists and is a symbolic link, not a regular file: refused" "$tm
 	fail "symlink X.pdb: $(cat "$tmp/err")"
 
 # --- outputs that are not regular files, inputs, or the run's own files ---
+# a FIFO at a fragment's final name (200 residues on sim:3M: 4 parts)
+python3 -c 'import random; random.seed(3)
+print(">L\n" + "".join(random.choice("ACDEFGHIKLMNPQRSTVWY") for _ in range(200)))' >"$tmp/long.fa"
+mkdir "$tmp/p"
+mkfifo "$tmp/p/L.part2of4.pdb"
+"$bin" -q --weights "$w" --num-recycles 0 --devices sim:3M -i "$tmp/long.fa" -o "$tmp/p" 2>"$tmp/err" &&
+	fail "FIFO at a fragment: exit 0"
+[ -p "$tmp/p/L.part2of4.pdb" ] || fail "FIFO at a fragment: replaced"
+grep -q "L.part2of4.pdb: exists and is a FIFO, not a regular file: refused" "$tmp/err" ||
+	fail "FIFO at a fragment: $(cat "$tmp/err")"
 mkfifo "$tmp/fifo"
 run -i "$tmp/one.fa" -o "$tmp/d1" --dump-tensors "$tmp/fifo" 2>"$tmp/err"
 [ $? -eq 2 ] || fail "--dump-tensors FIFO: exit not 2"

@@ -253,7 +253,10 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 			for (int e = 0; e < next && part; e++) {
 				char *fp = fold_path(r->o->outdir, from, ext[e]);
 				char *tp = fold_path(r->o->outdir, part, ext[e]);
-				if (!fp || !tp || rename(fp, tp) < 0) {
+				/* never over a FIFO, device or directory (atomic_file.h) */
+				if (fp && tp && atomic_file_check(tp) < 0) {
+					bad = 1;
+				} else if (!fp || !tp || rename(fp, tp) < 0) {
 					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
 					          strerror(errno));
 					bad = 1;

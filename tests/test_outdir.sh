@@ -14,8 +14,9 @@
 # - a rerun with --format pdb,cif whose .cif cannot be written keeps the
 #   earlier run's .pdb;
 # - resume trusts a done.jsonl line only for the files it describes: a
-#   PDB overwritten by another input's run is refolded, a row whose file
-#   column leaves -o or that holds a newline is not kept.
+#   PDB overwritten by another input's run is refolded (and merge refuses
+#   the shard until then), a row whose file column leaves -o or that holds
+#   a newline is not kept.
 . "${srcdir:-.}/tests/lib.sh"
 w=$demo
 run() { "$bin" -q --weights "$w" --num-recycles 0 --devices cpu "$@"; }
@@ -126,9 +127,12 @@ ls "$tmp/f" | grep -q '\.tmp\.' && fail "cif refused: temporaries left: $(ls "$t
 run -i "$tmp/one.fa" -o "$tmp/ref" || fail "ref: exit $?"
 run -i "$tmp/one.fa" -o "$tmp/r" --shard 1/1 || fail "shard: exit $?"
 run -i "$tmp/other.fa" -o "$tmp/r" || fail "other input into the shard's -o: exit $?"
+"$bin" merge -q -o "$tmp/r" 2>"$tmp/err" && fail "merge: accepted X.pdb of another sequence"
+grep -q "record 0: its file is not the one shard 1/1 folded" "$tmp/err" || fail "merge: $(cat "$tmp/err")"
 run -i "$tmp/one.fa" -o "$tmp/r" --shard 1/1 || fail "shard rerun: exit $?"
 grep -q '"event":"skip"' "$tmp/r/run.1-of-1.jsonl" && fail "shard rerun: skipped a PDB of another sequence"
 cmp -s "$tmp/r/X.pdb" "$tmp/ref/X.pdb" || fail "shard rerun: X.pdb holds another sequence"
+"$bin" merge -q -o "$tmp/r" || fail "merge after the shard's rerun: exit $?"
 # a row whose file leaves -o, a row with a newline: refolded, nothing forged
 run -i "$tmp/one.fa" -o "$tmp/j" || fail "j: exit $?"
 cp "$tmp/j/X.pdb" "$tmp/outside/X.pdb"

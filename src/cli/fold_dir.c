@@ -122,7 +122,7 @@ typedef struct {
 static int fold_file_kept(void *ctx, const char *name)
 {
 	const fold_kept_t *c = ctx;
-	return journal_file_is(c->e, c->dir, name, strlen(name));
+	return journal_file_is(json_object_get(c->e, "files"), c->dir, name, strlen(name));
 }
 
 /* The row an earlier run left for record x when it matches this run, is

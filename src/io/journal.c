@@ -67,10 +67,10 @@ json_t *journal_stat(const char *dir, const char *name, size_t n)
 	                 (json_int_t)st.st_mtim.tv_nsec);
 }
 
-int journal_file_is(const json_t *e, const char *dir, const char *name, size_t n)
+int journal_file_is(const json_t *files, const char *dir, const char *name, size_t n)
 {
 	char *key = strndup(name, n);
-	const json_t *want = key ? json_object_get(json_object_get(e, "files"), key) : NULL;
+	const json_t *want = key ? json_object_get(files, key) : NULL;
 	json_t *have = want ? journal_stat(dir, name, n) : NULL;
 	int same = have && json_equal(have, want);
 
@@ -96,4 +96,36 @@ int journal_row_ok(const char *row, int tabs)
 		else if (*c < 0x20 || *c == 0x7f) return 0;
 	}
 	return t <= tabs && journal_files(row, journal_name_ok, NULL);
+}
+
+json_t *journal_file_index(const json_t *prev)
+{
+	json_t *ix = json_object(), *e, *st;
+	const char *name, *file;
+
+	json_object_foreach((json_t *)prev, name, e)
+		json_object_foreach(json_object_get(e, "files"), file, st)
+			if (ix && json_object_set(ix, file, st) < 0) {
+				json_decref(ix);
+				return NULL;
+			}
+	return ix;
+}
+
+/* journal_files' callback of journal_row_files_are */
+typedef struct {
+	const json_t *files;
+	const char   *dir;
+} journal_is_t;
+
+static int journal_is(void *ctx, const char *file, size_t n)
+{
+	const journal_is_t *c = ctx;
+	return journal_file_is(c->files, c->dir, file, n);
+}
+
+int journal_row_files_are(const json_t *files, const char *dir, const char *row)
+{
+	journal_is_t c = { files, dir };
+	return journal_files(row, journal_is, &c);
 }

@@ -37,10 +37,18 @@ int journal_files(const char *row, int (*fn)(void *ctx, const char *file, size_t
  * absent, not a regular file, or out of memory.  New reference. */
 json_t *journal_stat(const char *dir, const char *name, size_t n);
 
-/* 1 when entry e's "files" describes NAME (n bytes) and DIR/NAME is still
- * that file (journal_stat equal), else 0 (a line without "files", from
- * before 0.2.0, describes none). */
-int journal_file_is(const json_t *e, const char *dir, const char *name, size_t n);
+/* 1 when files (a line's "files", or a journal_file_index) describes
+ * NAME (n bytes) and DIR/NAME is still that file (journal_stat equal),
+ * else 0 (a line without "files", from before 0.2.0, describes none). */
+int journal_file_is(const json_t *files, const char *dir, const char *name, size_t n);
+
+/* Every file the entries of a journal (journal_read's *prev) describe,
+ * by name: a new object (NULL when out of memory). */
+json_t *journal_file_index(const json_t *prev);
+
+/* 1 when every file of a row's file column (journal_files) is one that
+ * files describes, unchanged in DIR (journal_file_is), else 0. */
+int journal_row_files_are(const json_t *files, const char *dir, const char *row);
 
 /* 1 when a row read from a journal may be copied into summary.tsv: one
  * line (no control character but TAB) of at most tabs TABs whose file

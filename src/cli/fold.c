@@ -11,10 +11,11 @@
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
  * weights fingerprint, the options that change its output (--num-recycles,
- * --chunk-size, --precision, a multimer's numbering) and its summary row.
- * A rerun into the same directory skips a record whose latest line matches
- * and whose files (all that --format and --pae ask for) are there, keeping
- * that row; --force (or --dump-tensors) refolds all.
+ * --chunk-size, --precision, a multimer's numbering), its summary row and
+ * its files' sizes and mtimes.  A rerun into the same directory skips a
+ * record whose latest line matches and whose files (all that --format and
+ * --pae ask for) are the ones the line describes, keeping that row;
+ * --force (or --dump-tensors) refolds all.
  *
  * Sharded (--shard K/N, shard.h): only the records of shard K are read
  * into the run; summary, done, run and report files carry the suffix

@@ -20,6 +20,7 @@
 #include "cli/svg.h"
 #include "sched/bucket.h"
 #include "util/log.h"
+#include "util/num.h"
 #include "util/tsv.h"
 
 /* AlphaFold DB band colours: very low, low, confident, very high */
@@ -89,9 +90,8 @@ static int report_grow(void *p, int *cap, int n, size_t sz, int first)
 }
 
 /* Every figure read from the files (which a person may have edited) is
- * checked against its range before it is converted or drawn: one out of
- * range reads as missing. */
-#define REPORT_MAX_COUNT 1e15            /* bytes: far within int64 */
+ * checked against its range before it is converted (num_to_i64) or
+ * drawn: one out of range reads as missing. */
 #define REPORT_MAX_INDEX (INT_MAX / 2)   /* a record, position, worker: sums stay in int */
 
 /* a summary field: NAN when "-", not a number, not finite, or outside [lo, hi] */
@@ -109,8 +109,8 @@ static double report_num(const char *s, double lo, double hi)
  * million records stay in int64), -1 when missing or out of range */
 static int64_t report_residues(const char *s)
 {
-	double v = report_num(s, 0, INT_MAX);
-	return isnan(v) ? -1 : (int64_t)v;
+	int64_t v;
+	return num_to_i64(report_num(s, 0, INT_MAX), 0, INT_MAX, &v) < 0 ? -1 : v;
 }
 
 /* the summary's rows, by the header's column names (an older summary's
@@ -157,12 +157,15 @@ static void report_copy(char *dst, size_t cap, const json_t *e, const char *key)
 	snprintf(dst, cap, "%s", journal_str(e, key));
 }
 
-/* a count member of a run.jsonl event, -1 when absent or out of range */
+/* a count member of a run.jsonl event (bytes, records), -1 when absent
+ * or out of range */
 static int64_t report_int(const json_t *e, const char *key)
 {
 	const json_t *v = json_object_get(e, key);
-	double d = json_number_value(v);
-	return json_is_number(v) && d >= 0 && d <= REPORT_MAX_COUNT ? (int64_t)d : -1;
+	int64_t n;
+
+	if (!json_is_number(v) || num_to_i64(json_number_value(v), 0, NUM_EXACT_MAX, &n) < 0) return -1;
+	return n;
 }
 
 /* an index member (a record, position, worker), -1 when absent or out of range */

@@ -1,13 +1,20 @@
 /* test_atomic.c - atomic files: the temporary name is PATH.tmp.PID, so
  * two processes writing the same PATH never share a temporary, and a
  * temporary of another process (or of the old PATH.tmp form) is left
- * alone; a write given up leaves neither PATH nor its temporary. */
+ * alone; a write given up leaves neither PATH nor its temporary.  The
+ * output rule: a symlink at a temporary's name is removed, never written
+ * through; a symlink, FIFO or directory at PATH is refused and stays;
+ * atomic_file_open_fd refuses a symlink and, for writing, a file with
+ * another hard link; files sealed together are renamed together or not
+ * at all. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -84,10 +91,120 @@ static void test_tmp_per_process(void **state)
 	assert_int_equal(rmdir(dir), 0);
 }
 
+static void test_rule(void **state)
+{
+	char dir[] = "/tmp/test_atomic.XXXXXX", path[256], out[300], tmp[300], lnk[300], fifo[300],
+	     hard[300];
+	atomic_file_t a;
+	struct stat st;
+	char *back;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/out.txt", dir);
+	snprintf(out, sizeof out, "%s/outside", dir);
+	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+	snprintf(lnk, sizeof lnk, "%s/link", dir);
+	snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+	snprintf(hard, sizeof hard, "%s/hard", dir);
+	put(out, "outside\n");
+
+	/* a symlink at the temporary's name: removed, not written through */
+	assert_int_equal(symlink(out, tmp), 0);
+	assert_non_null(atomic_file_open(&a, path));
+	fputs("mine\n", a.f);
+	assert_int_equal(atomic_file_close(&a, 1), 0);
+	assert_non_null(back = slurp(out));
+	assert_string_equal(back, "outside\n");
+	free(back);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_true(S_ISREG(st.st_mode));
+
+	/* a symlink or FIFO at PATH: refused, left as it is */
+	assert_int_equal(symlink(out, lnk), 0);
+	assert_null(atomic_file_open(&a, lnk));
+	assert_int_equal(lstat(lnk, &st), 0);
+	assert_true(S_ISLNK(st.st_mode));
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_null(atomic_file_open(&a, fifo));
+	assert_int_equal(atomic_file_check(fifo), -1);
+	assert_int_equal(atomic_file_check(path), 0);
+	assert_int_equal(lstat(fifo, &st), 0);
+	assert_true(S_ISFIFO(st.st_mode));
+
+	/* opened in place: no symlink, no FIFO, no second hard link for writing */
+	assert_int_equal(atomic_file_open_fd(lnk, O_RDONLY), -1);
+	assert_int_equal(atomic_file_open_fd(lnk, O_WRONLY | O_CREAT | O_APPEND), -1);
+	assert_int_equal(atomic_file_open_fd(fifo, O_RDONLY), -1);
+	assert_int_equal(link(out, hard), 0);
+	assert_int_equal(atomic_file_open_fd(hard, O_WRONLY | O_TRUNC), -1);
+	assert_non_null(back = slurp(out));
+	assert_string_equal(back, "outside\n");
+	free(back);
+	int fd = atomic_file_open_fd(path, O_RDONLY);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(atomic_file_same(hard, out), 1);
+	assert_int_equal(atomic_file_same(path, out), 0);
+	assert_int_equal(atomic_file_beside(hard, path), 1);
+
+	unlink(path);
+	unlink(out);
+	unlink(lnk);
+	unlink(fifo);
+	unlink(hard);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_sealed_together(void **state)
+{
+	char dir[] = "/tmp/test_atomic.XXXXXX", p1[256], p2[256];
+	atomic_file_t a, b;
+	char *back;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(p1, sizeof p1, "%s/x.pdb", dir);
+	snprintf(p2, sizeof p2, "%s/x.cif", dir);
+	put(p1, "old pdb\n");
+	/* the second cannot be written: the first is given up, its old version stays */
+	assert_non_null(atomic_file_open(&a, p1));
+	fputs("new pdb\n", a.f);
+	assert_int_equal(atomic_file_seal(&a, 1), 0);
+	assert_null(a.f);
+	assert_int_equal(mkdir(p2, 0700), 0);
+	assert_null(atomic_file_open(&b, p2));
+	assert_true(atomic_file_close(&a, 0) < 0);
+	assert_non_null(back = slurp(p1));
+	assert_string_equal(back, "old pdb\n");
+	free(back);
+	assert_int_equal(rmdir(p2), 0);
+	/* both sealed: both renamed */
+	assert_non_null(atomic_file_open(&a, p1));
+	assert_non_null(atomic_file_open(&b, p2));
+	fputs("new pdb\n", a.f);
+	fputs("new cif\n", b.f);
+	assert_int_equal(atomic_file_seal(&a, 1), 0);
+	assert_int_equal(atomic_file_seal(&b, 1), 0);
+	assert_int_equal(atomic_file_close(&a, 1), 0);
+	assert_int_equal(atomic_file_close(&b, 1), 0);
+	assert_non_null(back = slurp(p1));
+	assert_string_equal(back, "new pdb\n");
+	free(back);
+	assert_non_null(back = slurp(p2));
+	assert_string_equal(back, "new cif\n");
+	free(back);
+	unlink(p1);
+	unlink(p2);
+	assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tmp_per_process),
+		cmocka_unit_test(test_rule),
+		cmocka_unit_test(test_sealed_together),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

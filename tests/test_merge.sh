@@ -19,7 +19,7 @@ merged "$tmp/ok" ok
 [ $rc -eq 0 ] || fail "clean merge: exit $rc, $(head -c 300 "$tmp/ok.err")"
 
 # a torn row
-cp -r "$tmp/ok" "$tmp/torn"
+cp -a "$tmp/ok" "$tmp/torn"
 awk -F'\t' -v OFS='\t' 'NR == 2 { NF = 13 } { print }' "$tmp/ok/summary.2-of-2.tsv" >"$tmp/torn/summary.2-of-2.tsv"
 rm "$tmp/torn/summary.tsv"
 merged "$tmp/torn" torn
@@ -56,7 +56,7 @@ merged "$tmp/many" many
 grep -q "and 49990 more shard(s) of 50000 without their summary" "$tmp/many.err" ||
 	fail "N 50000: $(tail -3 "$tmp/many.err")"
 # a missing shard never run: said so, not "some 0 missing"
-cp -r "$tmp/ok" "$tmp/gone"
+cp -a "$tmp/ok" "$tmp/gone"
 rm "$tmp/gone/summary.2-of-2.tsv" "$tmp/gone/run.2-of-2.jsonl"
 merged "$tmp/gone" gone
 [ $rc -eq 3 ] || fail "shard 2 never run: exit $rc, expected 3"

@@ -164,7 +164,7 @@ new="frac_plddt_gt70 plddt_very_low plddt_low plddt_confident plddt_very_high cr
 check_summary "$srcdir/data/example.fa" "$out" example
 
 # --- a journal of an older version: rows without the new columns ----------
-cp -r "$out" "$tmp/old"
+cp -a "$out" "$tmp/old"   # times kept: resume checks a file's size and mtime
 "$py" - "$tmp/old/done.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]

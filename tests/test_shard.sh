@@ -120,7 +120,7 @@ cp "$tmp/n2/summary.1-of-3.tsv" "$tmp/n2/summary.1-of-2.tsv"
 "$bin" merge -o "$tmp/n2" 2>"$tmp/n2.err"
 rc=$?
 [ $rc -eq 1 ] && grep -q 'different N' "$tmp/n2.err" || fail "mismatched N: exit $rc, $(cat "$tmp/n2.err")"
-cp -r "$sh" "$tmp/other"
+cp -a "$sh" "$tmp/other"   # times kept: merge checks a file's size and mtime
 sed -i '1s/"input":"[0-9a-f]*"/"input":"0123456789abcdef"/' "$tmp/other/run.3-of-3.jsonl"
 "$bin" merge -o "$tmp/other" 2>"$tmp/other.err"
 rc=$?

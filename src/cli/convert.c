@@ -46,6 +46,17 @@ int convert_main(const opt_t *o)
 		log_error("convert: give --weights IN and -o OUT.safetensors");
 		return EXIT_USAGE;
 	}
+	/* OUT may not be what is read, nor anything but a regular file */
+	if (atomic_file_check(o->outdir) < 0) return EXIT_USAGE;
+	if (!(cpath = convert_cfg_path(o->weights))) goto done;
+	if (atomic_file_same(o->outdir, o->weights) || atomic_file_same(o->outdir, cpath)) {
+		log_error("%s: is the input %s: refused as the output", o->outdir,
+		          atomic_file_same(o->outdir, cpath) ? cpath : o->weights);
+		free(cpath);
+		return EXIT_USAGE;
+	}
+	free(cpath);
+	cpath = NULL;
 	if (!(w = weights_open(o->weights))) goto done;
 	if (!weights_tensor_count(w)) {
 		log_error("%s: no tensors to convert", o->weights);

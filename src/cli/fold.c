@@ -11,10 +11,11 @@
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
  * weights fingerprint, the options that change its output (--num-recycles,
- * --chunk-size, --precision, a multimer's numbering) and its summary row.
- * A rerun into the same directory skips a record whose latest line matches
- * and whose files (all that --format and --pae ask for) are there, keeping
- * that row; --force (or --dump-tensors) refolds all.
+ * --chunk-size, --precision, a multimer's numbering), its summary row and
+ * its files' sizes and mtimes.  A rerun into the same directory skips a
+ * record whose latest line matches and whose files (all that --format and
+ * --pae ask for) are the ones the line describes, keeping that row;
+ * --force (or --dump-tensors) refolds all.
  *
  * Sharded (--shard K/N, shard.h): only the records of shard K are read
  * into the run; summary, done, run and report files carry the suffix
@@ -25,6 +26,7 @@
  * output directory (locks, leftovers, done.jsonl) fold_dir.c's (fold_run.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,7 @@
 #include "cli/report.h"
 #include "cli/setup.h"
 #include "config.h"
+#include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/fasta.h"
 #include "util/hash.h"
@@ -369,6 +372,10 @@ int fold_main(const opt_t *o)
 	if (r.nrec == 0) log_warn("%s: no records", o->input);
 	if (r.shard.n && fold_shard(&r) < 0) goto done;
 	if (fold_mkdirs(o->outdir) < 0) goto done;
+	if (o->dump_tensors && fold_check_output(&r, o->dump_tensors) < 0) {
+		code = EXIT_USAGE;
+		goto done;
+	}
 	if ((rc = fold_lock_dir(&r)) < 0) {
 		if (rc == DIR_LOCK_BUSY) code = EXIT_BUSY;
 		goto done;
@@ -377,8 +384,8 @@ int fold_main(const opt_t *o)
 	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_file(&r, "run", ".jsonl");
-		if (!jp || !(r.jsonl = fopen(jp, "w"))) {
-			log_error("%s/run%s.jsonl: cannot write: %s", o->outdir, r.sfx, strerror(errno));
+		if (!jp) log_error("%s/run%s.jsonl: out of memory", o->outdir, r.sfx);
+		if (!jp || !(r.jsonl = atomic_file_fopen(jp, O_WRONLY | O_CREAT | O_TRUNC, "w"))) {
 			free(jp);
 			goto done;
 		}

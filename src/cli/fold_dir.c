@@ -4,6 +4,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <jansson.h>
 
 #include "cli/fold_run.h"
+#include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/journal.h"
 #include "util/log.h"
@@ -32,20 +34,76 @@ static const char *fold_numbering(const opt_t *o)
 	return o->keep_linker_numbering ? "model" : "chain";
 }
 
-/* done.jsonl: append the line of a record whose files are in place.  On
- * the output step (one thread at a time). */
+/* the files of a row and this run's extensions (fold_each) */
+typedef struct {
+	const fold_run_t *r;
+	int (*fn)(void *ctx, const char *name);
+	void *ctx;
+} fold_each_t;
+
+/* one structure named in a row (relative to -o; NAME.pdb or NAME.cif):
+ * fn of NAME with each extension this run writes (fold_exts) */
+static int fold_each_ext(void *ctx, const char *file, size_t n)
+{
+	const fold_each_t *c = ctx;
+	const char *ext[FOLD_NEXT];
+	int next = fold_exts(c->r->o, ext), ok = 1;
+
+	if (n < 4 || (strncmp(file + n - 4, ".pdb", 4) && strncmp(file + n - 4, ".cif", 4))) return 0;
+	for (int e = 0; e < next && ok; e++) {
+		char *p = NULL;
+		if (asprintf(&p, "%.*s%s", (int)n - 4, file, ext[e]) < 0) return 0;
+		ok = c->fn(c->ctx, p);
+		free(p);
+	}
+	return ok;
+}
+
+/* fn(ctx, name) for every file of a record's row that this run writes,
+ * while it returns nonzero: 1 when all passed */
+static int fold_each(const fold_run_t *r, const char *row, int (*fn)(void *, const char *),
+                     void *ctx)
+{
+	fold_each_t c = { r, fn, ctx };
+	return journal_files(row, fold_each_ext, &c);
+}
+
+/* a file of a record just written: its journal_stat in the "files" of its line */
+typedef struct {
+	const char *dir;
+	json_t *files;
+} fold_stat_t;
+
+static int fold_stat_file(void *ctx, const char *name)
+{
+	fold_stat_t *c = ctx;
+	json_t *st = journal_stat(c->dir, name, strlen(name));
+
+	if (!st) log_error("%s/%s: not a regular file after it was written", c->dir, name);
+	return st && json_object_set_new(c->files, name, st) == 0;
+}
+
+/* done.jsonl: append the line of a record whose files are in place, with
+ * their sizes and times (what a rerun checks them by).  On the output
+ * step (one thread at a time). */
 void fold_journal(fold_run_t *r, const fold_rec_t *x)
 {
 	char h[17];
 	json_t *e;
 	char *line = NULL;
+	fold_stat_t st = { r->o->outdir, json_object() };
 
 	fold_seq_hash(x, h);
-	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s}", "name", x->job.outname,
+	if (!st.files || !fold_each(r, x->row, fold_stat_file, &st)) {
+		json_decref(st.files);
+		fold_io_error(r);
+		return;
+	}
+	e = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:s, s:o}", "name", x->job.outname,
 	              "sequence", h, "weights", weights_fingerprint(r->wt),
 	              "recycles", r->o->num_recycles, "chunk_size", r->o->chunk_size,
 	              "precision", be_prec_name(r->o->precision),
-	              "numbering", fold_numbering(r->o), "row", x->row);
+	              "numbering", fold_numbering(r->o), "row", x->row, "files", st.files);
 	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
 	    fflush(r->done) != 0) {
 		log_error("%s/done%s.jsonl: write failed: %s", r->o->outdir, r->sfx, strerror(errno));
@@ -55,36 +113,28 @@ void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	json_decref(e);
 }
 
-/* The structure named in a row (relative to -o; NAME.pdb or NAME.cif)
- * and every other file this run asks of NAME (fold_exts) are there and
- * not empty (written atomically: there means complete); so a run that
- * asks for more (--format cif, --pae) refolds. */
-static int fold_file_ok(void *ctx, const char *file, size_t n)
-{
-	const fold_run_t *r = ctx;
-	const char *ext[FOLD_NEXT];
-	int next = fold_exts(r->o, ext);
+/* a file of a record an earlier run left: the one its line describes */
+typedef struct {
+	const char *dir;
+	const json_t *e;
+} fold_kept_t;
 
-	if (n < 4 || (strncmp(file + n - 4, ".pdb", 4) && strncmp(file + n - 4, ".cif", 4))) return 0;
-	for (int e = 0; e < next; e++) {
-		char *p = NULL;
-		struct stat st;
-		int ok;
-		if (asprintf(&p, "%s/%.*s%s", r->o->outdir, (int)n - 4, file, ext[e]) < 0) return 0;
-		ok = stat(p, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0;
-		free(p);
-		if (!ok) return 0;
-	}
-	return 1;
+static int fold_file_kept(void *ctx, const char *name)
+{
+	const fold_kept_t *c = ctx;
+	return journal_file_is(json_object_get(c->e, "files"), c->dir, name, strlen(name));
 }
 
-/* a string member of a journal entry, "" when absent */
-/* The row an earlier run left for record x when it matches this run and
- * its files are all there; NULL otherwise. */
+/* The row an earlier run left for record x when it matches this run, is
+ * one summary line naming files in -o, and every file this run asks of
+ * its structures (fold_exts: a run that asks for more, --format cif or
+ * --pae, refolds) is the one the line describes (not replaced since, by
+ * size and modification time); NULL otherwise. */
 const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 {
 	json_t *e = json_object_get(r->prev, x->job.outname);
 	const char *row, *num;
+	fold_kept_t kept = { r->o->outdir, e };
 	char h[17];
 
 	if (!e || r->o->force || r->o->dump_tensors) return NULL;
@@ -97,7 +147,7 @@ const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x)
 	    strcmp(be_prec_name(r->o->precision), journal_str(e, "precision")) ||
 	    json_integer_value(json_object_get(e, "recycles")) != r->o->num_recycles ||
 	    json_integer_value(json_object_get(e, "chunk_size")) != r->o->chunk_size ||
-	    !journal_files(row, fold_file_ok, (void *)r))
+	    !journal_row_ok(row, FOLD_ROW_TABS) || !fold_each(r, row, fold_file_kept, &kept))
 		return NULL;
 	return row;
 }
@@ -216,30 +266,58 @@ void fold_clean_tmp(const fold_run_t *r)
 }
 
 /* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last
- * line (a killed run) is ignored.  Open it for appending.  0 or -1. */
+ * line (a killed run) is ignored.  Keep it open for appending (one
+ * descriptor, opened under the rule of atomic_file.h).  0 or -1. */
 int fold_journal_open(fold_run_t *r)
 {
 	char *path = fold_file(r, "done", ".jsonl");
-	int last = '\n', rc = 0;
-	FILE *f;
+	int last = '\n', rc;
 
 	if (!path) return -1;
-	if ((f = fopen(path, "r"))) {
-		rc = journal_read(f, &r->prev, &last);
-		fclose(f);
-	} else if (!(r->prev = json_object())) {
+	if (!(r->done = atomic_file_fopen(path, O_RDWR | O_CREAT | O_APPEND, "a+"))) {
+		free(path);
+		return -1;
+	}
+	rewind(r->done);
+	if ((rc = journal_read(r->done, &r->prev, &last)) < 0)
+		log_error("%s: out of memory reading it", path);
+	else if (fseek(r->done, 0, SEEK_END) < 0 || (last != '\n' && fputc('\n', r->done) == EOF)) {
+		log_error("%s: cannot write: %s", path, strerror(errno));
 		rc = -1;
 	}
-	if (rc < 0) {
-		log_error("%s: out of memory reading it", path);
-		free(path);
-		return -1;
-	}
-	if (!(r->done = fopen(path, "a")) || (last != '\n' && fputc('\n', r->done) == EOF)) {
-		log_error("%s: cannot write: %s", path, strerror(errno));
-		free(path);
-		return -1;
-	}
 	free(path);
-	return 0;
+	return rc;
+}
+
+int fold_check_output(const fold_run_t *r, const char *path)
+{
+	static const char *const own[] = { ".pdb", ".cif", ".pae.json", ".jsonl", ".tsv", ".html",
+		                           ".lock" };
+	const opt_t *o = r->o;
+	const char *const in[] = { o->input, o->names, o->quota_table, o->weights };
+	const char *base = strrchr(path, '/');
+	char *journal = fold_file(r, "done", ".jsonl");
+	int rc = journal ? atomic_file_check(path) : -1;
+
+	base = base ? base + 1 : path;
+	for (size_t i = 0; rc == 0 && i < sizeof in / sizeof *in; i++)
+		if (atomic_file_same(path, in[i])) {
+			log_error("%s: is the input %s: refused as an output", path, in[i]);
+			rc = -1;
+		}
+	if (rc == 0 && o->weights && !strcmp(base, "config.json") && atomic_file_beside(path, o->weights)) {
+		log_error("%s: is the config.json of the weights %s: refused as an output", path, o->weights);
+		rc = -1;
+	}
+	for (size_t k = 0; rc == 0 && k < sizeof own / sizeof *own && atomic_file_beside(path, journal); k++) {
+		size_t n = strlen(base), kl = strlen(own[k]);
+		const char *at = strstr(base, own[k]);
+		if ((n >= kl && !strcmp(base + n - kl, own[k])) || (at && !strncmp(at + kl, ".tmp", 4))) {
+			log_error("%s: a name of the files a fold writes into %s: refused as an output", path,
+			          o->outdir);
+			rc = -1;
+		}
+	}
+	free(journal);
+	return rc;
 }

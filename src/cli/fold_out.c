@@ -60,10 +60,6 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 	return rc < 0 ? -1 : 0;
 }
 
-/* tabs in a row from column file on: summary.tsv has 21 columns, the row
- * all but index, name, length and bucket */
-#define FOLD_ROW_TABS 16
-
 /* a record's line of summary.tsv (x->row; a failed row when it could not
  * be made).  A row an older version left in done.jsonl has fewer columns:
  * the missing ones at the end are "-". */
@@ -90,20 +86,17 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 }
 
 /* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
-static int fold_write_pae(const char *path, const model_out_t *out)
+static int fold_write_pae(FILE *f, const model_out_t *out)
 {
-	atomic_file_t a;
-
-	if (!atomic_file_open(&a, path)) return -1;
-	fputs("[{\"predicted_aligned_error\": [", a.f);
+	fputs("[{\"predicted_aligned_error\": [", f);
 	for (int i = 0; i < out->L; i++) {
-		fputs(i ? ", [" : "[", a.f);
+		fputs(i ? ", [" : "[", f);
 		for (int k = 0; k < out->L; k++)
-			fprintf(a.f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
-		fputc(']', a.f);
+			fprintf(f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
+		fputc(']', f);
 	}
-	fprintf(a.f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
-	return atomic_file_close(&a, 1);
+	fprintf(f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
+	return ferror(f) ? -1 : 0;
 }
 
 /* a fragment's file name before the record's fragments are numbered */
@@ -115,13 +108,39 @@ static char *fold_frag_name(const fold_rec_t *x, const sched_item_t *it)
 	return p;
 }
 
-/* one of a record's files, by its extension (fold_exts) */
-static int fold_write_file(const char *path, const char *ext, const pdb_input_t *in,
-                           const model_out_t *out)
+/* one of a record's files, by its extension (fold_exts), into f */
+static int fold_write_file(FILE *f, const char *ext, const pdb_input_t *in, const model_out_t *out)
 {
-	if (!strcmp(ext, ".pdb")) return pdb_write_atomic(path, in);
-	if (!strcmp(ext, ".cif")) return cif_write_atomic(path, in);
-	return fold_write_pae(path, out);
+	if (!strcmp(ext, ".pdb")) return pdb_write(f, in);
+	if (!strcmp(ext, ".cif")) return cif_write(f, in);
+	return fold_write_pae(f, out);
+}
+
+/* The files DIR/BASE EXT of one folded item, all or none: each written to
+ * its temporary and sealed, then all renamed into place; on a failure
+ * every temporary is removed and the files an earlier run left there
+ * stay as they were.  0 or -1 (the file that failed in reason). */
+static int fold_write_files(const char *dir, const char *base, const char *const *ext, int next,
+                            const pdb_input_t *in, const model_out_t *out, char *reason,
+                            size_t cap)
+{
+	atomic_file_t a[FOLD_NEXT];
+	int e, n = 0, rc = 0;
+
+	for (e = 0; e < next && rc == 0; e++) {
+		char *path = fold_path(dir, base, ext[e]);
+		if (!path || !atomic_file_open(&a[n], path)) rc = -1;
+		else if (atomic_file_seal(&a[n], fold_write_file(a[n].f, ext[e], in, out) == 0) < 0) rc = -1;
+		else n++;
+		free(path);
+	}
+	if (rc < 0) snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[e - 1]);
+	for (int k = 0; k < n; k++)
+		if (atomic_file_close(&a[k], rc == 0) < 0 && rc == 0) {
+			snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[k]);
+			rc = -1;
+		}
+	return rc;
 }
 
 /* sched_done_fn: write the outputs of one folded item (a whole record, or
@@ -139,7 +158,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
 	int *chain = malloc(sizeof *chain * (t->L ? t->L : 1));
 	const char *ext[FOLD_NEXT];
-	int next = fold_exts(o, ext), e = 0;
+	int next = fold_exts(o, ext);
 
 	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
 	         it->start + 1, it->start + it->len, strlen(x->job.seq));
@@ -163,20 +182,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 		snprintf(reason, cap, "out of memory checking its structure");
 		rc = -1;
 	}
-	for (e = 0; rc == 0 && e < next; e++) {
-		char *path = fold_path(o->outdir, base, ext[e]);
-		if (!path || fold_write_file(path, ext[e], &pin, out) < 0) {
-			snprintf(reason, cap, "cannot write %s%s (output error)", base, ext[e]);
-			rc = -1;
-		}
-		free(path);
-		if (rc < 0) break;
-	}
-	for (int k = 0; rc < 0 && base && k < e; k++) {   /* no part of a record's outputs */
-		char *path = fold_path(o->outdir, base, ext[k]);
-		if (path) unlink(path);
-		free(path);
-	}
+	if (rc == 0) rc = fold_write_files(o->outdir, base, ext, next, &pin, out, reason, cap);
 	if (rc == 0)
 		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
 		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
@@ -259,7 +265,10 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 			for (int e = 0; e < next && part; e++) {
 				char *fp = fold_path(r->o->outdir, from, ext[e]);
 				char *tp = fold_path(r->o->outdir, part, ext[e]);
-				if (!fp || !tp || rename(fp, tp) < 0) {
+				/* never over a FIFO, device or directory (atomic_file.h) */
+				if (fp && tp && atomic_file_check(tp) < 0) {
+					bad = 1;
+				} else if (!fp || !tp || rename(fp, tp) < 0) {
 					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
 					          strerror(errno));
 					bad = 1;

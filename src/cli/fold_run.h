@@ -80,6 +80,10 @@ typedef struct {
  * only cif is asked. */
 #define FOLD_NEXT 3
 
+/* tabs in a row from column file on: summary.tsv has 21 columns, the row
+ * all but index, name, length and bucket */
+#define FOLD_ROW_TABS 16
+
 /* fold.c */
 /* an output could not be written (logged by the caller) */
 void  fold_io_error(fold_run_t *r);
@@ -115,5 +119,12 @@ int  fold_journal_open(fold_run_t *r);
 void fold_journal(fold_run_t *r, const fold_rec_t *x);
 /* the row an earlier run left for x when it can be kept, else NULL */
 const char *fold_resumable(const fold_run_t *r, const fold_rec_t *x);
+/* An output the run writes beside -o (--dump-tensors PATH) may be none
+ * of its inputs (the FASTA, --names, --quota-table, the weights, the
+ * config.json beside them) and none of the files it writes in -o (there:
+ * a name ending .pdb, .cif, .pae.json, .jsonl, .tsv, .html or .lock, or a
+ * temporary of one); it must be absent or a regular file.  0, or -1
+ * after one logged line. */
+int  fold_check_output(const fold_run_t *r, const char *path);
 
 #endif

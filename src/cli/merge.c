@@ -12,6 +12,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "cli/merge.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
+#include "io/journal.h"
 #include "sched/shard.h"
 #include "util/log.h"
 #include "util/tsv.h"
@@ -234,6 +236,43 @@ static int merge_read_summary(merge_t *m, int k, int *found)
 	return rc;
 }
 
+/* Shard k's rows from m->row[from] on that are not failed: each file of
+ * their file column is the one done.k-of-N.jsonl describes (another run
+ * into the directory may have written over it since).  0 or -1 (logged). */
+static int merge_check_files(const merge_t *m, int k, long from)
+{
+	int cf = tsv_column(m->head, "file"), cs = tsv_column(m->head, "status"), last, rc = -1;
+	char *path = NULL, st[16], ix[32];
+	json_t *prev = NULL, *files = NULL;
+	FILE *f;
+
+	if (asprintf(&path, "%s/done.%d-of-%d.jsonl", m->dir, k, m->n) < 0) return -1;
+	if (!(f = atomic_file_fopen(path, O_RDONLY, "r")) && errno != ENOENT) goto done;
+	if (f) {
+		int r = journal_read(f, &prev, &last);
+		fclose(f);
+		if (r < 0) goto done;
+	}
+	if (!(files = journal_file_index(prev))) goto done;
+	for (long i = from; i < m->nrow; i++) {
+		const char *t = m->row[i].text;
+		if (!strcmp(tsv_field(t, cs, st, sizeof st), "failed")) continue;
+		for (int c = 0; t && c < cf; c++) t = (t = strchr(t, '\t')) ? t + 1 : NULL;
+		if (!t || !journal_row_files_are(files, m->dir, t)) {
+			log_error("%s: record %s: its file is not the one shard %d/%d folded (another run "
+			          "into the directory wrote over it?); rerun shard %d/%d", path,
+			          tsv_field(m->row[i].text, 0, ix, sizeof ix), k, m->n, k, m->n);
+			goto done;
+		}
+	}
+	rc = 0;
+done:
+	free(path);
+	json_decref(prev);
+	json_decref(files);
+	return rc;
+}
+
 /* by index, "-" rows last in shard and line order */
 static int merge_cmp(const void *a, const void *b)
 {
@@ -315,6 +354,8 @@ int merge_main(const opt_t *o)
 			else if (missing <= MERGE_SAY_MISSING)
 				log_error("shard %d/%d: no summary.%d-of-%d.tsv (never run): its records are "
 				          "missing; run it", k, m.n, k, m.n);
+		} else if (merge_check_files(&m, k, before) < 0) {
+			goto done;
 		} else if (fp->in_shard != m.nrow - before) {
 			log_error("%s/summary.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
 			          "run's; rerun shard %d/%d", m.dir, k, m.n, m.nrow - before, fp->in_shard,

@@ -1,5 +1,7 @@
 /* report.c - DIR/report.html from an output directory's journals (see report.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include "cli/svg.h"
 #include "sched/bucket.h"
 #include "util/log.h"
+#include "util/num.h"
 #include "util/tsv.h"
 
 /* AlphaFold DB band colours: very low, low, confident, very high */
@@ -28,7 +31,7 @@ static const char *const report_band_name[4] = { "very low (&lt; 50)", "low (50-
 /* a summary row (strings point into report_t.text) */
 typedef struct {
 	const char *name, *status, *reason, *bucket, *flags;
-	long        length;
+	long        length;             /* -1: "-" (or out of range) */
 	double      plddt, ptm, secs;   /* NAN: "-" */
 	int64_t     band[4];            /* -1: "-" (an older row) */
 } report_rec_t;
@@ -86,14 +89,28 @@ static int report_grow(void *p, int *cap, int n, size_t sz, int first)
 	return 0;
 }
 
-static double report_num(const char *s)
+/* Every figure read from the files (which a person may have edited) is
+ * checked against its range before it is converted (num_to_i64) or
+ * drawn: one out of range reads as missing. */
+#define REPORT_MAX_INDEX (INT_MAX / 2)   /* a record, position, worker: sums stay in int */
+
+/* a summary field: NAN when "-", not a number, not finite, or outside [lo, hi] */
+static double report_num(const char *s, double lo, double hi)
 {
 	char *end;
 	double v;
 
 	if (!s || !*s || !strcmp(s, "-")) return NAN;
 	v = strtod(s, &end);
-	return *end ? NAN : v;
+	return *end || !(v >= lo && v <= hi) ? NAN : v;
+}
+
+/* a residue count of a summary field (a length, a band: sums over a
+ * million records stay in int64), -1 when missing or out of range */
+static int64_t report_residues(const char *s)
+{
+	int64_t v;
+	return num_to_i64(report_num(s, 0, INT_MAX), 0, INT_MAX, &v) < 0 ? -1 : v;
 }
 
 /* the summary's rows, by the header's column names (an older summary's
@@ -123,17 +140,14 @@ static int report_parse_summary(report_t *rp, const char *summary)
 				if (col[w] == c) fld[w] = tsv_decode(f, TSV_TEXT);
 		x = &rp->rec[rp->nrec++];
 		x->name = fld[0];
-		x->length = (long)report_num(fld[1]);
+		x->length = (long)report_residues(fld[1]);
 		x->bucket = fld[2];
 		x->status = fld[3];
 		x->reason = fld[4];
-		x->plddt = report_num(fld[5]);
-		x->ptm = report_num(fld[6]);
-		x->secs = report_num(fld[7]);
-		for (int b = 0; b < 4; b++) {
-			double v = report_num(fld[8 + b]);
-			x->band[b] = isnan(v) ? -1 : (int64_t)v;
-		}
+		x->plddt = report_num(fld[5], 0, 100);
+		x->ptm = report_num(fld[6], 0, 1);
+		x->secs = report_num(fld[7], 0, HUGE_VAL);
+		for (int b = 0; b < 4; b++) x->band[b] = report_residues(fld[8 + b]);
 		x->flags = fld[12];
 	}
 	return 0;
@@ -144,10 +158,29 @@ static void report_copy(char *dst, size_t cap, const json_t *e, const char *key)
 	snprintf(dst, cap, "%s", journal_str(e, key));
 }
 
+/* a count member of a run.jsonl event (bytes, records), -1 when absent
+ * or out of range */
 static int64_t report_int(const json_t *e, const char *key)
 {
 	const json_t *v = json_object_get(e, key);
-	return json_is_number(v) ? (int64_t)json_number_value(v) : -1;
+	int64_t n;
+
+	if (!json_is_number(v) || num_to_i64(json_number_value(v), 0, NUM_EXACT_MAX, &n) < 0) return -1;
+	return n;
+}
+
+/* an index member (a record, position, worker), -1 when absent or out of range */
+static int report_index(const json_t *e, const char *key)
+{
+	int64_t v = report_int(e, key);
+	return v <= REPORT_MAX_INDEX ? (int)v : -1;
+}
+
+/* a time member of a fold event in seconds, 0 when absent or not finite */
+static double report_secs(const json_t *e, const char *key)
+{
+	double t = json_number_value(json_object_get(e, key));
+	return t >= 0 && t < HUGE_VAL ? t : 0;
 }
 
 /* run.jsonl's events (a torn or foreign line is skipped).  0 or -1. */
@@ -172,7 +205,7 @@ static int report_parse_run(report_t *rp, FILE *f)
 			}
 			report_dev_t *d = &rp->dev[rp->ndev++];
 			report_copy(d->name, sizeof d->name, e, "device");
-			d->workers = (int)report_int(e, "workers");
+			d->workers = report_index(e, "workers");
 			d->budget = report_int(e, "budget");
 			d->overhead = report_int(e, "overhead");
 		} else if (!strcmp(ev, "fold")) {
@@ -181,14 +214,14 @@ static int report_parse_run(report_t *rp, FILE *f)
 				break;
 			}
 			report_fold_t *x = &rp->fold[rp->nfold++];
-			x->rec = (int)report_int(e, "record");
-			x->start = (int)report_int(e, "start");
-			x->len = (int)report_int(e, "length");
-			x->worker = (int)report_int(e, "worker");
+			x->rec = report_index(e, "record");
+			x->start = report_index(e, "start");
+			x->len = report_index(e, "length");
+			x->worker = report_index(e, "worker");
 			report_copy(x->dev, sizeof x->dev, e, "device");
 			report_copy(x->status, sizeof x->status, e, "status");
-			x->t0 = json_number_value(json_object_get(e, "t0"));
-			x->t1 = json_number_value(json_object_get(e, "t1"));
+			x->t0 = report_secs(e, "t0");
+			x->t1 = report_secs(e, "t1");
 			x->quota = report_int(e, "quota");
 			x->has_fig = json_object_get(e, "reserved") != NULL;
 			x->predicted = report_int(e, "predicted");
@@ -369,7 +402,7 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 	for (int i = 0; i < rp->nrec; i++) {
 		const report_rec_t *x = &rp->rec[i];
 		double y = which ? x->secs : x->plddt;
-		if (isnan(y)) continue;
+		if (isnan(y) || x->length < 0) continue;
 		xmax = x->length > xmax ? x->length : xmax;
 		if (which) {
 			ymax = y > ymax ? y : ymax;
@@ -405,7 +438,7 @@ static void report_scatter(FILE *f, const report_t *rp, int which)
 	for (int i = 0; i < rp->nrec; i++) {
 		const report_rec_t *x = &rp->rec[i];
 		double y = which ? x->secs : x->plddt;
-		if (isnan(y)) continue;
+		if (isnan(y) || x->length < 0) continue;
 		fprintf(f, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" "
 		        "fill-opacity=\"0.85\" stroke=\"#333\" stroke-width=\"0.5\"><title>", svg_x(&p, x->length),
 		        svg_y(&p, y), isnan(x->plddt) ? "#999" : report_band_colour[qc_band(x->plddt)]);
@@ -548,8 +581,10 @@ static void report_timelines(FILE *f, const report_t *rp)
 			        x1 - x0 > 1 ? x1 - x0 : 1, svg_y(&p, 0) - svg_y(&p, 1) - 4,
 			        report_status_colour(x->status));
 			svg_esc(f, x->rec >= 0 && x->rec < rp->nrec ? rp->rec[x->rec].name : "?");
-			fprintf(f, " residues %d-%d, worker %d, %.2f-%.2f s, %s</title></rect>\n",
-			        x->start + 1, x->start + x->len, x->worker, x->t0, x->t1, x->status);
+			fprintf(f, " residues %d-%d, worker %d, %.2f-%.2f s, ", x->start + 1,
+			        x->start + x->len, x->worker, x->t0, x->t1);
+			svg_esc(f, x->status);
+			fputs("</title></rect>\n", f);
 		}
 		svg_close(f);
 		fputs("<figcaption>", f);
@@ -572,7 +607,10 @@ static void report_lists(FILE *f, const report_t *rp)
 		n++;
 		fputs("<tr class=\"bad\"><td>", f);
 		svg_esc(f, x->name);
-		fprintf(f, "</td><td>%s</td><td class=\"n\">%ld</td><td>", x->status, x->length);
+		fputs("</td><td>", f);
+		svg_esc(f, x->status);
+		if (x->length >= 0) fprintf(f, "</td><td class=\"n\">%ld</td><td>", x->length);
+		else fputs("</td><td class=\"n\">-</td><td>", f);
 		svg_esc(f, x->reason);
 		fputs("</td></tr>\n", f);
 	}
@@ -629,15 +667,33 @@ static void report_page(FILE *f, const report_t *rp, const char *dir)
 	fputs("</body></html>\n", f);
 }
 
-/* the whole of a file, NUL-terminated; NULL (errno set) when unreadable */
-static char *report_slurp(const char *path)
+/* DIR/STEM SFX EXT for reading (the rule of atomic_file.h: never through
+ * a symlink), or NULL: *absent 1 when there is no such file, else 0 (a
+ * failure is logged) */
+static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext,
+                          int *absent)
 {
-	FILE *f = fopen(path, "r");
+	char *p = NULL;
+	FILE *f;
+
+	*absent = 0;
+	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) {
+		log_error("%s: out of memory", dir);
+		return NULL;
+	}
+	if (!(f = atomic_file_fopen(p, O_RDONLY, "r"))) *absent = errno == ENOENT;
+	free(p);
+	return f;
+}
+
+/* the whole of f, NUL-terminated (f closed); NULL when unreadable or out
+ * of memory */
+static char *report_slurp(FILE *f)
+{
 	char *buf = NULL;
 	size_t n = 0;
 	FILE *m;
 
-	if (!f) return NULL;
 	if ((m = open_memstream(&buf, &n))) {
 		char chunk[65536];
 		size_t k;
@@ -651,50 +707,40 @@ static char *report_slurp(const char *path)
 	return buf;
 }
 
-/* DIR/NAME for reading; NULL when absent or unreadable (or out of memory) */
-/* DIR/STEM SFX EXT for reading, or NULL */
-static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext)
-{
-	char *p = NULL;
-	FILE *f;
-
-	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) return NULL;
-	f = fopen(p, "r");
-	free(p);
-	return f;
-}
-
 int report_write(const char *dir, const char *sfx, const char *summary, long pending)
 {
 	report_t rp = { .pending = pending };
 	char *path = NULL, *text = NULL;
 	atomic_file_t a;
 	FILE *f;
-	int rc = -1, last;
+	int rc = -1, last, absent;
 
 	if (!summary) {
-		if (asprintf(&path, "%s/summary%s.tsv", dir, sfx) < 0) {
-			path = NULL;
-			goto oom;
+		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &absent))) {
+			if (absent) log_error("%s/summary%s.tsv: cannot read: %s", dir, sfx, strerror(ENOENT));
+			goto fail;
 		}
-		if (!(text = report_slurp(path))) {
-			log_error("%s: cannot read: %s", path, strerror(errno));
+		if (!(text = report_slurp(f))) {
+			log_error("%s/summary%s.tsv: cannot read it", dir, sfx);
 			goto fail;
 		}
 		summary = text;
 	}
 	if (report_parse_summary(&rp, summary) < 0) goto oom;
-	if ((f = report_fopen(dir, "run", sfx, ".jsonl"))) {
+	if ((f = report_fopen(dir, "run", sfx, ".jsonl", &absent))) {
 		int r = report_parse_run(&rp, f);
 		fclose(f);
 		if (r < 0) goto oom;
+	} else if (!absent) {
+		goto fail;
 	}
-	if ((f = report_fopen(dir, "done", sfx, ".jsonl"))) {
+	if ((f = report_fopen(dir, "done", sfx, ".jsonl", &absent))) {
 		int r = journal_read(f, &rp.done, &last);
 		fclose(f);
 		if (r < 0) goto oom;
+	} else if (!absent) {
+		goto fail;
 	}
-	free(path);
 	if (asprintf(&path, "%s/report%s.html", dir, sfx) < 0) {
 		path = NULL;
 		goto oom;

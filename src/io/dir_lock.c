@@ -7,6 +7,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "util/log.h"
 
@@ -20,10 +21,8 @@ int dir_lock_take(const char *dir, const char *sfx, int op, int *fd)
 		log_error("%s: out of memory", dir);
 		goto fail;
 	}
-	if (*fd < 0 && (*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666)) < 0) {
-		log_error("%s: cannot open: %s", path, strerror(errno));
-		goto fail;
-	}
+	/* the rule of atomic_file.h: never through a symlink planted there */
+	if (*fd < 0 && (*fd = atomic_file_open_fd(path, O_RDWR | O_CREAT)) < 0) goto fail;
 	if (flock(*fd, op | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK) {
 			rc = DIR_LOCK_BUSY;

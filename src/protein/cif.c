@@ -5,7 +5,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "io/atomic_file.h"
 #include "util/log.h"
 #include "protein/residue.h"
 
@@ -266,12 +265,4 @@ int cif_write(FILE *f, const pdb_input_t *in)
 		return -1;
 	}
 	return 0;
-}
-
-int cif_write_atomic(const char *path, const pdb_input_t *in)
-{
-	atomic_file_t a;
-
-	if (!atomic_file_open(&a, path)) return -1;
-	return atomic_file_close(&a, cif_write(a.f, in) == 0);
 }

@@ -31,8 +31,4 @@
  * logged. */
 int cif_write(FILE *f, const pdb_input_t *in);
 
-/* Write PATH.tmp.PID, flush it to disk and rename it to PATH, so PATH is
- * either absent or complete.  Returns 0 or negative (PATH.tmp.PID removed). */
-int cif_write_atomic(const char *path, const pdb_input_t *in);
-
 #endif

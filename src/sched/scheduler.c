@@ -17,10 +17,19 @@
 #include "util/log.h"
 #include "sched/scheduler.h"
 #include "util/status.h"
+#include "sched/waitq.h"
 
 #define SCHED_MIN_CHUNK 8
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
 #define SCHED_AUTO_CAP 4     /* most auto workers on a card (sched_auto_workers) */
+#define SCHED_SAY_SECS 2.0   /* placing one record: a progress line this often */
+
+/* a dry run's outcome for a length and chunk on one device (the plan is a
+ * function of those alone: memory model, DESIGN.md section 4) */
+typedef struct {
+	int          used, dev, L, chunk, ok;
+	model_plan_t plan;
+} sched_memo_t;
 
 /* an event for the output step: a line of run.jsonl, or a settled record */
 typedef struct sched_ev {
@@ -48,6 +57,13 @@ struct sched {
 	int            *gone;      /* [ndev] 1: the device is lost, retired */
 	int             nlive;     /* devices not retired */
 	char            lost[200]; /* why the last device was retired */
+	wq_t            wq;        /* the waiting items (waitq.h) */
+	int            *next;      /* [cap] the next item of the same record, -1 */
+	int            *last;      /* [nrec] a record's last item made, -1 */
+	int             nrec;
+	sched_memo_t   *memo;      /* [nmemo] open addressing, a power of two */
+	int             nmemo, nmemo_used;
+	double          t_place, t_said;   /* placing the current record: since, last line */
 };
 
 int64_t sched_cost(int len)
@@ -80,32 +96,108 @@ static model_run_t sched_run_of(const sched_t *s, const sched_item_t *it, int ch
 	                      .emit = s->o.dump ? model_dump_emit : NULL, .emit_ctx = dump };
 }
 
+/* the quota on d of a job whose arena is `arena` bytes */
+static int64_t sched_quota_of(const sched_t *s, const sched_dev_t *d, double arena)
+{
+	return (int64_t)ceil((arena + d->be->workspace) * s->o.safety) + d->overhead;
+}
+
+/* the memo's slot for (di, L, chunk): its entry, or the free slot where it
+ * goes; NULL without a memo */
+static sched_memo_t *sched_memo_slot(const sched_t *s, int di, int L, int chunk)
+{
+	uint64_t h = ((uint64_t)(unsigned)L * 0x9e3779b97f4a7c15u) ^ ((uint64_t)(unsigned)chunk << 20) ^
+	             (uint64_t)(unsigned)di;
+
+	if (!s->nmemo) return NULL;
+	for (size_t k = (h ^ (h >> 29)) & (s->nmemo - 1);; k = (k + 1) & (s->nmemo - 1)) {
+		sched_memo_t *m = &s->memo[k];
+		if (!m->used || (m->dev == di && m->L == L && m->chunk == chunk)) return m;
+	}
+}
+
+/* keep a dry run's outcome (at most half the slots used; a memo that
+ * cannot grow keeps what it has) */
+static void sched_memo_add(sched_t *s, int di, int L, int chunk, int ok, const model_plan_t *p)
+{
+	sched_memo_t *m;
+
+	if (2 * (s->nmemo_used + 1) > s->nmemo) {
+		int n = s->nmemo ? 2 * s->nmemo : 256;
+		sched_memo_t *old = s->memo, *nm = calloc(n, sizeof *nm);
+		int on = s->nmemo;
+		if (!nm) return;
+		s->memo = nm;
+		s->nmemo = n;
+		for (int i = 0; i < on; i++)
+			if (old[i].used) *sched_memo_slot(s, old[i].dev, old[i].L, old[i].chunk) = old[i];
+		free(old);
+	}
+	m = sched_memo_slot(s, di, L, chunk);
+	*m = (sched_memo_t){ .used = 1, .dev = di, .L = L, .chunk = chunk, .ok = ok, .plan = *p };
+	s->nmemo_used++;
+}
+
 /* quota of item it at chunk on device di, its plan there in it->plan[di];
- * -1 when it cannot be planned */
-static int64_t sched_quota(const sched_t *s, int di, sched_item_t *it, int chunk)
+ * -1 when it cannot be planned.  A dry run's outcome is kept for the next
+ * item of that length (not with --dump-tensors, whose emit hook sees
+ * every pass). */
+static int64_t sched_quota(sched_t *s, int di, sched_item_t *it, int chunk)
 {
 	const sched_dev_t *d = &s->dev[di];
 	model_dump_t dump;
 	model_run_t run = sched_run_of(s, it, chunk, &dump);
 	model_plan_t *p = &it->plan[di];
+	sched_memo_t *m;
+	int L = it->tok.L, ok;
 
 	memset(p, 0, sizeof *p);
-	if (it->tok.L == 0) return -1;
+	if (L == 0) return -1;
 	if (s->o.qt && chunk == s->o.chunk) {
-		const quota_row_t *r = quota_find(s->o.qt, it->tok.L);
+		const quota_row_t *r = quota_find(s->o.qt, L);
 		if (r) return r->quota;
 	}
-	if (model_plan(&d->model, &it->tok, &run, p) < 0) {
-		memset(p, 0, sizeof *p);
-		return -1;
+	if (!s->o.dump && (m = sched_memo_slot(s, di, L, chunk)) && m->used) {
+		ok = m->ok;
+		*p = m->plan;
+	} else {
+		ok = model_plan(&d->model, &it->tok, &run, p) == 0;
+		if (!ok) memset(p, 0, sizeof *p);
+		if (!s->o.dump) sched_memo_add(s, di, L, chunk, ok, p);
 	}
-	return (int64_t)ceil((double)(p->arena + d->be->workspace) * s->o.safety) + d->overhead;
+	return ok ? sched_quota_of(s, d, (double)p->arena) : -1;
 }
 
-static int64_t sched_best_fit(const sched_t *s, sched_item_t *it, int chunk, int64_t *quota)
+/* The least quota item it can have on any live device at any chunk, when
+ * it holds on none of them: then no dry run can make it fit.  It is the
+ * quota of an arena holding only the pair representation z [L, L, c_z]
+ * floats, which lives through the trunk whatever the chunk.  -1 where
+ * some device might hold it, or a quota table row gives its quota. */
+static int64_t sched_floor(const sched_t *s, const sched_item_t *it, int chunk)
+{
+	int64_t least = -1;
+	int L = it->tok.L;
+
+	if (L == 0 || (s->o.qt && chunk == s->o.chunk && quota_find(s->o.qt, L))) return -1;
+	for (int i = 0; i < s->ndev; i++) {
+		const sched_dev_t *d = &s->dev[i];
+		if (s->gone[i]) continue;
+		int64_t q = sched_quota_of(s, d, (double)L * L * d->model.cfg->c_z * sizeof(float));
+		if (q <= d->budget) return -1;
+		if (least < 0 || q < least) least = q;
+	}
+	return least;
+}
+
+/* the device item it fits best at chunk (the last that holds its quota;
+ * its plans made), or -1; *quota: its least quota over the devices (-1:
+ * none planned), *floor: that is a lower bound only, no device planned
+ * (sched_floor) */
+static int64_t sched_best_fit(sched_t *s, sched_item_t *it, int chunk, int64_t *quota, int *floor)
 {
 	int64_t best = -1;
-	*quota = -1;
+	*quota = sched_floor(s, it, chunk);
+	if ((*floor = *quota >= 0)) return -1;
 	for (int i = 0; i < s->ndev; i++) {
 		if (s->gone[i]) continue;
 		int64_t q = sched_quota(s, i, it, chunk);
@@ -131,12 +223,23 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 {
 	sched_item_t *it;
 
+	if (rec < 0) return NULL;
 	if (s->n == s->cap) {
 		int cap = s->cap ? 2 * s->cap : 64;
 		sched_item_t *ni = realloc(s->it, cap * sizeof *ni);
-		if (!ni) return NULL;
-		s->it = ni;
+		int *nx = ni ? realloc(s->next, cap * sizeof *nx) : NULL;
+		if (ni) s->it = ni;
+		if (nx) s->next = nx;
+		if (!ni || !nx || wq_reserve(&s->wq, cap) < 0) return NULL;
 		s->cap = cap;
+	}
+	if (rec >= s->nrec) {
+		int nh = rec + 1 > 2 * s->nrec ? rec + 1 : 2 * s->nrec;
+		int *h = realloc(s->last, nh * sizeof *h);
+		if (!h) return NULL;
+		for (int k = s->nrec; k < nh; k++) h[k] = -1;
+		s->last = h;
+		s->nrec = nh;
 	}
 	it = &s->it[s->n];
 	memset(it, 0, sizeof *it);
@@ -149,15 +252,18 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 	it->start = start;
 	it->len = len;
 	it->dev = it->worker = -1;
+	s->next[s->n] = s->last[rec];
+	s->last[rec] = s->n;
 	s->n++;
 	return it;
 }
 
 static int sched_place(sched_t *s, int i, int c0);
 
-/* item i becomes two halves, appended and placed; 0 or -1.  The halves
- * are [0, h) and [h2, L): where the middle falls on a chain break ':' the
- * cut is that chain boundary and the ':' belongs to neither, so no
+/* item i became two halves, appended and placed (the second only while
+ * the first leaves the record foldable); what sched_place returns.  The
+ * halves are [0, h) and [h2, L): where the middle falls on a chain break
+ * ':' the cut is that chain boundary and the ':' belongs to neither, so no
  * fragment begins or ends with a linker (an item never does: the FASTA
  * reader refuses ':' at either end and empty chains) */
 static int sched_split(sched_t *s, int i)
@@ -172,13 +278,39 @@ static int sched_split(sched_t *s, int i)
 	it->seq = NULL;
 	sched_item_end(it);
 	it->state = SCHED_SPLIT;
-	log_info("record %d: residues %d-%d halved", rec, start + 1, start + L);
-	if (sched_push(s, rec, seq, start, h) && sched_place(s, s->n - 1, s->o.chunk) == 0 &&
-	    sched_push(s, rec, seq + h2, start + h2, L - h2) &&
-	    sched_place(s, s->n - 1, s->o.chunk) == 0)
-		rc = 0;
+	log_debug("record %d: residues %d-%d halved", rec, start + 1, start + L);
+	if (sched_push(s, rec, seq, start, h) && (rc = sched_place(s, s->n - 1, s->o.chunk)) == 0)
+		rc = sched_push(s, rec, seq + h2, start + h2, L - h2) ? sched_place(s, s->n - 1, s->o.chunk)
+		                                                      : -1;
 	free(seq);
 	return rc;
+}
+
+/* item i has failed (its reason set): so has its record, whose other
+ * waiting items fail with the same reason rather than be folded for
+ * nothing.  Lock held (or before the run). */
+static void sched_abandon(sched_t *s, int i)
+{
+	for (int k = s->last[s->it[i].rec]; k >= 0; k = s->next[k]) {
+		sched_item_t *x = &s->it[k];
+		if (k == i || x->state != SCHED_WAIT) continue;
+		wq_take(&s->wq, k);
+		x->state = SCHED_FAILED;
+		sched_item_end(x);
+		snprintf(x->reason, sizeof x->reason, "%s", s->it[i].reason);
+	}
+}
+
+/* placing a record (sched_add) has taken long: one line every
+ * SCHED_SAY_SECS of what it is doing */
+static void sched_say(sched_t *s, const sched_item_t *it, int chunk)
+{
+	double now;
+
+	if (s->t_place <= 0 || (now = sched_now()) - s->t_said < SCHED_SAY_SECS) return;
+	s->t_said = now;
+	log_info("record %d: planning residues %d-%d at chunk %d (%.0f s so far)", it->rec,
+	         it->start + 1, it->start + it->len, chunk, now - s->t_place);
 }
 
 /* The first chunk of auto (--chunk-size 0) for length L where every device
@@ -199,35 +331,51 @@ static int sched_cache_chunk(const sched_t *s, int L)
 	return n < L ? n : 0;
 }
 
+/* the stop flag is up */
+static int sched_stopped(const sched_t *s)
+{
+	return s->o.stop && *s->o.stop;
+}
+
 /* Make item i fit some device: from chunk c0 on (0: auto), smaller chunks,
- * then two halves (appended), recursively.  Lock held (or before the run). */
+ * then two halves (appended), recursively; a waiting item is queued.  0,
+ * 1 when the record has failed (item i or one of its halves: its other
+ * waiting items fail with it, sched_abandon), or -1 out of memory.  The
+ * stop flag is seen between dry runs.  Lock held (or before the run). */
 static int sched_place(sched_t *s, int i, int c0)
 {
 	sched_item_t *it = &s->it[i];
 	int64_t q = -1;
-	int L = it->len;
+	int L = it->len, floor = 0;
 
-	if (s->nlive == 0) {   /* every device retired: nothing smaller would help */
+	wq_take(&s->wq, i);   /* its quota changes */
+	if (s->nlive == 0 || sched_stopped(s)) {   /* nothing smaller would help */
 		it->state = SCHED_FAILED;
 		sched_item_end(it);
-		snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
-		return 0;
+		if (s->nlive == 0) snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
+		else snprintf(it->reason, sizeof it->reason, "interrupted before it ran");
+		sched_abandon(s, i);
+		return 1;
 	}
 	if (c0 == 0) c0 = sched_cache_chunk(s, L);
 	for (int c = c0; c >= 0; c = sched_next_chunk(c, L)) {
-		if (sched_best_fit(s, it, c, &q) >= 0) {
+		if (sched_stopped(s)) return sched_place(s, i, c);   /* fails it */
+		sched_say(s, it, c);
+		if (sched_best_fit(s, it, c, &q, &floor) >= 0) {
 			it->chunk = c;
 			it->quota = q;
 			it->state = SCHED_WAIT;
+			wq_put(&s->wq, i, q, L);
 			return 0;
 		}
 	}
 	if (s->o.no_split || L < 2) {
 		it->state = SCHED_FAILED;
 		snprintf(it->reason, sizeof it->reason,
-		         "needs %lld bytes at the smallest chunk, more than any device's budget%s",
-		         (long long)q, s->o.no_split ? " (--no-split)" : "");
-		return 0;
+		         "needs %s%lld bytes at the smallest chunk, more than any device's budget%s",
+		         floor ? "at least " : "", (long long)q, s->o.no_split ? " (--no-split)" : "");
+		sched_abandon(s, i);
+		return 1;
 	}
 	return sched_split(s, i);   /* the halves keep the numbering through start */
 }
@@ -246,6 +394,7 @@ sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o)
 	s->nlive = ndev;
 	s->o = *o;
 	s->tail = &s->head;
+	wq_init(&s->wq);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->out, NULL);
@@ -315,6 +464,10 @@ void sched_free(sched_t *s)
 		free(s->it[i].seq);
 	}
 	free(s->it);
+	free(s->next);
+	free(s->last);
+	free(s->memo);
+	wq_free(&s->wq);
 	free(s->gone);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
@@ -324,8 +477,17 @@ void sched_free(sched_t *s)
 
 int sched_add(sched_t *s, int rec, const char *seq)
 {
+	int i = s->n, rc, parts = 0;
+
 	if (!sched_push(s, rec, seq, 0, (int)strlen(seq))) return -1;
-	return sched_place(s, s->n - 1, s->o.chunk);
+	s->t_place = s->t_said = sched_now();
+	rc = sched_place(s, i, s->o.chunk);
+	s->t_place = 0;
+	if (rc == 0 && s->it[i].state == SCHED_SPLIT) {
+		for (int k = s->last[rec]; k >= 0 && k >= i; k = s->next[k]) parts += s->it[k].state == SCHED_WAIT;
+		log_info("record %d: %d residues fit no device whole: %d fragments", rec, s->it[i].len, parts);
+	}
+	return rc < 0 ? -1 : 0;
 }
 
 int sched_count(const sched_t *s) { return s->n; }
@@ -351,17 +513,20 @@ static int64_t sched_extra(int64_t hold, int64_t q)
  * waiting item could ever run on d */
 static int sched_pick(sched_t *s, sched_dev_t *d, int64_t hold, int *any)
 {
-	int best = -1;
-	*any = 0;
-	for (int i = 0; i < s->n; i++) {
-		sched_item_t *it = &s->it[i];
-		if (it->state != SCHED_WAIT || it->quota > d->budget) continue;
-		*any = 1;
-		if (sched_extra(hold, it->quota) <= d->budget - d->granted &&
-		    (best < 0 || it->len > s->it[best].len))
-			best = i;
-	}
-	return best;
+	int64_t least = wq_least(&s->wq), free = d->budget - d->granted, lim;
+
+	/* sched_extra(hold, q) <= free: q <= hold + free, given free >= 0 */
+	*any = least >= 0 && least <= d->budget;
+	if (!*any || free < 0) return -1;
+	lim = hold + free < d->budget ? hold + free : d->budget;
+	return wq_pick(&s->wq, lim);
+}
+
+/* item i leaves the queue to run */
+static void sched_start(sched_t *s, int i)
+{
+	wq_take(&s->wq, i);
+	s->it[i].state = SCHED_RUN;
 }
 
 /* A worker of d holding *hold takes item i, or, i < 0 while items wait
@@ -394,13 +559,14 @@ int sched_outcome(const sched_t *s, int rec, sched_item_t **v)
 	int n = 0;
 
 	*v = NULL;
-	for (int i = 0; i < s->n; i++)
-		if (s->it[i].rec == rec && s->it[i].state != SCHED_SPLIT) n++;
+	if (rec < 0 || rec >= s->nrec) return 0;
+	for (int i = s->last[rec]; i >= 0; i = s->next[i])
+		if (s->it[i].state != SCHED_SPLIT) n++;
 	if (n == 0) return 0;
 	if (!(*v = malloc(n * sizeof **v))) return -1;
 	n = 0;
-	for (int i = 0; i < s->n; i++) {
-		if (s->it[i].rec != rec || s->it[i].state == SCHED_SPLIT) continue;
+	for (int i = s->last[rec]; i >= 0; i = s->next[i]) {
+		if (s->it[i].state == SCHED_SPLIT) continue;
 		(*v)[n] = s->it[i];
 		(*v)[n].seq = NULL;   /* the copy owns nothing */
 		(*v)[n].plan = NULL;
@@ -514,9 +680,8 @@ static void sched_drain(sched_t *s)
 /* record rec has no item waiting or running */
 static int sched_settled(const sched_t *s, int rec)
 {
-	for (int i = 0; i < s->n; i++)
-		if (s->it[i].rec == rec && (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN))
-			return 0;
+	for (int i = s->last[rec]; i >= 0; i = s->next[i])
+		if (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN) return 0;
 	return 1;
 }
 
@@ -601,7 +766,7 @@ static void sched_worker(sched_t *s, int di, int wi)
 			continue;
 		}
 		sched_item_t *it = &s->it[i];
-		it->state = SCHED_RUN;
+		sched_start(s, i);
 		it->dev = di;
 		it->worker = wi;
 		it->t0 = sched_now() - s->t_start;
@@ -726,7 +891,7 @@ int sched_plan(sched_t *s, FILE *out, int order)
 			if ((i = sched_pick(s, d, hold[w], &any)) < 0 && sched_hold(d, NULL, any, &hold[w]))
 				i = sched_pick(s, d, 0, &any);   /* its kept arena given back */
 			if (i < 0) continue;
-			s->it[i].state = SCHED_RUN;
+			sched_start(s, i);
 			s->it[i].dev = wdev[w];
 			s->it[i].worker = w;
 			sched_hold(d, &s->it[i], 1, &hold[w]);
@@ -794,8 +959,10 @@ int sched_plan(sched_t *s, FILE *out, int order)
 done:
 	/* nothing ran: every item planned is waiting again */
 	for (int k = 0; k < ord; k++) {
-		s->it[started[k]].state = SCHED_WAIT;
-		s->it[started[k]].dev = s->it[started[k]].worker = -1;
+		sched_item_t *it = &s->it[started[k]];
+		it->state = SCHED_WAIT;
+		it->dev = it->worker = -1;
+		wq_put(&s->wq, started[k], it->quota, it->len);
 	}
 	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = 0;
 	free(peak);
@@ -849,6 +1016,7 @@ int sched_run(sched_t *s)
 	sched_drain(s);   /* what the last workers queued */
 	for (int i = 0; i < s->n; i++)
 		if (s->it[i].state == SCHED_WAIT || s->it[i].state == SCHED_RUN) {
+			wq_take(&s->wq, i);
 			s->it[i].state = SCHED_FAILED;
 			snprintf(s->it[i].reason, sizeof s->it[i].reason,
 			         *s->o.stop ? "interrupted before it ran" : "fits no device");

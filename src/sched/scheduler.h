@@ -16,7 +16,14 @@
  * exceeds that; an idle worker that cannot take a waiting item gives its
  * arena back, and so does a refused one.  An item that fits no device is
  * planned with smaller chunk sizes, then split into two halves,
- * recursively (--no-split: failed).  A
+ * recursively (--no-split: failed); a length whose pair representation
+ * alone (L^2 c_z floats) puts its quota over every budget is halved with
+ * no dry run, a dry run's outcome is kept per device, length and chunk,
+ * and a fragment that fits nowhere fails its record at once (its waiting
+ * fragments with it, no more halves made).  The waiting items are a
+ * queue ordered by quota (waitq.h): a pick, a placement and a settled
+ * record cost O(log n), not a scan of every item.  The stop flag is seen
+ * between dry runs: the items not placed yet fail as interrupted.  A
  * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
  * quota and is requeued the same way; other workers carry on.
  */
@@ -100,7 +107,10 @@ typedef struct {
 
 sched_t *sched_init(sched_dev_t *devs, int ndev, const sched_opt_t *o);
 void     sched_free(sched_t *s);
-/* Queue the record's sequence as one item (planned, maybe split). 0 or -1. */
+/* Queue the record's sequence as one item (planned, maybe split; it may
+ * fail here: fits nowhere, or stopped).  A record that takes long to
+ * place logs a line every 2 s, and one that is split one line with its
+ * fragment count.  0, or -1 out of memory. */
 int      sched_add(sched_t *s, int rec, const char *seq);
 /* Auto workers: for every device whose workers is 0, as many as the
  * quotas allow for the queued work: the commonest bucket (bucket_of on

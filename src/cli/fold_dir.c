@@ -199,13 +199,13 @@ int fold_journal_open(fold_run_t *r)
 
 	if (!path) return -1;
 	if ((f = fopen(path, "r"))) {
-		rc = journal_read(f, &r->prev, &last);
+		rc = journal_read(f, path, &r->prev, &last);
 		fclose(f);
 	} else if (!(r->prev = json_object())) {
+		log_error("%s: out of memory reading it", path);
 		rc = -1;
 	}
 	if (rc < 0) {
-		log_error("%s: out of memory reading it", path);
 		free(path);
 		return -1;
 	}

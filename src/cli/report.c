@@ -17,6 +17,7 @@
 #include "cli/report.h"
 #include "cli/svg.h"
 #include "sched/bucket.h"
+#include "util/lines.h"
 #include "util/log.h"
 #include "util/tsv.h"
 
@@ -149,15 +150,20 @@ static int64_t report_int(const json_t *e, const char *key)
 	return json_is_number(v) ? (int64_t)json_number_value(v) : -1;
 }
 
-/* run.jsonl's events (a torn or foreign line is skipped).  0 or -1. */
-static int report_parse_run(report_t *rp, FILE *f)
+/* run.jsonl's events (a torn or foreign line is skipped).  0, -1 out of
+ * memory, or -2 a line that cannot be read (logged). */
+static int report_parse_run(report_t *rp, FILE *f, const char *path)
 {
-	char *line = NULL;
-	size_t n = 0;
-	int fcap = 0, dcap = 0, rc = 0;
+	lines_t ln;
+	int fcap = 0, dcap = 0, rc = 0, got;
 
-	while (rc == 0 && getline(&line, &n, f) > 0) {
-		json_t *e = json_loads(line, 0, NULL);
+	lines_init(&ln, f, path, NULL);
+	while (rc == 0 && (got = lines_next(&ln)) != 0) {
+		if (got < 0) {
+			rc = -2;
+			break;
+		}
+		json_t *e = json_loadb(ln.s, ln.n, 0, NULL);
 		const char *ev = journal_str(e, "event");
 		if (!strcmp(ev, "run")) {
 			json_decref(rp->run);
@@ -197,7 +203,7 @@ static int report_parse_run(report_t *rp, FILE *f)
 		}
 		json_decref(e);
 	}
-	free(line);
+	lines_free(&ln);
 	return rc;
 }
 
@@ -628,38 +634,55 @@ static void report_page(FILE *f, const report_t *rp, const char *dir)
 	fputs("</body></html>\n", f);
 }
 
-/* the whole of a file, NUL-terminated; NULL (errno set) when unreadable */
+/* the whole of a file, NUL-terminated, its lines bounded (lines.h); NULL
+ * when unreadable (logged) */
 static char *report_slurp(const char *path)
 {
 	FILE *f = fopen(path, "r");
 	char *buf = NULL;
 	size_t n = 0;
+	lines_t ln;
 	FILE *m;
+	int rc;
 
-	if (!f) return NULL;
+	if (!f) {
+		log_error("%s: cannot read: %s", path, strerror(errno));
+		return NULL;
+	}
+	lines_init(&ln, f, path, NULL);
 	if ((m = open_memstream(&buf, &n))) {
-		char chunk[65536];
-		size_t k;
-		while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, k, m);
-		if (ferror(f) || fclose(m) != 0) {
+		while ((rc = lines_next(&ln)) > 0) {
+			fwrite(ln.s, 1, ln.n, m);
+			fputc('\n', m);
+		}
+		if (fclose(m) != 0 || rc < 0) {
+			if (rc == 0) log_error("%s: out of memory reading it", path);
 			free(buf);
 			buf = NULL;
 		}
+	} else {
+		log_error("%s: out of memory reading it", path);
 	}
+	lines_free(&ln);
 	fclose(f);
 	return buf;
 }
 
-/* DIR/NAME for reading; NULL when absent or unreadable (or out of memory) */
-/* DIR/STEM SFX EXT for reading, or NULL */
-static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext)
+/* DIR/STEM SFX EXT for reading, its name in *p (the caller frees it), or
+ * NULL when absent or unreadable (or out of memory) */
+static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext,
+                          char **p)
 {
-	char *p = NULL;
 	FILE *f;
 
-	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) return NULL;
-	f = fopen(p, "r");
-	free(p);
+	if (asprintf(p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) {
+		*p = NULL;
+		return NULL;
+	}
+	if (!(f = fopen(*p, "r"))) {
+		free(*p);
+		*p = NULL;
+	}
 	return f;
 }
 
@@ -676,22 +699,22 @@ int report_write(const char *dir, const char *sfx, const char *summary, long pen
 			path = NULL;
 			goto oom;
 		}
-		if (!(text = report_slurp(path))) {
-			log_error("%s: cannot read: %s", path, strerror(errno));
-			goto fail;
-		}
+		if (!(text = report_slurp(path))) goto fail;
 		summary = text;
 	}
 	if (report_parse_summary(&rp, summary) < 0) goto oom;
-	if ((f = report_fopen(dir, "run", sfx, ".jsonl"))) {
-		int r = report_parse_run(&rp, f);
+	free(path);
+	if ((f = report_fopen(dir, "run", sfx, ".jsonl", &path))) {
+		int r = report_parse_run(&rp, f, path);
 		fclose(f);
+		if (r == -2) goto fail;
 		if (r < 0) goto oom;
 	}
-	if ((f = report_fopen(dir, "done", sfx, ".jsonl"))) {
-		int r = journal_read(f, &rp.done, &last);
+	free(path);
+	if ((f = report_fopen(dir, "done", sfx, ".jsonl", &path))) {
+		int r = journal_read(f, path, &rp.done, &last);
 		fclose(f);
-		if (r < 0) goto oom;
+		if (r < 0) goto fail;
 	}
 	free(path);
 	if (asprintf(&path, "%s/report%s.html", dir, sfx) < 0) {

@@ -224,7 +224,7 @@ struct fasta {
 const char *fasta_path(const fasta_t *r) { return r->path; }
 int fasta_uses_index(const fasta_t *r) { return r->fai != NULL; }
 
-/* 1 (logged once) when the stop flag is set */
+/* 1 (logged) when the stop flag is set */
 static int stopped(fasta_t *r)
 {
 	if (!r->stop || !*r->stop)

@@ -76,6 +76,18 @@ static int read_all(const char *path, const char *names, jobs_t *js)
 	return rc;
 }
 
+/* 1 when fasta_open reads fa through its .fai for names */
+static int index_used(const char *fa, const char *names)
+{
+	fasta_t *r = fasta_open(fa, names, NULL);
+	int used;
+
+	assert_non_null(r);
+	used = fasta_uses_index(r);
+	fasta_close(r);
+	return used;
+}
+
 static void free_all(jobs_t *js)
 {
 	for (int i = 0; i < js->n; i++)
@@ -419,7 +431,6 @@ static void test_stale_faidx(void **state)
 	char fa[128], fai[160], names[128];
 	struct timespec t[2];
 	struct stat sb;
-	fasta_t *r;
 	jobs_t js;
 
 	tmp_path(fa, sizeof fa, "stale.fa");
@@ -437,10 +448,7 @@ static void test_stale_faidx(void **state)
 		if (!same)
 			t[0].tv_sec -= 60, t[1].tv_sec -= 60;
 		assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
-		r = fasta_open(fa, names, NULL);
-		assert_non_null(r);
-		assert_int_equal(fasta_uses_index(r), 0);
-		fasta_close(r);
+		assert_int_equal(index_used(fa, names), 0);
 		assert_int_equal(read_all(fa, names, &js), 0);
 		assert_int_equal(js.n, 1);
 		assert_ok(&js.j[0], "b", "GSHMS");
@@ -474,7 +482,6 @@ static void test_faidx_checked(void **state)
 	};
 	const char *text = ">a\nMKVLA\n>b\nGSHMS\n>c\nWWWWW\n";
 	char fa[128], fai[160], names[128];
-	fasta_t *r;
 	jobs_t js;
 
 	tmp_path(fa, sizeof fa, "chk.fa");
@@ -484,11 +491,8 @@ static void test_faidx_checked(void **state)
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		write_file(fai, bad[i].fai, strlen(bad[i].fai));
 		write_file(names, bad[i].names, strlen(bad[i].names));
-		r = fasta_open(fa, names, NULL);
-		assert_non_null(r);
-		if (fasta_uses_index(r))
+		if (index_used(fa, names))
 			fail_msg("index %zu used", i);
-		fasta_close(r);
 		assert_int_equal(read_all(fa, names, &js), 0);
 		assert_true(js.n >= 1);
 		if (!strncmp(bad[i].names, "b\n", 2))
@@ -498,10 +502,7 @@ static void test_faidx_checked(void **state)
 	/* the right index, with a name it rightly lacks: used */
 	assert_int_equal(fai_build(fa), 0);
 	write_file(names, "c\nzz\n", 5);
-	r = fasta_open(fa, names, NULL);
-	assert_non_null(r);
-	assert_int_equal(fasta_uses_index(r), 1);
-	fasta_close(r);
+	assert_int_equal(index_used(fa, names), 1);
 	assert_int_equal(read_all(fa, names, &js), 0);
 	assert_int_equal(js.n, 2);
 	assert_ok(&js.j[0], "c", "WWWWW");

@@ -19,6 +19,7 @@
 #include "io/fasta.h"
 #include "model/tokenizer.h"
 #include "io/job.h"
+#include "util/lines.h"
 #include "util/log.h"
 
 #define FX TEST_DATA "/fasta/"
@@ -57,7 +58,7 @@ static void write_file(const char *path, const char *data, size_t n)
 /* read every job; returns fasta_next's last status (0 or -1) */
 static int read_all(const char *path, const char *names, jobs_t *js)
 {
-	fasta_t *r = fasta_open(path, names);
+	fasta_t *r = fasta_open(path, names, NULL);
 	job_t j;
 	int rc;
 
@@ -73,6 +74,18 @@ static int read_all(const char *path, const char *names, jobs_t *js)
 	job_free(&j);
 	fasta_close(r);
 	return rc;
+}
+
+/* 1 when fasta_open reads fa through its .fai for names */
+static int index_used(const char *fa, const char *names)
+{
+	fasta_t *r = fasta_open(fa, names, NULL);
+	int used;
+
+	assert_non_null(r);
+	used = fasta_uses_index(r);
+	fasta_close(r);
+	return used;
 }
 
 static void free_all(jobs_t *js)
@@ -320,8 +333,8 @@ static void test_fatal_file_errors(void **state)
 	fasta_t *r;
 	job_t j;
 
-	assert_null(fasta_open(FX "no-such-file.fa", NULL));
-	assert_null(fasta_open("", NULL));
+	assert_null(fasta_open(FX "no-such-file.fa", NULL, NULL));
+	assert_null(fasta_open("", NULL, NULL));
 	assert_int_equal(read_all(FX "corrupt.fa.gz", NULL, &js), -1);
 	free_all(&js);
 	assert_int_equal(read_all(FX "truncated.fa.gz", NULL, &js), -1);
@@ -329,7 +342,7 @@ static void test_fatal_file_errors(void **state)
 	assert_int_equal(read_all(FX "truncated.fa.bgz", NULL, &js), -1);
 	free_all(&js);
 	/* a directory: refused at open or at the first read */
-	r = fasta_open(TEST_DATA, NULL);
+	r = fasta_open(TEST_DATA, NULL, NULL);
 	if (r) {
 		job_init(&j);
 		assert_int_equal(fasta_next(r, &j), -1);
@@ -342,10 +355,10 @@ static void test_fatal_file_errors(void **state)
 		tmp_path(path, sizeof path, "noperm.fa");
 		write_file(path, ">a\nM\n", 5);
 		chmod(path, 0);
-		assert_null(fasta_open(path, NULL));
+		assert_null(fasta_open(path, NULL, NULL));
 	}
 	/* missing names file */
-	assert_null(fasta_open(FX "good.fa", FX "no-such-names.txt"));
+	assert_null(fasta_open(FX "good.fa", FX "no-such-names.txt", NULL));
 }
 
 static void check_names_result(jobs_t *js)
@@ -387,12 +400,12 @@ static void test_names_faidx(void **state)
 	/* without an index: streaming */
 	tmp_path(names, sizeof names, "want.txt");
 	write_file(names, "dimer\nmissing\r\nseq1 trailing words\n", 35);
-	r = fasta_open(fa, names);
+	r = fasta_open(fa, names, NULL);
 	assert_non_null(r);
 	assert_int_equal(fasta_uses_index(r), 0);
 	fasta_close(r);
 	assert_int_equal(fai_build(fa), 0);
-	r = fasta_open(fa, names);
+	r = fasta_open(fa, names, NULL);
 	assert_non_null(r);
 	assert_int_equal(fasta_uses_index(r), 1);
 	fasta_close(r);
@@ -410,16 +423,14 @@ static void test_names_faidx(void **state)
 	free_all(&js);
 }
 
-/* a stale .fai: older than its file, it is not used (the records come from
- * streaming, right); as new as its file but describing other bytes, the
- * reason says the index is stale */
+/* a stale .fai: older than its file, or as new as its file but describing
+ * other bytes, it is not used (the records come from streaming, right) */
 static void test_stale_faidx(void **state)
 {
 	(void)state;
-	char fa[128], fai[160], names[128], buf[256];
+	char fa[128], fai[160], names[128];
 	struct timespec t[2];
 	struct stat sb;
-	fasta_t *r;
 	jobs_t js;
 
 	tmp_path(fa, sizeof fa, "stale.fa");
@@ -432,27 +443,98 @@ static void test_stale_faidx(void **state)
 	/* the file grows a longer first record; its index is a minute older */
 	write_file(fa, after, strlen(after));
 	assert_int_equal(stat(fa, &sb), 0);
-	t[0] = t[1] = sb.st_mtim;
-	t[0].tv_sec -= 60, t[1].tv_sec -= 60;
-	assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
-	r = fasta_open(fa, names);
-	assert_non_null(r);
-	assert_int_equal(fasta_uses_index(r), 0);
-	fasta_close(r);
-	assert_int_equal(read_all(fa, names, &js), 0);
-	assert_int_equal(js.n, 1);
-	assert_ok(&js.j[0], "b", "GSHMS");
-	free_all(&js);
+	for (int same = 0; same < 2; same++) {
+		t[0] = t[1] = sb.st_mtim;
+		if (!same)
+			t[0].tv_sec -= 60, t[1].tv_sec -= 60;
+		assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
+		assert_int_equal(index_used(fa, names), 0);
+		assert_int_equal(read_all(fa, names, &js), 0);
+		assert_int_equal(js.n, 1);
+		assert_ok(&js.j[0], "b", "GSHMS");
+		free_all(&js);
+	}
+}
 
-	/* the same mtime: used, and the record's reason names the stale index */
-	t[0] = t[1] = sb.st_mtim;
-	assert_int_equal(utimensat(AT_FDCWD, fai, t, 0), 0);
+/* every entry of a .fai is checked against the FASTA before htslib reads
+ * through it: a bad or incomplete index is not used (the file is read,
+ * the records come out right), a good one is */
+static void test_faidx_checked(void **state)
+{
+	(void)state;
+	static const struct { const char *fai, *names; } bad[] = {
+		{ "a\t5\t3\t5\t6\nb\t5\t12\t0\t0\n", "b\n" },     /* line width 0 */
+		{ "a\t5\t3\t5\t6\nb\t5\t12\t5\t5\n", "b\n" },     /* no room for the line end */
+		{ "a\t5\t3\t5\t6\n", "a\nb\n" },                    /* the last record missing */
+		{ "b\t5\t12\t5\t6\nc\t5\t21\t5\t6\n", "b\nzz\n" }, /* the first missing */
+		{ "a\t5\t3\t5\t6\nc\t5\t21\t5\t6\n", "zz\n" },    /* one in the middle */
+		{ "a\t5\t3\t5\t6\nb\t5\t12\t5\t6\nc\t5\t21\t5\t6\nd\t1\t99\t1\t2\n",
+		  "b\n" },                                           /* past the end */
+		{ "a\t5\t3\t5\t6\nb\t5\t6\t5\t6\nc\t5\t21\t5\t6\n", "b\n" }, /* overlap */
+		{ "a\t5\t3\t5\t6\nb\t5\t21\t5\t6\nc\t5\t12\t5\t6\n", "b\n" }, /* swapped */
+		{ "a\t5\t3\t5\t6\na\t5\t12\t5\t6\nc\t5\t21\t5\t6\n", "c\n" }, /* twice */
+		{ "a\t5\t3\t5\t6\t9\nb\t5\t12\t5\t6\t9\n", "b\n" }, /* FASTQ index */
+		{ "a\t5\t3\t5\t6\nb\t-5\t12\t5\t6\n", "b\n" },     /* negative */
+		{ "a\t5\t3\t5\t6\nb\t5\t12\t5\n", "b\n" },          /* a column short */
+		{ "a\t5\t3\t5\t6\nb\t5\t12\t9223372036854775807\t6\n", "b\n" },
+		{ "a\t5\t3\t5\t6\nb\t9223372036854775807\t12\t1\t2\n", "b\n" },
+		{ "", "b\n" },                                       /* empty */
+	};
+	const char *text = ">a\nMKVLA\n>b\nGSHMS\n>c\nWWWWW\n";
+	char fa[128], fai[160], names[128];
+	jobs_t js;
+
+	tmp_path(fa, sizeof fa, "chk.fa");
+	snprintf(fai, sizeof fai, "%s.fai", fa);
+	tmp_path(names, sizeof names, "chk.txt");
+	write_file(fa, text, strlen(text));
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		write_file(fai, bad[i].fai, strlen(bad[i].fai));
+		write_file(names, bad[i].names, strlen(bad[i].names));
+		if (index_used(fa, names))
+			fail_msg("index %zu used", i);
+		assert_int_equal(read_all(fa, names, &js), 0);
+		assert_true(js.n >= 1);
+		if (!strncmp(bad[i].names, "b\n", 2))
+			assert_ok(&js.j[0], "b", "GSHMS");
+		free_all(&js);
+	}
+	/* the right index, with a name it rightly lacks: used */
+	assert_int_equal(fai_build(fa), 0);
+	write_file(names, "c\nzz\n", 5);
+	assert_int_equal(index_used(fa, names), 1);
 	assert_int_equal(read_all(fa, names, &js), 0);
-	assert_int_equal(js.n, 1);
-	snprintf(buf, sizeof buf, "record 2 'b': the index %s is stale (its offsets point into "
-	         "another record)", fai);
-	assert_failed(&js.j[0], buf);
+	assert_int_equal(js.n, 2);
+	assert_ok(&js.j[0], "c", "WWWWW");
+	assert_int_equal(js.j[0].recno, 3);
 	free_all(&js);
+}
+
+/* a names file's line is bounded: a longer one is an error, not a name */
+static void test_names_long_line(void **state)
+{
+	(void)state;
+	char names[128];
+	size_t n = LINES_MAX + 2;
+	char *big = malloc(n);
+
+	assert_non_null(big);
+	memset(big, 'a', n);
+	big[n - 1] = '\n';
+	tmp_path(names, sizeof names, "long.txt");
+	write_file(names, big, n);
+	free(big);
+	assert_null(fasta_open(FX "good.fa", names, NULL));
+	/* exactly LINES_MAX bytes is a line */
+	big = malloc(n - 1);
+	assert_non_null(big);
+	memset(big, 'a', n - 1);
+	big[n - 2] = '\n';
+	write_file(names, big, n - 1);
+	free(big);
+	fasta_t *r = fasta_open(FX "good.fa", names, NULL);
+	assert_non_null(r);
+	fasta_close(r);
 }
 
 int main(void)
@@ -471,6 +553,8 @@ int main(void)
 		cmocka_unit_test(test_names_streaming),
 		cmocka_unit_test(test_names_faidx),
 		cmocka_unit_test(test_stale_faidx),
+		cmocka_unit_test(test_faidx_checked),
+		cmocka_unit_test(test_names_long_line),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -362,7 +362,7 @@ int fold_main(const opt_t *o)
 	sigaction(SIGTERM, &sa, &old_term);
 	/* the input and the output directory first: a bad one fails before
 	 * the weights (14 GB for esmfold_v1) are loaded */
-	if (!(in = fasta_open(o->input, o->names))) goto done;
+	if (!(in = fasta_open(o->input, o->names, &fold_stop))) goto done;
 	if (o->shard && shard_parse(o->shard, &r.shard) < 0) {
 		code = EXIT_USAGE;
 		goto done;

@@ -279,8 +279,8 @@ int fold_journal_open(fold_run_t *r)
 		return -1;
 	}
 	rewind(r->done);
-	if ((rc = journal_read(r->done, &r->prev, &last)) < 0)
-		log_error("%s: out of memory reading it", path);
+	if ((rc = journal_read(r->done, path, &r->prev, &last)) < 0)
+		;   /* logged */
 	else if (fseek(r->done, 0, SEEK_END) < 0 || (last != '\n' && fputc('\n', r->done) == EOF)) {
 		log_error("%s: cannot write: %s", path, strerror(errno));
 		rc = -1;

@@ -26,6 +26,7 @@
 #include "io/dir_lock.h"
 #include "io/journal.h"
 #include "sched/shard.h"
+#include "util/lines.h"
 #include "util/log.h"
 #include "util/tsv.h"
 
@@ -121,18 +122,23 @@ static int merge_find_n(merge_t *m)
 static int merge_read_fp(merge_t *m, int k)
 {
 	merge_fp_t *fp = &m->fp[k - 1];
-	char *path = NULL, *line = NULL;
-	size_t cap = 0;
+	char *path = NULL;
+	lines_t ln;
 	FILE *f;
-	int rc = 0;
+	int rc = 0, got;
 
 	if (asprintf(&path, "%s/run.%d-of-%d.jsonl", m->dir, k, m->n) < 0) return -1;
 	if (!(f = fopen(path, "r"))) {
 		free(path);
 		return 0;
 	}
-	while (getline(&line, &cap, f) > 0) {
-		json_t *e = json_loads(line, 0, NULL);
+	lines_init(&ln, f, path, NULL);
+	while ((got = lines_next(&ln)) != 0) {
+		if (got < 0) {
+			rc = -1;
+			break;
+		}
+		json_t *e = json_loadb(ln.s, ln.n, 0, NULL);
 		const char *ev = json_string_value(json_object_get(e, "event"));
 		if (ev && !strcmp(ev, "shard")) {
 			const char *in = json_string_value(json_object_get(e, "input"));
@@ -156,7 +162,7 @@ static int merge_read_fp(merge_t *m, int k)
 		}
 		json_decref(e);
 	}
-	free(line);
+	lines_free(&ln);
 	fclose(f);
 	free(path);
 	return rc;
@@ -165,12 +171,11 @@ static int merge_read_fp(merge_t *m, int k)
 /* shard k's summary rows (absent file: 0 rows, *found 0); 0 or -1 */
 static int merge_read_summary(merge_t *m, int k, int *found)
 {
-	char *path = NULL, *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
+	char *path = NULL, *line;
+	lines_t rd;
 	long ln = 0;
 	FILE *f;
-	int rc = 0;
+	int rc = 0, got;
 
 	*found = 0;
 	if (asprintf(&path, "%s/summary.%d-of-%d.tsv", m->dir, k, m->n) < 0) return -1;
@@ -183,8 +188,13 @@ static int merge_read_summary(merge_t *m, int k, int *found)
 		return rc;
 	}
 	*found = 1;
-	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
-		if (line[len - 1] == '\n') line[--len] = 0;
+	lines_init(&rd, f, path, NULL);
+	while (rc == 0 && (got = lines_next(&rd)) != 0) {
+		if (got < 0) {
+			rc = -1;
+			break;
+		}
+		line = rd.s;
 		if (ln++ == 0) {
 			if (!m->head) {
 				if (!(m->head = strdup(line))) rc = -1;
@@ -226,11 +236,7 @@ static int merge_read_summary(merge_t *m, int k, int *found)
 		if (!(r->text = strdup(line))) { rc = -1; break; }
 		m->nrow++;
 	}
-	if (rc == 0 && ferror(f)) {
-		log_error("%s: read error", path);
-		rc = -1;
-	}
-	free(line);
+	lines_free(&rd);
 	fclose(f);
 	free(path);
 	return rc;
@@ -249,7 +255,7 @@ static int merge_check_files(const merge_t *m, int k, long from)
 	if (asprintf(&path, "%s/done.%d-of-%d.jsonl", m->dir, k, m->n) < 0) return -1;
 	if (!(f = atomic_file_fopen(path, O_RDONLY, "r")) && errno != ENOENT) goto done;
 	if (f) {
-		int r = journal_read(f, &prev, &last);
+		int r = journal_read(f, path, &prev, &last);
 		fclose(f);
 		if (r < 0) goto done;
 	}

@@ -152,7 +152,7 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 		log_info("quota table %s: device %s, precision %s, weights %s, safety %g",
 		         o->quota_table, qt->device, qt->precision, qt->weights,
 		         qt->safety);
-	if (!(r = fasta_open(o->input, o->names))) {
+	if (!(r = fasta_open(o->input, o->names, NULL))) {
 		quota_free(qt);
 		return EXIT_FATAL;
 	}

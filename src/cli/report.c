@@ -19,6 +19,7 @@
 #include "cli/report.h"
 #include "cli/svg.h"
 #include "sched/bucket.h"
+#include "util/lines.h"
 #include "util/log.h"
 #include "util/num.h"
 #include "util/tsv.h"
@@ -183,15 +184,20 @@ static double report_secs(const json_t *e, const char *key)
 	return t >= 0 && t < HUGE_VAL ? t : 0;
 }
 
-/* run.jsonl's events (a torn or foreign line is skipped).  0 or -1. */
-static int report_parse_run(report_t *rp, FILE *f)
+/* run.jsonl's events (a torn or foreign line is skipped).  0, -1 out of
+ * memory, or -2 a line that cannot be read (logged). */
+static int report_parse_run(report_t *rp, FILE *f, const char *path)
 {
-	char *line = NULL;
-	size_t n = 0;
-	int fcap = 0, dcap = 0, rc = 0;
+	lines_t ln;
+	int fcap = 0, dcap = 0, rc = 0, got;
 
-	while (rc == 0 && getline(&line, &n, f) > 0) {
-		json_t *e = json_loads(line, 0, NULL);
+	lines_init(&ln, f, path, NULL);
+	while (rc == 0 && (got = lines_next(&ln)) != 0) {
+		if (got < 0) {
+			rc = -2;
+			break;
+		}
+		json_t *e = json_loadb(ln.s, ln.n, 0, NULL);
 		const char *ev = journal_str(e, "event");
 		if (!strcmp(ev, "run")) {
 			json_decref(rp->run);
@@ -231,7 +237,7 @@ static int report_parse_run(report_t *rp, FILE *f)
 		}
 		json_decref(e);
 	}
-	free(line);
+	lines_free(&ln);
 	return rc;
 }
 
@@ -668,41 +674,48 @@ static void report_page(FILE *f, const report_t *rp, const char *dir)
 }
 
 /* DIR/STEM SFX EXT for reading (the rule of atomic_file.h: never through
- * a symlink), or NULL: *absent 1 when there is no such file, else 0 (a
- * failure is logged) */
+ * a symlink), its name in *p (the caller frees it), or NULL: *absent 1
+ * when there is no such file, else 0 (a failure is logged) */
 static FILE *report_fopen(const char *dir, const char *stem, const char *sfx, const char *ext,
-                          int *absent)
+                          char **p, int *absent)
 {
-	char *p = NULL;
 	FILE *f;
 
 	*absent = 0;
-	if (asprintf(&p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) {
+	if (asprintf(p, "%s/%s%s%s", dir, stem, sfx, ext) < 0) {
+		*p = NULL;
 		log_error("%s: out of memory", dir);
 		return NULL;
 	}
-	if (!(f = atomic_file_fopen(p, O_RDONLY, "r"))) *absent = errno == ENOENT;
-	free(p);
+	if (!(f = atomic_file_fopen(*p, O_RDONLY, "r"))) *absent = errno == ENOENT;
 	return f;
 }
 
-/* the whole of f, NUL-terminated (f closed); NULL when unreadable or out
- * of memory */
-static char *report_slurp(FILE *f)
+/* the whole of f named path, NUL-terminated, its lines bounded (lines.h;
+ * f closed); NULL when unreadable or out of memory (logged) */
+static char *report_slurp(FILE *f, const char *path)
 {
 	char *buf = NULL;
 	size_t n = 0;
+	lines_t ln;
 	FILE *m;
+	int rc;
 
+	lines_init(&ln, f, path, NULL);
 	if ((m = open_memstream(&buf, &n))) {
-		char chunk[65536];
-		size_t k;
-		while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, k, m);
-		if (ferror(f) || fclose(m) != 0) {
+		while ((rc = lines_next(&ln)) > 0) {
+			fwrite(ln.s, 1, ln.n, m);
+			fputc('\n', m);
+		}
+		if (fclose(m) != 0 || rc < 0) {
+			if (rc == 0) log_error("%s: out of memory reading it", path);
 			free(buf);
 			buf = NULL;
 		}
+	} else {
+		log_error("%s: out of memory reading it", path);
 	}
+	lines_free(&ln);
 	fclose(f);
 	return buf;
 }
@@ -716,31 +729,32 @@ int report_write(const char *dir, const char *sfx, const char *summary, long pen
 	int rc = -1, last, absent;
 
 	if (!summary) {
-		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &absent))) {
-			if (absent) log_error("%s/summary%s.tsv: cannot read: %s", dir, sfx, strerror(ENOENT));
+		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &path, &absent))) {
+			if (absent) log_error("%s: cannot read: %s", path, strerror(ENOENT));
 			goto fail;
 		}
-		if (!(text = report_slurp(f))) {
-			log_error("%s/summary%s.tsv: cannot read it", dir, sfx);
-			goto fail;
-		}
+		if (!(text = report_slurp(f, path))) goto fail;
 		summary = text;
 	}
 	if (report_parse_summary(&rp, summary) < 0) goto oom;
-	if ((f = report_fopen(dir, "run", sfx, ".jsonl", &absent))) {
-		int r = report_parse_run(&rp, f);
+	free(path);
+	if ((f = report_fopen(dir, "run", sfx, ".jsonl", &path, &absent))) {
+		int r = report_parse_run(&rp, f, path);
 		fclose(f);
+		if (r == -2) goto fail;
 		if (r < 0) goto oom;
 	} else if (!absent) {
 		goto fail;
 	}
-	if ((f = report_fopen(dir, "done", sfx, ".jsonl", &absent))) {
-		int r = journal_read(f, &rp.done, &last);
+	free(path);
+	if ((f = report_fopen(dir, "done", sfx, ".jsonl", &path, &absent))) {
+		int r = journal_read(f, path, &rp.done, &last);
 		fclose(f);
-		if (r < 0) goto oom;
+		if (r < 0) goto fail;
 	} else if (!absent) {
 		goto fail;
 	}
+	free(path);
 	if (asprintf(&path, "%s/report%s.html", dir, sfx) < 0) {
 		path = NULL;
 		goto oom;

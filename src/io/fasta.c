@@ -3,10 +3,16 @@
  * The stream is read through BGZF in 64 KiB blocks and split into lines
  * here, so that a file with no newlines (a binary by mistake) cannot make
  * one line grow without bound: lines come in chunks of at most LINE_CHUNK
- * bytes, and a sequence stops growing at FASTA_MAX_LEN.
+ * bytes, and a sequence stops growing at FASTA_MAX_LEN.  The stop flag
+ * is looked at before and after every block (a pipe or device is read by
+ * a thread that looks at it while it waits: open_stream).
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +26,8 @@
 #include <htslib/kstring.h>
 
 #include "io/fasta.h"
+#include "io/fasta_index.h"
+#include "util/lines.h"
 #include "util/log.h"
 
 #define BUF_SIZE   65536
@@ -174,11 +182,24 @@ int fasta_check_seq(char *seq, int64_t *len, int *nchains,
 
 enum { SAFETENSORS_START, SAFETENSORS_HEADER, SAFETENSORS_DONE };
 
+/* a non-regular input copied into a pipe by a thread (feed_main) */
+typedef struct {
+	int          src, dst;   /* the input (not owned when stdin), the pipe's write end */
+	int          own_src;
+	volatile sig_atomic_t *stop;
+	atomic_int   quit;       /* fasta_close: stop copying */
+	atomic_int   err;        /* errno of a failed read of src, 0 if none */
+	pthread_t    th;
+	char         buf[65536];
+} feed_t;
+
 struct fasta {
 	char        *path;
 	BGZF        *fp;
 	faidx_t     *fai;
-	void        *fai_recno;  /* faidx: name -> 1-based record number */
+	fidx_t      *fidx;       /* the checked index, with fai */
+	volatile sig_atomic_t *stop;
+	feed_t      *feed;       /* NULL: BGZF reads the file itself */
 	unsigned char *buf;
 	size_t       bpos, blen;
 	int          eof;        /* the stream is exhausted */
@@ -203,12 +224,30 @@ struct fasta {
 const char *fasta_path(const fasta_t *r) { return r->path; }
 int fasta_uses_index(const fasta_t *r) { return r->fai != NULL; }
 
+/* 1 (logged) when the stop flag is set */
+static int stopped(fasta_t *r)
+{
+	if (!r->stop || !*r->stop)
+		return 0;
+	log_error("%s: interrupted while reading the input", r->path);
+	return 1;
+}
+
 static int fill(fasta_t *r)
 {
 	ssize_t n;
+	int ferr;
 
+	if (stopped(r))
+		return -1;
 	errno = 0;
 	n = bgzf_read(r->fp, r->buf, BUF_SIZE);
+	if (stopped(r))
+		return -1;
+	if (n <= 0 && r->feed && (ferr = atomic_load(&r->feed->err))) {
+		log_error("%s: read error: %s", r->path, strerror(ferr));
+		return -1;
+	}
 	if (n < 0) {
 		if (errno && errno != EINVAL && errno != EIO)
 			log_error("%s: read error: %s", r->path, strerror(errno));
@@ -310,19 +349,18 @@ static int take_header(fasta_t *r, int more)
 static int load_names(fasta_t *r, const char *path)
 {
 	FILE *fp = fopen(path, "r");
-	char *ln = NULL;
-	size_t cap = 0;
-	ssize_t n;
-	int lno = 0;
+	lines_t ln;
+	int rc;
 
 	if (!fp) {
 		log_error("%s: cannot open names file: %s", path, strerror(errno));
 		return -1;
 	}
-	r->want_idx = khash_str2int_init();
-	while ((n = getline(&ln, &cap, fp)) >= 0) {
-		char *s = ln, *e;
-		lno++;
+	lines_init(&ln, fp, path, r->stop);
+	if (!(r->want_idx = khash_str2int_init()))
+		goto oom;
+	while ((rc = lines_next(&ln)) > 0) {
+		char *s = ln.s, *e;
 		while (*s == ' ' || *s == '\t')
 			s++;
 		for (e = s; *e && !isspace((unsigned char)*e); e++)
@@ -331,8 +369,8 @@ static int load_names(fasta_t *r, const char *path)
 		if (!*s)
 			continue;
 		if (khash_str2int_has_key(r->want_idx, s)) {
-			log_warn("%s:%d: '%s' is listed twice; folding it once",
-			         path, lno, s);
+			log_warn("%s:%ld: '%s' is listed twice; folding it once",
+			         path, ln.lineno, s);
 			continue;
 		}
 		char **w = realloc(r->want, (size_t)(r->nwant + 1) * sizeof *w);
@@ -344,11 +382,9 @@ static int load_names(fasta_t *r, const char *path)
 		khash_str2int_set(r->want_idx, r->want[r->nwant], r->nwant);
 		r->nwant++;
 	}
-	if (ferror(fp)) {
-		log_error("%s: read error: %s", path, strerror(errno));
+	if (rc < 0)
 		goto fail;
-	}
-	free(ln);
+	lines_free(&ln);
 	fclose(fp);
 	r->seen = calloc((size_t)r->nwant + 1, sizeof *r->seen);
 	if (!r->seen) {
@@ -359,52 +395,185 @@ static int load_names(fasta_t *r, const char *path)
 		log_warn("%s: no names in the names file", path);
 	return 0;
 oom:
-	log_error("out of memory");
+	log_error("%s: out of memory reading the names", path);
 fail:
-	free(ln);
+	lines_free(&ln);
 	fclose(fp);
 	return -1;
 }
 
+/* FILE.fai when it is there, no older than the file, checked against it
+ * (fasta_index.h) and loaded by htslib: r->fai; else the file is read
+ * whole (a warning says why).  0, or -1 on a fatal error. */
 static int try_faidx(fasta_t *r)
 {
 	char *fai_path;
-	int ok;
+	struct stat fs, is;
+	int rc = 0;
 
 	if (strcmp(r->path, "-") == 0)
 		return 0;
-	if (asprintf(&fai_path, "%s.fai", r->path) < 0)
+	if (asprintf(&fai_path, "%s.fai", r->path) < 0) {
+		log_error("out of memory");
 		return -1;
-	ok = access(fai_path, R_OK) == 0;
-	if (ok) {
-		/* an index older than its file describes other bytes */
-		struct stat fs, is;
-		if (stat(r->path, &fs) == 0 && stat(fai_path, &is) == 0 &&
-		    (fs.st_mtim.tv_sec > is.st_mtim.tv_sec ||
-		     (fs.st_mtim.tv_sec == is.st_mtim.tv_sec && fs.st_mtim.tv_nsec > is.st_mtim.tv_nsec))) {
-			log_warn("%s: the index %s is stale (older than the file); reading the whole file",
-			         r->path, fai_path);
-			ok = 0;
-		}
 	}
-	if (ok) {
-		r->fai = fai_load3(r->path, fai_path, NULL, 0);
-		if (!r->fai)
-			log_warn("%s: cannot use the index %s; reading the whole file",
-			         r->path, fai_path);
+	if (stat(fai_path, &is) < 0 || stat(r->path, &fs) < 0 || !S_ISREG(fs.st_mode))
+		goto out;
+	/* an index older than its file describes other bytes */
+	if (fs.st_mtim.tv_sec > is.st_mtim.tv_sec ||
+	    (fs.st_mtim.tv_sec == is.st_mtim.tv_sec && fs.st_mtim.tv_nsec > is.st_mtim.tv_nsec)) {
+		log_warn("%s: the index %s is stale (older than the file); reading the whole file",
+		         r->path, fai_path);
+		goto out;
 	}
+	{
+		BGZF *z = bgzf_open(r->path, "r");
+		int compressed = z && bgzf_compression(z) != no_compression;
+		if (z)
+			bgzf_close(z);
+		rc = fidx_open(&r->fidx, r->path, fai_path, compressed, r->want, r->nwant, r->stop);
+	}
+	if (rc != 0) {
+		rc = rc < 0 ? -1 : 0;
+		goto out;
+	}
+	r->fai = fai_load3(r->path, fai_path, NULL, 0);
+	if (!r->fai || faidx_nseq(r->fai) != fidx_count(r->fidx)) {
+		log_warn("%s: cannot use the index %s; reading the whole file", r->path, fai_path);
+		if (r->fai)
+			fai_destroy(r->fai);
+		r->fai = NULL;
+		fidx_close(r->fidx);
+		r->fidx = NULL;
+		goto out;
+	}
+	log_debug("%s: using the .fai index for %d names", r->path, r->nwant);
+out:
 	free(fai_path);
-	if (r->fai) {
-		int n = faidx_nseq(r->fai);
-		r->fai_recno = khash_str2int_init();
-		for (int i = 0; i < n; i++)
-			khash_str2int_set(r->fai_recno, faidx_iseq(r->fai, i), i + 1);
-		log_debug("%s: using the .fai index for %d names", r->path, r->nwant);
-	}
-	return 0;
+	return rc;
 }
 
-fasta_t *fasta_open(const char *path, const char *names_file)
+/* --- a non-regular input -----------------------------------------------
+ * htslib reads a whole block before it returns and retries a read that a
+ * signal interrupted, so on a slow pipe or an endless device it would not
+ * look at the stop flag for as long as the input likes.  A pipe, FIFO,
+ * terminal, socket or device is therefore copied by a thread into a pipe
+ * that BGZF reads: the thread waits at most FEED_POLL_MS at a time, and
+ * when the stop flag is set it closes the pipe, which ends BGZF's read.
+ */
+#define FEED_POLL_MS 100
+
+/* 1 when fd is ready for ev, 0 when told to stop, -1 on an error */
+static int feed_wait(feed_t *f, int fd, short ev)
+{
+	struct pollfd p = { .fd = fd, .events = ev };
+
+	for (;;) {
+		if (*f->stop || atomic_load(&f->quit))
+			return 0;
+		int n = poll(&p, 1, FEED_POLL_MS);
+		if (n > 0)
+			return 1;   /* also POLLHUP / POLLERR: the read or write says */
+		if (n < 0 && errno != EINTR)
+			return -1;
+	}
+}
+
+static void *feed_main(void *arg)
+{
+	feed_t *f = arg;
+
+	for (;;) {
+		ssize_t n;
+		if (feed_wait(f, f->src, POLLIN) <= 0)
+			break;
+		n = read(f->src, f->buf, sizeof f->buf);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n < 0)
+			atomic_store(&f->err, errno);
+		if (n <= 0)
+			break;
+		for (ssize_t o = 0; o < n;) {
+			ssize_t w;
+			if (feed_wait(f, f->dst, POLLOUT) <= 0)
+				goto out;
+			w = write(f->dst, f->buf + o, (size_t)(n - o));
+			if (w < 0 && (errno == EINTR || errno == EAGAIN))
+				continue;
+			if (w < 0)
+				goto out;   /* the reader is gone */
+			o += w;
+		}
+	}
+out:
+	close(f->dst);
+	return NULL;
+}
+
+/* open r->path ("-": stdin); a pipe or device with a stop flag gets a
+ * feeding thread, anything else is BGZF's to open.  0, or -1 (logged) */
+static int open_stream(fasta_t *r)
+{
+	int std = strcmp(r->path, "-") == 0, fd = std ? 0 : -1, pfd[2] = { -1, -1 };
+	struct stat st;
+	sigset_t all, old;
+	feed_t *f;
+
+	if (r->stop && !std) {
+		while ((fd = open(r->path, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR && !*r->stop)
+			;
+		if (fd < 0 && *r->stop) {
+			log_error("%s: interrupted while opening it", r->path);
+			return -1;
+		}
+	}
+	if (!r->stop || fd < 0 || fstat(fd, &st) < 0 ||
+	    !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode) || S_ISSOCK(st.st_mode))) {
+		if (fd > 0)
+			close(fd);
+		errno = 0;
+		if (!(r->fp = bgzf_open(r->path, "r"))) {
+			log_error("%s: cannot open: %s", r->path,
+			          errno ? strerror(errno) : "not a readable file");
+			return -1;
+		}
+		return 0;
+	}
+	if (!(f = r->feed = calloc(1, sizeof *f)) || pipe2(pfd, O_CLOEXEC) < 0 ||
+	    fcntl(pfd[1], F_SETFL, O_NONBLOCK) < 0) {
+		log_error("%s: cannot open: %s", r->path, f ? strerror(errno) : "out of memory");
+		goto fail;
+	}
+	f->src = fd;
+	f->own_src = !std;
+	f->dst = pfd[1];
+	f->stop = r->stop;
+	/* the signals are the main thread's; a write to a closed pipe fails */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	errno = pthread_create(&f->th, NULL, feed_main, f);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (errno) {
+		log_error("%s: cannot start reading it: %s", r->path, strerror(errno));
+		goto fail;
+	}
+	if (!(r->fp = bgzf_dopen(pfd[0], "r"))) {
+		log_error("%s: cannot open: %s", r->path, strerror(errno ? errno : ENOMEM));
+		close(pfd[0]);
+		return -1;   /* fasta_close ends the thread */
+	}
+	return 0;
+fail:
+	if (pfd[0] >= 0) close(pfd[0]);
+	if (pfd[1] >= 0) close(pfd[1]);
+	if (fd > 0) close(fd);
+	free(r->feed);
+	r->feed = NULL;
+	return -1;
+}
+
+fasta_t *fasta_open(const char *path, const char *names_file, volatile sig_atomic_t *stop)
 {
 	fasta_t *r;
 
@@ -420,6 +589,7 @@ fasta_t *fasta_open(const char *path, const char *names_file)
 		log_error("out of memory");
 		goto fail;
 	}
+	r->stop = stop;
 	chk_reset(&r->chk);
 	if (names_file) {
 		if (!(r->names_path = strdup(names_file))) {
@@ -430,13 +600,10 @@ fasta_t *fasta_open(const char *path, const char *names_file)
 			goto fail;
 	}
 	if (!r->fai) {
-		errno = 0;
-		r->fp = bgzf_open(path, "r");
-		if (!r->fp) {
-			log_error("%s: cannot open: %s", path,
-			          errno ? strerror(errno) : "not a readable file");
+		if (open_stream(r) < 0)
 			goto fail;
-		}
+		if (stopped(r))
+			goto fail;
 		if (bgzf_compression(r->fp) == bgzf && bgzf_check_EOF(r->fp) == 0)
 			log_warn("%s: BGZF end-of-file marker missing: the file may be truncated",
 			         path);
@@ -453,10 +620,17 @@ void fasta_close(fasta_t *r)
 	if (!r)
 		return;
 	if (r->fp)
-		bgzf_close(r->fp);
+		bgzf_close(r->fp);   /* the pipe's read end: the feeding thread's write fails */
+	if (r->feed) {
+		atomic_store(&r->feed->quit, 1);
+		pthread_join(r->feed->th, NULL);
+		if (r->feed->own_src)
+			close(r->feed->src);
+		free(r->feed);
+	}
 	if (r->fai)
 		fai_destroy(r->fai);
-	khash_str2int_destroy(r->fai_recno);
+	fidx_close(r->fidx);
 	for (int i = 0; i < r->nwant; i++)
 		free(r->want[i]);
 	free(r->want);
@@ -553,19 +727,19 @@ static int next_indexed(fasta_t *r, job_t *j)
 	const char *name;
 	int64_t recno;
 
+	int64_t n;
+
 	if (r->want_pos >= r->nwant)
 		return 0;
+	if (stopped(r))
+		return -1;
 	idx = r->want_pos++;
 	name = r->want[idx];
-	if (!faidx_has_seq(r->fai, name))
+	if (!fidx_find(r->fidx, name, &recno, &n))
 		return job_not_found(r, j, name);
-	int rn = 0;
-	khash_str2int_get(r->fai_recno, name, &rn);
-	recno = rn;
 	if (job_start(r, j, recno, name, name) < 0)
 		return -1;
 	chk_reset(&r->chk);
-	int64_t n = faidx_seq_len(r->fai, name);
 	if (n > FASTA_MAX_LEN) {
 		job_fail(j, "record %lld '%.64s': sequence longer than %d residues",
 		         (long long)recno, name, FASTA_MAX_LEN);
@@ -573,7 +747,9 @@ static int next_indexed(fasta_t *r, job_t *j)
 	}
 	if (n > 0) {
 		hts_pos_t got = 0;
-		char *s = faidx_fetch_seq64(r->fai, name, 0, n - 1, &got);
+		/* htslib read the index again: it must be the one checked */
+		char *s = faidx_seq_len(r->fai, name) == n
+		          ? faidx_fetch_seq64(r->fai, name, 0, n - 1, &got) : NULL;
 		if (!s || got < 0) {
 			log_error("%s: cannot read record '%s' through the index %s.fai: "
 			          "the index is stale or the file damaged", r->path, name, r->path);

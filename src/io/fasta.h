@@ -3,8 +3,10 @@
  * Input: plain, gzip or BGZF file, or "-" for stdin (read through htslib's
  * BGZF layer, which detects the compression).  With a names file, only the
  * records named in it are returned: through FILE.fai random access (htslib
- * faidx) in names-file order when the index exists, else by filtering the
- * stream; a name not found becomes a failed job at the end.
+ * faidx) in names-file order when the index exists and passes the checks
+ * of fasta_index.h, else by filtering the stream (a stale index: one
+ * warning line); a name not found becomes a failed job at the end.  Names
+ * files are read by util/lines.h (bounded lines).
  *
  * Validation (a bad record is a failed job, never a silent drop):
  * letters A-Z / a-z are accepted (the 20 amino acids, X, and B Z U O J,
@@ -23,6 +25,7 @@
 #ifndef ESMBATCH_FASTA_H
 #define ESMBATCH_FASTA_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "io/job.h"
@@ -32,12 +35,15 @@
 
 typedef struct fasta fasta_t;
 
-/* Open path ("-" = stdin); names_file may be NULL.  NULL after logging one
- * line naming the file when it is missing or unreadable. */
-fasta_t *fasta_open(const char *path, const char *names_file);
+/* Open path ("-" = stdin); names_file may be NULL.  stop (may be NULL): a
+ * flag a signal handler sets; once set, opening and reading end within a
+ * fraction of a second with an error ("interrupted"), also on a pipe,
+ * FIFO or device that sends nothing or never ends.  NULL after logging
+ * one line naming the file when it is missing or unreadable. */
+fasta_t *fasta_open(const char *path, const char *names_file, volatile sig_atomic_t *stop);
 /* Next job into *out: 1 a job (ok or failed), 0 end of input, -1 a fatal
- * error (read error, corrupt or truncated compressed data) after logging
- * one line naming the file. */
+ * error (read error, corrupt or truncated compressed data, stopped) after
+ * logging one line naming the file. */
 int      fasta_next(fasta_t *r, job_t *out);
 void     fasta_close(fasta_t *r);
 

@@ -8,29 +8,38 @@
 #include <sys/types.h>
 
 #include "io/journal.h"
+#include "util/lines.h"
+#include "util/log.h"
 
-int journal_read(FILE *f, json_t **prev, int *last)
+int journal_read(FILE *f, const char *path, json_t **prev, int *last)
 {
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t n;
+	lines_t ln;
+	int rc;
 
 	*last = '\n';
-	if (!(*prev = json_object())) return -1;
-	while ((n = getline(&line, &cap, f)) > 0) {
-		json_t *e = json_loadb(line, (size_t)n, 0, NULL);
+	if (!(*prev = json_object())) {
+		log_error("%s: out of memory reading it", path);
+		return -1;
+	}
+	lines_init(&ln, f, path, NULL);
+	while ((rc = lines_next(&ln)) > 0) {
+		json_t *e = json_loadb(ln.s, ln.n, 0, NULL);
 		const char *name = json_string_value(json_object_get(e, "name"));
 		if (name && json_object_set(*prev, name, e) < 0) {
 			json_decref(e);
-			json_decref(*prev);
-			*prev = NULL;
-			free(line);
-			return -1;
+			log_error("%s: out of memory reading it", path);
+			rc = -1;
+			break;
 		}
 		json_decref(e);
-		*last = line[n - 1];
+		*last = ln.nl ? '\n' : ln.n ? ln.s[ln.n - 1] : 0;
 	}
-	free(line);
+	lines_free(&ln);
+	if (rc < 0) {
+		json_decref(*prev);
+		*prev = NULL;
+		return -1;
+	}
 	return 0;
 }
 

@@ -15,13 +15,14 @@
 
 #include <jansson.h>
 
-/* Read a journal from f into *prev (new, owned by the caller: json_decref):
- * an object mapping each line's "name" to that line's object, a later line
- * for a name winning.  Lines that are not a JSON object with a string
- * "name" (a torn last line of a killed run) are skipped.  *last: the last
- * byte read ('\n' when nothing was).  0, or -1 when out of memory (*prev
- * NULL). */
-int journal_read(FILE *f, json_t **prev, int *last);
+/* Read a journal from f (named path in messages) into *prev (new, owned
+ * by the caller: json_decref): an object mapping each line's "name" to
+ * that line's object, a later line for a name winning.  Lines that are not
+ * a JSON object with a string "name" (a torn last line of a killed run)
+ * are skipped.  *last: the last byte read ('\n' when nothing was).  0, or
+ * -1 (*prev NULL) after one logged line: out of memory, a read error or a
+ * line longer than LINES_MAX (util/lines.h). */
+int journal_read(FILE *f, const char *path, json_t **prev, int *last);
 
 /* The string at key of entry e; "" when absent or not a string. */
 const char *journal_str(const json_t *e, const char *key);

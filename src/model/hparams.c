@@ -1,6 +1,10 @@
 /* hparams.c - parse the Hugging Face ESMFold config.json (see hparams.h). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -166,10 +170,25 @@ int cfg_parse(cfg_t *c, const char *text, const char *what)
 int cfg_load(cfg_t *c, const char *path)
 {
 	json_error_t err;
-	json_t *root = json_load_file(path, 0, &err);
+	json_t *root = NULL;
+	struct stat st;
 	char *text;
-	int rc;
+	int rc, fd;
 
+	/* O_NONBLOCK: a FIFO with no writer must not hang the open */
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
+		log_error("%s: cannot read config: %s", path, strerror(errno));
+		if (fd >= 0) close(fd);
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		log_error("%s: cannot read config: not a regular file", path);
+		close(fd);
+		return -1;
+	}
+	if (fcntl(fd, F_SETFL, 0) == 0) root = json_loadfd(fd, 0, &err);
+	else snprintf(err.text, sizeof err.text, "%s", strerror(errno));
+	close(fd);
 	if (!root) {
 		log_error("%s: cannot read config: %s", path, err.text);
 		return -1;

@@ -50,7 +50,8 @@ typedef struct {
 } cfg_t;
 
 /* Parse config.json text / file.  0, or negative with one logged line naming
- * the file and the key. */
+ * the file and the key; cfg_load refuses a path that is not a regular file
+ * (a FIFO, a device) without waiting on it. */
 int cfg_parse(cfg_t *c, const char *json_text, const char *what);
 int cfg_load(cfg_t *c, const char *path);
 

@@ -1,4 +1,5 @@
 /* weights.c - weights from safetensors or a manifest (see weights.h). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "util/finite.h"
 #include "util/hash.h"
+#include "util/lines.h"
 #include "util/log.h"
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
@@ -214,20 +216,20 @@ static int weights_load_cfg(weights_t *w, const char *first)
 {
 	char *dir = strdup(first), *slash, *cpath = NULL, *text = NULL;
 	const char *meta;
-	FILE *f;
+	struct stat cs;
 	int rc = -1;
 
 	if (!dir) return -1;
 	slash = strrchr(dir, '/');
 	if (slash) slash[1] = 0;
 	if (asprintf(&cpath, "%sconfig.json", slash ? dir : "") < 0) cpath = NULL;
-	if (cpath && (f = fopen(cpath, "r"))) {
+	/* there (whatever it is: cfg_load refuses all but a regular file) or absent */
+	if (cpath && (stat(cpath, &cs) == 0 || errno != ENOENT)) {
 		json_t *j;
-		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
 		w->cfg_from = cpath;
 		cpath = NULL;
-		if (rc == 0 && (j = json_load_file(cpath, 0, NULL))) {
+		if (rc == 0 && (j = json_load_file(w->cfg_from, 0, NULL))) {
 			w->cfg_json = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 			json_decref(j);
 		}
@@ -325,7 +327,7 @@ static uint64_t weights_tensor_digest(const weights_t *w)
  * that cannot be read or written only costs the time) */
 static uint64_t weights_digest(const weights_t *w, char *const *files, int nf)
 {
-	char key[WEIGHTS_MAX_FILES * 96], line[WEIGHTS_MAX_FILES * 96 + 32], *cp;
+	char key[WEIGHTS_MAX_FILES * 96], *cp;
 	unsigned long long d;
 	uint64_t h = 0;
 	struct stat cs;
@@ -341,9 +343,13 @@ static uint64_t weights_digest(const weights_t *w, char *const *files, int nf)
 		kn = strlen(key);
 	}
 	if ((cp = weights_cache_path(0)) && (f = fopen(cp, "r"))) {
-		while (fgets(line, sizeof line, f))
-			if (!strncmp(line, key, kn) && line[kn] == ' ' && sscanf(line + kn + 1, "%llx", &d) == 1)
+		lines_t ln;
+		lines_init(&ln, f, cp, NULL);
+		while (lines_next(&ln) > 0)   /* a cache that cannot be read is a miss */
+			if (ln.n > kn && !strncmp(ln.s, key, kn) && ln.s[kn] == ' ' &&
+			    sscanf(ln.s + kn + 1, "%llx", &d) == 1)
 				hit = 1, h = d;   /* the latest line wins */
+		lines_free(&ln);
 		fclose(f);
 	}
 	free(cp);

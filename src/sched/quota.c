@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "io/atomic_file.h"
+#include "util/lines.h"
 #include "util/log.h"
 #include "sched/quota.h"
 
@@ -243,17 +244,20 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 	quota_table_t *t = quota_init();
 	static const char *const quota_cols[5] = { "max_len", "peak_allocated", "peak_reserved",
 	                                           "device_used", "quota" };
-	char *line = NULL, *f[MAX_FIELDS], msg[160];
-	size_t cap = 0;
-	ssize_t len;
-	int lno = 0, have_cols = 0, have_safety = 0, nf;
+	char *line, *f[MAX_FIELDS], msg[160];
+	lines_t ln;
+	size_t len;
+	int lno = 0, have_cols = 0, have_safety = 0, nf, rc;
 	const char *err = NULL;
 
 	if (!t) {
 		log_error("out of memory");
 		return NULL;
 	}
-	while ((len = getline(&line, &cap, fp)) >= 0) {
+	lines_init(&ln, fp, name, NULL);
+	while ((rc = lines_next(&ln)) > 0) {
+		line = ln.s;
+		len = ln.n;
 		lno++;
 		while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
 			line[--len] = '\0';
@@ -336,10 +340,8 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 			goto bad;
 		}
 	}
-	if (ferror(fp)) {
-		log_error("%s: read error: %s", name, strerror(errno));
+	if (rc < 0)
 		goto fail;
-	}
 	if (lno == 0) {
 		log_error("%s: empty quota table", name);
 		goto fail;
@@ -348,12 +350,12 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 		log_error("%s: quota table has no rows", name);
 		goto fail;
 	}
-	free(line);
+	lines_free(&ln);
 	return t;
 bad:
 	log_error("%s:%d: %s", name, lno, err);
 fail:
-	free(line);
+	lines_free(&ln);
 	quota_free(t);
 	return NULL;
 }

@@ -3,22 +3,25 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "util/lines.h"
 #include "util/sysmem.h"
 
 /* a "Key:   N kB" line of /proc/self/status, in bytes; -1 if absent */
 static int64_t sysmem_status(const char *key)
 {
 	FILE *f = fopen("/proc/self/status", "r");
-	char line[256];
 	size_t n = strlen(key);
 	long long kb = -1;
+	lines_t ln;
 
 	if (!f) return -1;
-	while (fgets(line, sizeof line, f))
-		if (!strncmp(line, key, n) && line[n] == ':') {
-			if (sscanf(line + n + 1, "%lld", &kb) != 1) kb = -1;
+	lines_init(&ln, f, "/proc/self/status", NULL);
+	while (lines_next(&ln) > 0)
+		if (ln.n > n && !strncmp(ln.s, key, n) && ln.s[n] == ':') {
+			if (sscanf(ln.s + n + 1, "%lld", &kb) != 1) kb = -1;
 			break;
 		}
+	lines_free(&ln);
 	fclose(f);
 	return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
@@ -26,12 +29,14 @@ static int64_t sysmem_status(const char *key)
 int64_t sysmem_available(void)
 {
 	FILE *f = fopen("/proc/meminfo", "r");
-	char line[256];
 	long long kb = -1;
+	lines_t ln;
 
 	if (!f) return -1;
-	while (fgets(line, sizeof line, f))
-		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+	lines_init(&ln, f, "/proc/meminfo", NULL);
+	while (lines_next(&ln) > 0)
+		if (sscanf(ln.s, "MemAvailable: %lld kB", &kb) == 1) break;
+	lines_free(&ln);
 	fclose(f);
 	return kb < 0 ? -1 : (int64_t)kb * 1024;
 }

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 	job_t j;
 
 	log_set_level(-1);   /* quiet: bad records are the point */
-	if (!(path = fuzz_file(data, n, ".fa")) || !(r = fasta_open(path, NULL))) return 0;
+	if (!(path = fuzz_file(data, n, ".fa")) || !(r = fasta_open(path, NULL, NULL))) return 0;
 	job_init(&j);
 	while (fasta_next(r, &j) > 0) {
 		if (j.status == JOB_OK && j.seq && strlen(j.seq) < (size_t)j.len) __builtin_trap();

@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 	int last;
 
 	if (!n || !(f = fmemopen((void *)data, n, "r"))) return 0;
-	if (journal_read(f, &prev, &last) == 0) {
+	if (journal_read(f, "journal", &prev, &last) == 0) {
 		json_object_foreach(prev, name, e) {
 			(void)journal_str(e, "sequence");
 			(void)journal_files(journal_str(e, "row"), fuzz_file_seen, &total);

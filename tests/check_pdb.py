@@ -11,7 +11,12 @@ usage: check_pdb.py OURS.pdb [EXPECTED.pdb TOL]
    equals the expected one in every column except the coordinates, which
    must agree within TOL plus the two roundings to 3 printed decimals
    (0.001), and the B-factor, which must agree within 0.01 (its last
-   printed digit may round the other way).
+   printed digit may round the other way).  A TER record of ours is the
+   full 80 columns and names its chain's last residue; the reference's
+   names the model's, which for every chain of a multimer but the last is
+   the 25th glycine of the linker after it (its number the chain's last
+   plus 25, as --keep-linker-numbering numbers it): there ours must name
+   the residue 25 before, the last of its SEQRES.
 Exit 0 when all holds; otherwise prints the first difference and exits 1.
 """
 import sys
@@ -46,11 +51,36 @@ def read_back(path):
             fail("%s: chain %s residue numbers differ from the ATOM records" % (path, ch.name))
 
 
+LINKER = 25
+
+
+def seqres_last(path):
+    """chain -> the last residue name of its SEQRES records"""
+    last = {}
+    with open(path) as f:
+        for l in f:
+            if l.startswith("SEQRES"):
+                last[l[11]] = l[19:].split()[-1]
+    return last
+
+
+def ter_of(ours, x, y, last, linker_after):
+    """ours' TER x and the expected one, from the reference's y"""
+    if len(x) != 80:
+        fail("%s: a TER record of %d columns, not 80\n  ours: %s" % (ours, len(x), x))
+    if linker_after:
+        y = "%s%3s %s%4d" % (y[:17], last.get(y[21], "?"), y[21], int(y[22:26]) - LINKER)
+    return x.rstrip(), y
+
+
 def compare(ours, expected, tol):
     a, b = records(ours), records(expected)
+    last = seqres_last(ours)
     if len(a) != len(b):
         fail("%s: %d ATOM/TER records, expected %d" % (ours, len(a), len(b)))
-    for x, y in zip(a, b):
+    for k, (x, y) in enumerate(zip(a, b)):
+        if x.startswith("TER"):
+            x, y = ter_of(ours, x, y, last, k + 1 < len(a))
         if x[:30] != y[:30] or x[54:60] != y[54:60] or x[66:] != y[66:]:
             fail("%s: record differs\n  ours:     %s\n  expected: %s" % (ours, x, y))
         if x.startswith("ATOM"):

@@ -21,10 +21,21 @@ A NAME.pdb with its NAME.cif:
 5. _ma_qa_metric_local: one value per residue with a CA atom, equal to
    that CA's B-factor in the PDB; _ma_qa_metric_global: the pLDDT and pTM
    of the PDB's REMARK 250 lines.
+6. The global pLDDT is the mean of the per-residue values (AlphaFold DB):
+   the PDB's REMARK 250 MEAN PLDDT that of its CA B-factors, the mmCIF's
+   _ma_qa_metric_global that of its _ma_qa_metric_local values (within
+   0.01, the roundings to 2 printed decimals).
+7. A PDB's TER records: the full 80 columns, one per chain, each after the
+   chain's atoms naming the chain's last residue (its SEQRES's last; the
+   number of its last atom, or more past residues without atoms).
+8. A NAME.pae.json beside the file: one row and one column per residue of
+   the chains' sequences (a multimer's linker left out), every value in
+   0..max_predicted_aligned_error.
 Prints "check_structure: FILE ok" per file; on the first failure prints
 it and exits 1.
 """
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -174,6 +185,68 @@ def check_pair(pdb, cif, sp, sc):
         fail("%s: global metrics %s, the PDB's REMARK 250 %s" % (cif, glob, want))
 
 
+def mean_close(path, what, got, values):
+    if not values:
+        fail("%s: no per-residue pLDDT" % path)
+    want = sum(values) / len(values)
+    if abs(got - want) > 0.01 + 1e-9:
+        fail("%s: %s %.2f, the mean of the %d per-residue values %.4f"
+             % (path, what, got, len(values), want))
+
+
+def check_pdb_more(path, st):
+    """checks 6 and 7 of a PDB"""
+    ca = [a.b_iso for ch in st[0] for r in ch for a in r if a.name == "CA"]
+    mean_close(path, "REMARK 250 MEAN PLDDT", remark(path, "MEAN PLDDT"), ca)
+    with open(path) as f:
+        lines = [l.rstrip("\n") for l in f if l.startswith(("ATOM", "TER"))]
+    seq = seqres(st)
+    ters = [(k, l) for k, l in enumerate(lines) if l.startswith("TER")]
+    if [l[21] for _, l in ters] != [ch.name for ch in st[0]]:
+        fail("%s: TER records for chains %s, the chains are %s"
+             % (path, [l[21] for _, l in ters], [ch.name for ch in st[0]]))
+    for k, l in ters:
+        chain = st[0][l[21]]
+        if len(l) != 80:
+            fail("%s: TER of %d columns, not 80: %s" % (path, len(l), l))
+        if k == 0 or lines[k - 1][21] != l[21]:
+            fail("%s: TER not after its chain's atoms: %s" % (path, l))
+        num, last = int(l[22:26]), chain[len(chain) - 1]
+        if l[17:20] != seq[l[21]][-1] or num < last.seqid.num or \
+                (num != last.seqid.num) != (seq[l[21]][-1] == "UNK"):
+            fail("%s: TER names %s; chain %s's SEQRES ends with %s, its atoms with residue %d"
+                 % (path, l[17:27].strip(), l[21], seq[l[21]][-1], last.seqid.num))
+
+
+def check_cif_more(path):
+    """check 6 of an mmCIF"""
+    block = gemmi.cif.read(path).sole_block()
+    ids = dict(zip(block.find_values("_ma_qa_metric.id"), block.find_values("_ma_qa_metric.name")))
+    glob = [float(v) for m, v in zip(block.find_values("_ma_qa_metric_global.metric_id"),
+                                     block.find_values("_ma_qa_metric_global.metric_value"))
+            if ids.get(m) == "pLDDT"]
+    local = [float(v) for v in block.find_values("_ma_qa_metric_local.metric_value")]
+    if len(glob) != 1:
+        fail("%s: %d global pLDDT values" % (path, len(glob)))
+    mean_close(path, "global pLDDT", glob[0], local)
+
+
+def check_pae(path, st):
+    """check 8: path's NAME.pae.json, when there is one"""
+    pae = path.rsplit(".", 1)[0] + ".pae.json"
+    if not os.path.exists(pae):
+        return
+    with open(pae) as f:
+        doc = json.load(f)
+    m, top = doc[0]["predicted_aligned_error"], doc[0]["max_predicted_aligned_error"]
+    n = sum(len(s) for s in seqres(st).values())
+    if len(m) != n or any(len(row) != n for row in m):
+        fail("%s: %d rows of %s values, the structure has %d residues"
+             % (pae, len(m), sorted({len(row) for row in m}), n))
+    if any(not 0 <= v <= top for row in m for v in row):
+        fail("%s: a value outside 0..%s" % (pae, top))
+
+
 def main(argv):
     if len(argv) < 2:
         sys.stderr.write(__doc__)
@@ -183,6 +256,10 @@ def main(argv):
         st = read_one(path)
         if path.endswith(".pdb"):
             check_pdb(path, st)
+            check_pdb_more(path, st)
+        else:
+            check_cif_more(path)
+        check_pae(path, st)
         read[path] = st
     for path in argv[1:]:
         cif = path[:-4] + ".cif"

@@ -294,11 +294,13 @@ static void test_meta_and_atomic(void **state)
 	assert_non_null(strstr(text, "\nCRYST1    1.000    1.000    1.000  90.00  90.00  90.00 "
 	                             "P 1           1          \nATOM      1"));
 	assert_null(strstr(text, "PARENT"));
-	assert_non_null(strstr(text, "\nTER       5      GLY A   1\nATOM      6"));
-	assert_non_null(strstr(text, "\nTER      11      ALA B   2\nEND     "));
-	/* the header records and END are full 80-column lines */
-	for (char *p = text; *p && strncmp(p, "ATOM", 4) != 0; p = strchr(p, '\n') + 1)
-		assert_int_equal(strchr(p, '\n') - p, 80);
+	assert_non_null(strstr(text, "\nTER       5      GLY A   1      "));
+	assert_non_null(strstr(text, "      \nATOM      6"));
+	assert_non_null(strstr(text, "\nTER      11      ALA B   2      "));
+	assert_non_null(strstr(text, "      \nEND     "));
+	/* the header records, TER and END are full 80-column lines */
+	for (char *p = text; *p; p = strchr(p, '\n') + 1)
+		if (strncmp(p, "ATOM", 4) != 0) assert_int_equal(strchr(p, '\n') - p, 80);
 	assert_int_equal(strlen(strstr(text, "\nEND ")), 82);
 
 	char dir[] = "/tmp/test_pdb.XXXXXX";
@@ -358,15 +360,53 @@ static void test_seqres(void **state)
 	assert_non_null(strstr(text, "\nSEQRES   3 A   27  ALA                "));
 	assert_non_null(strstr(text, "\nSEQRES   1 B    2  ALA ALA    "));
 	assert_null(strstr(text, "SEQRES   4"));
+	/* TER names the chain's last residue, not the linker's last one */
+	assert_non_null(strstr(text, "\nTER       1      ALA A  27      "));
+	assert_non_null(strstr(text, "\nTER       2      ALA B   2      "));
 	*strstr(text, "CRYST1") = 0;   /* the SEQRES records before it */
 	assert_null(strstr(text, "GLY"));
 	free(text);
+	/* without a meta, the reference's: the model's last residue */
+	in.meta = NULL;
+	text = render(&in, &len);
+	assert_non_null(strstr(text, "\nTER       1      GLY A  30\nPARENT N/A\n"));
+	assert_non_null(strstr(text, "\nTER       2      ALA B   2\nEND\n"));
+	free(text);
+	in.meta = &meta;
 	mask[28 * RESIDUE_NUM_ATOM37 + 1] = 1.0f;   /* a CA on the linker */
 	FILE *f = fopen("/dev/null", "w");
 	assert_non_null(f);
 	assert_true(pdb_write(f, &in) < 0);
 	assert_true(cif_write(f, &in) < 0);
 	fclose(f);
+}
+
+/* the global pLDDT: the mean over the chains' residues of their CA's
+ * pLDDT; the other atoms, linker residues and residues without a CA (X)
+ * count for nothing */
+static void test_mean_plddt(void **state)
+{
+	(void)state;
+	enum { L = 5 };   /* A A X G(linker) A */
+	int aatype[L], resi[L], chain[L] = { 0, 0, 0, 0, 1 };
+	float xyz[L * RESIDUE_NUM_ATOM37 * 3] = { 0 }, mask[L * RESIDUE_NUM_ATOM37] = { 0 };
+	float plddt[L * RESIDUE_NUM_ATOM37], linker[L] = { 1, 1, 1, 0, 1 };
+	static const float ca[L] = { 0.2f, 0.4f, 0.9f, 0.9f, 0.9f };
+	for (int i = 0; i < L; i++) {
+		aatype[i] = residue_aatype_of("AAXGA"[i]);
+		resi[i] = i;
+		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
+			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
+			mask[at] = linker[i] ? residue_atom37_mask[aatype[i]][k] : 0.0f;
+			plddt[at] = k == RESIDUE_ATOM37_CA ? ca[i] : 0.01f;
+		}
+	}
+	pdb_input_t in = { .L = L, .aatype = aatype, .atom37 = xyz, .atom37_mask = mask,
+	                   .plddt = plddt, .residue_index = resi, .chain_index = chain,
+	                   .linker_mask = linker };
+	assert_true(fabs(pdb_mean_plddt(&in) - 100.0 * (0.2 + 0.4 + 0.9) / 3) < 1e-4);
+	memset(mask, 0, sizeof mask);
+	assert_true(isnan(pdb_mean_plddt(&in)));
 }
 
 /* mmCIF needs the run facts; values with quotes or spaces, or beginning
@@ -397,6 +437,17 @@ static void test_cif(void **state)
 	/* GLY A 1 and ALA B 2: two entities, the second numbered 1 in its entity, 2 as written */
 	assert_non_null(strstr(text, "\n1 polymer man 'chain A' 1\n2 polymer man 'chain B' 1\n"));
 	assert_non_null(strstr(text, "\nA 1 ?\nB 2 ?\n"));
+	/* what AlphaFold DB files and python-modelcif write beside: the atoms
+	 * and elements present, the chains as targets, the numbering scheme */
+	assert_non_null(strstr(text, "\n_chem_comp_atom.type_symbol\nALA N N\nALA CA C\nALA C C\n"
+	                             "ALA CB C\nALA O O\nGLY N N\nGLY CA C\nGLY C C\nGLY O O\n#\n"));
+	assert_non_null(strstr(text, "\nloop_\n_atom_type.symbol\nC\nN\nO\n#\n"));
+	assert_non_null(strstr(text, "\n_pdbx_poly_seq_scheme.hetero\nA 1 1 GLY 1 1 GLY GLY A ? n\n"
+	                             "B 2 1 ALA 2 2 ALA ALA B ? n\n#\n"));
+	assert_non_null(strstr(text, "\n_ma_target_entity.origin\n1 1 designed\n2 1 designed\n#\n"));
+	assert_non_null(strstr(text, "\n_ma_target_entity_instance.details\nA 1 .\nB 2 .\n#\n"));
+	assert_non_null(strstr(text, "\n1 'Target sequences' target\n2 Model 'model coordinates'\n"));
+	assert_non_null(strstr(text, "\n_ma_model_list.data_id 2\n"));
 	assert_non_null(strstr(text, "\nATOM 5 N N . ALA B 2 1 ? "));
 	assert_non_null(strstr(text, " 1.00 50.00 ? 2 ALA B N 1\n"));
 	free(text);
@@ -534,6 +585,7 @@ int main(void)
 		cmocka_unit_test(test_golden_tiny_a),
 		cmocka_unit_test(test_golden_tiny_b),
 		cmocka_unit_test(test_meta_and_atomic),
+		cmocka_unit_test(test_mean_plddt),
 		cmocka_unit_test(test_seqres),
 		cmocka_unit_test(test_cif),
 		cmocka_unit_test(test_bad_input),

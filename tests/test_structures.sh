@@ -8,7 +8,8 @@
 # record's chain letters and per-chain numbers, their .cif renamed with
 # the .pdb; resume: --format adding cif refolds, the same run skips, the
 # numbering option refolds the multimers only; a killed run's NAME.cif.tmp
-# removed.  Every structure file passes tests/check_structure.py.
+# removed.  Every structure file passes tests/check_structure.py (with
+# the multimers' PAE), and summary.tsv's mean pLDDT is the files'.
 . "${srcdir:-.}/tests/lib.sh"
 
 need_gemmi
@@ -39,9 +40,15 @@ for fx in tiny_a tiny_b; do
 	w=$srcdir/tests/data/$fx/weights.safetensors
 	for num in chain model; do
 		opt=; [ $num = model ] && opt=--keep-linker-numbering
-		"$bin" -q -i "$tmp/$fx.fa" -o "$tmp/$fx.$num" --weights "$w" --format pdb,cif $opt ||
+		"$bin" -q -i "$tmp/$fx.fa" -o "$tmp/$fx.$num" --weights "$w" --format pdb,cif --pae $opt ||
 			fail "$fx $num: exit $?"
 		chk "$tmp/$fx.$num"/*.pdb "$tmp/$fx.$num"/*.cif
+		# summary.tsv's mean pLDDT is the files' global one
+		tail -n +2 "$tmp/$fx.$num/summary.tsv" | while IFS=$'\t' read -r _ name _ _ _ _ _ p _; do
+			grep -q "^REMARK 250 MEAN PLDDT $p " "$tmp/$fx.$num/$name.pdb" ||
+				echo "$name: summary.tsv's pLDDT $p is not its PDB's"
+		done > "$tmp/plddt.out"
+		[ -s "$tmp/plddt.out" ] && fail "$fx $num: $(head -1 "$tmp/plddt.out")"
 	done
 	"$py" - "$tmp/$fx.fa" "$tmp/$fx.chain" "$tmp/$fx.model" "$srcdir/tests/data/$fx" <<'PY' ||
 import sys, gemmi

@@ -85,14 +85,21 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	fputc('\n', f);
 }
 
-/* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}] */
-static int fold_write_pae(FILE *f, const model_out_t *out)
+/* AlphaFold DB layout: [{"predicted_aligned_error": [[..]], "max_predicted_aligned_error": x}],
+ * one row and column per residue of the structure: a multimer's linker
+ * residues (pdb_in_seq 0) left out */
+static int fold_write_pae(FILE *f, const pdb_input_t *in, const model_out_t *out)
 {
+	int first = 1;
+
 	fputs("[{\"predicted_aligned_error\": [", f);
 	for (int i = 0; i < out->L; i++) {
-		fputs(i ? ", [" : "[", f);
-		for (int k = 0; k < out->L; k++)
-			fprintf(f, k ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
+		if (!pdb_in_seq(in, i)) continue;
+		fputs(first ? "[" : ", [", f);
+		first = 0;
+		for (int k = 0, col = 0; k < out->L; k++)
+			if (pdb_in_seq(in, k))
+				fprintf(f, col++ ? ", %.2f" : "%.2f", out->pae[(size_t)i * out->L + k]);
 		fputc(']', f);
 	}
 	fprintf(f, "], \"max_predicted_aligned_error\": %.2f}]\n", out->max_pae);
@@ -113,7 +120,7 @@ static int fold_write_file(FILE *f, const char *ext, const pdb_input_t *in, cons
 {
 	if (!strcmp(ext, ".pdb")) return pdb_write(f, in);
 	if (!strcmp(ext, ".cif")) return cif_write(f, in);
-	return fold_write_pae(f, out);
+	return fold_write_pae(f, in, out);
 }
 
 /* The files DIR/BASE EXT of one folded item, all or none: each written to
@@ -163,7 +170,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
 	         it->start + 1, it->start + it->len, strlen(x->job.seq));
 	pdb_meta_t meta = { .version = PACKAGE_VERSION, .weights = weights_fingerprint(r->wt),
-	                    .mean_plddt = 100.0 * out->mean_plddt, .ptm = out->ptm,
+	                    .ptm = out->ptm,
 	                    .recycles = out->passes - 1, .chunk_size = it->chunk,
 	                    .fragment = whole ? NULL : frag, .name = x->job.outname };
 	if (residx && chain)
@@ -172,6 +179,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 	                    .atom37_mask = out->atom37_mask, .plddt = out->plddt,
 	                    .residue_index = residx, .chain_index = chain,
 	                    .linker_mask = t->linker_mask, .meta = &meta };
+	meta.mean_plddt = pdb_mean_plddt(&pin);   /* the files' and the summary's */
 	qc_input_t qin = { .L = t->L, .atom37 = out->atom37, .atom37_mask = out->atom37_mask,
 	                   .plddt = out->plddt, .chain = t->chain };
 	qc_t qc;
@@ -185,13 +193,13 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 	if (rc == 0) rc = fold_write_files(o->outdir, base, ext, next, &pin, out, reason, cap);
 	if (rc == 0)
 		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
-		         it->start + 1, it->start + it->len, d->be->name, 100.0 * out->mean_plddt,
+		         it->start + 1, it->start + it->len, d->be->name, meta.mean_plddt,
 		         out->ptm, secs);
 	pthread_mutex_lock(&r->lock);
 	if (rc == 0) {
 		x->frags++;
 		x->res_done += it->len;
-		x->plddt_sum += 100.0 * out->mean_plddt * it->len;
+		x->plddt_sum += meta.mean_plddt * it->len;
 		x->ptm_sum += (double)out->ptm * it->len;
 		x->secs += secs;
 		qc_merge(&x->qc, &qc);

@@ -8,8 +8,6 @@
 #include "util/log.h"
 #include "protein/residue.h"
 
-#define CIF_CA 1   /* atom37 index of CA */
-
 /* a CIF value: bare when it is a plain word, else quoted ('...', or
  * "..." when it holds a ', or a text field when it holds both); "?" for
  * NULL or empty */
@@ -88,6 +86,32 @@ static void cif_chem_comp(FILE *f, const pdb_input_t *in)
 	}
 }
 
+/* _chem_comp_atom (the atoms written of each residue type, in atom37
+ * order) and _atom_type (their elements, in alphabetical order) */
+static void cif_atom_types(FILE *f, const pdb_input_t *in)
+{
+	static const char *const comp_atom[] = { "comp_id", "atom_id", "type_symbol", NULL };
+	static const char *const type[] = { "symbol", NULL };
+	unsigned char seen[RESIDUE_NUM_RESTYPES][RESIDUE_NUM_ATOM37] = { { 0 } };
+	int elem[256] = { 0 };
+
+	for (int i = 0; i < in->L; i++)
+		for (int a = 0; a < RESIDUE_NUM_ATOM37; a++)
+			if (in->atom37_mask[(size_t)i * RESIDUE_NUM_ATOM37 + a] >= 0.5f)
+				seen[in->aatype[i]][a] = 1;
+	cif_loop(f, "chem_comp_atom", comp_atom);
+	for (int r = 0; r < RESIDUE_NUM_RESTYPES; r++)
+		for (int a = 0; a < RESIDUE_NUM_ATOM37; a++) {
+			if (!seen[r][a]) continue;
+			fprintf(f, "%s %s %c\n", residue_restype_name3(r), residue_atom_types[a],
+			        residue_atom_elements[a]);
+			elem[(unsigned char)residue_atom_elements[a]] = 1;
+		}
+	cif_loop(f, "atom_type", type);
+	for (int c = 0; c < 256; c++)
+		if (elem[c]) fprintf(f, "%c\n", c);
+}
+
 /* _entity, _entity_poly, _entity_poly_seq, _struct_asym: entity k (from
  * 1) is the k-th chain of the file */
 static void cif_entities(FILE *f, const pdb_input_t *in)
@@ -123,6 +147,47 @@ static void cif_entities(FILE *f, const pdb_input_t *in)
 		fprintf(f, "%c %d ?\n", pdb_chain_id(in, b), k);
 }
 
+/* _pdbx_poly_seq_scheme: each chain's residues, their entity number and
+ * the number written (mon ids "?" for residues without atoms, X, as the PDB
+ * has them for residues it did not observe) */
+static void cif_seq_scheme(FILE *f, const pdb_input_t *in)
+{
+	static const char *const items[] = { "asym_id", "entity_id", "seq_id", "mon_id",
+	                                     "pdb_seq_num", "auth_seq_num", "pdb_mon_id",
+	                                     "auth_mon_id", "pdb_strand_id", "pdb_ins_code",
+	                                     "hetero", NULL };
+
+	cif_loop(f, "pdbx_poly_seq_scheme", items);
+	for (int k = 1, b = 0, e; b < in->L; b = e, k++) {
+		char chain = pdb_chain_id(in, b);
+		e = pdb_chain_end(in, b);
+		for (int i = b, n = 1; i < e; i++) {
+			const char *res = residue_restype_name3(in->aatype[i]);
+			const char *pdb = in->atom37_mask[(size_t)i * RESIDUE_NUM_ATOM37 +
+			                                  RESIDUE_ATOM37_CA] >= 0.5f ? res : "?";
+			if (!pdb_in_seq(in, i)) continue;
+			fprintf(f, "%c %d %d %s %d %d %s %s %c ? n\n", chain, k, n++, res,
+			        in->residue_index[i] + 1, in->residue_index[i] + 1, pdb, pdb, chain);
+		}
+	}
+}
+
+/* _ma_target_entity, _ma_target_entity_instance: every entity is a target
+ * (of the _ma_data target), not taken from a sequence database */
+static void cif_targets(FILE *f, const pdb_input_t *in)
+{
+	static const char *const ent[] = { "entity_id", "data_id", "origin", NULL };
+	static const char *const inst[] = { "asym_id", "entity_id", "details", NULL };
+	int k, b;
+
+	cif_loop(f, "ma_target_entity", ent);
+	for (k = 1, b = 0; b < in->L; b = pdb_chain_end(in, b), k++)
+		fprintf(f, "%d 1 designed\n", k);
+	cif_loop(f, "ma_target_entity_instance", inst);
+	for (k = 1, b = 0; b < in->L; b = pdb_chain_end(in, b), k++)
+		fprintf(f, "%c %d .\n", pdb_chain_id(in, b), k);
+}
+
 /* _software ... _ma_model_list: what made the model */
 static void cif_protocol(FILE *f, const pdb_meta_t *m)
 {
@@ -143,10 +208,8 @@ static void cif_protocol(FILE *f, const pdb_meta_t *m)
 		{ NULL, NULL },
 		{ "_ma_software_group.ordinal_id", "1" }, { "_ma_software_group.group_id", "1" },
 		{ "_ma_software_group.software_id", "1" },
-		{ NULL, NULL },
-		{ "_ma_data.id", "1" }, { "_ma_data.name", "Model" },
-		{ "_ma_data.content_type", "model coordinates" },
-		{ NULL, NULL },
+	};
+	const cif_kv_t models[] = {
 		{ "_ma_protocol_step.ordinal_id", "1" }, { "_ma_protocol_step.protocol_id", "1" },
 		{ "_ma_protocol_step.step_id", "1" }, { "_ma_protocol_step.method_type", "modeling" },
 		{ "_ma_protocol_step.step_name", "ESMFold" },
@@ -158,9 +221,14 @@ static void cif_protocol(FILE *f, const pdb_meta_t *m)
 		{ "_ma_model_list.model_name", "ESMFold model" },
 		{ "_ma_model_list.model_group_name", "ESMFold model" },
 		{ "_ma_model_list.model_type", "Ab initio model" },
-		{ "_ma_model_list.data_id", "1" },
+		{ "_ma_model_list.data_id", "2" },
 	};
+	static const char *const data[] = { "id", "name", "content_type", NULL };
+
 	cif_pairs(f, kv, sizeof kv / sizeof *kv);
+	cif_loop(f, "ma_data", data);
+	fputs("1 'Target sequences' target\n2 Model 'model coordinates'\n#\n", f);
+	cif_pairs(f, models, sizeof models / sizeof *models);
 }
 
 /* _ma_qa_metric, _ma_qa_metric_global, _ma_qa_metric_local */
@@ -186,7 +254,7 @@ static void cif_qa(FILE *f, const pdb_input_t *in)
 		char chain = pdb_chain_id(in, b);
 		e = pdb_chain_end(in, b);
 		for (int i = b, n = 1; i < e; i++) {
-			size_t ca = (size_t)i * RESIDUE_NUM_ATOM37 + CIF_CA;
+			size_t ca = (size_t)i * RESIDUE_NUM_ATOM37 + RESIDUE_ATOM37_CA;
 			if (!pdb_in_seq(in, i)) continue;
 			if (in->atom37_mask[ca] >= 0.5f)
 				fprintf(f, "%d 1 %c %d %s 3 %.2f\n", ord++, chain, n,
@@ -255,8 +323,11 @@ int cif_write(FILE *f, const pdb_input_t *in)
 	fprintf(f, "data_%s\n#\n", name);
 	cif_pairs(f, kv, sizeof kv / sizeof *kv);
 	cif_chem_comp(f, in);
+	cif_atom_types(f, in);
 	cif_entities(f, in);
+	cif_seq_scheme(f, in);
 	cif_protocol(f, m);
+	cif_targets(f, in);
 	cif_qa(f, in);
 	cif_atoms(f, in);
 	fputs("#\n", f);

@@ -160,6 +160,22 @@ static int pdb_resseq(int n, char *icode)
 	return n % 10000;
 }
 
+/* the TER record after a chain whose last residue is i: the reference's
+ * text (the model's last residue, a linker one included, its line cut after
+ * the number) without a meta; with one, the chain's last sequence residue
+ * (seq, as SEQRES ends) and the full 80 columns */
+static void write_ter(FILE *f, const pdb_input_t *in, int serial, int i, int seq)
+{
+	char line[96], icode;
+	int r = in->meta ? seq : i;
+	int resnum = pdb_resseq(in->residue_index[r] + 1, &icode);
+	int n = snprintf(line, sizeof line, "TER   %5d      %3s %c%4d%c", serial % 100000,
+	                 residue_restype_name3(in->aatype[r]), pdb_chain_id(in, r), resnum, icode);
+
+	if (in->meta) record80(f, line);
+	else fprintf(f, "%.*s\n", icode == ' ' ? n - 1 : n, line);
+}
+
 int pdb_write(FILE *f, const pdb_input_t *in)
 {
 	if (pdb_check(in) < 0)
@@ -171,12 +187,13 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 	} else {
 		fputs("PARENT N/A\n", f);
 	}
-	int serial = 1;
+	int serial = 1, seq = 0;
 	for (int i = 0; i < in->L; i++) {
 		const char *res = residue_restype_name3(in->aatype[i]);
 		int chain = in->chain_index ? in->chain_index[i] : 0;
 		char icode;
 		int resnum = pdb_resseq(in->residue_index[i] + 1, &icode);
+		if (pdb_in_seq(in, i)) seq = i;
 		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
 			size_t at = (size_t)i * RESIDUE_NUM_ATOM37 + k;
 			if (in->atom37_mask[at] < 0.5f)
@@ -191,12 +208,7 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 		}
 		int last = i == in->L - 1;
 		if (last || (in->chain_index && in->chain_index[i + 1] != chain)) {
-			if (icode == ' ')
-				fprintf(f, "TER   %5d      %3s %c%4d\n", serial++ % 100000, res,
-				        chain_ids[chain], resnum);
-			else
-				fprintf(f, "TER   %5d      %3s %c%4d%c\n", serial++ % 100000, res,
-				        chain_ids[chain], resnum, icode);
+			write_ter(f, in, serial++, i, seq);
 			if (!last && !in->meta)
 				fputs("PARENT N/A\n", f);
 		}
@@ -208,6 +220,20 @@ int pdb_write(FILE *f, const pdb_input_t *in)
 		return -1;
 	}
 	return 0;
+}
+
+double pdb_mean_plddt(const pdb_input_t *in)
+{
+	double sum = 0.0;
+	int n = 0;
+
+	for (int i = 0; i < in->L; i++) {
+		size_t ca = (size_t)i * RESIDUE_NUM_ATOM37 + RESIDUE_ATOM37_CA;
+		if (!pdb_in_seq(in, i) || in->atom37_mask[ca] < 0.5f) continue;
+		sum += 100.0 * (double)in->plddt[ca];
+		n++;
+	}
+	return n ? sum / n : NAN;
 }
 
 int pdb_write_atomic(const char *path, const pdb_input_t *in)

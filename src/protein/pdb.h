@@ -7,15 +7,19 @@
  * after each chain's last residue, B-factor = 100 x pLDDT, occupancy 1.00,
  * element from the atom name, then END.  Residues without atoms (X, the
  * linker glycines of a multimer once masked) write no ATOM record but still
- * count for the TER record of their chain, as in the reference.
+ * count for the TER record of their chain, as in the reference (with a
+ * meta the linker residues do not: see below).
  *
  * When a pdb_meta_t is given, a header comes first, as predicted-model files
  * have it (tools that reject bare PDBs need it; AlphaFill reads SEQRES):
  * HEADER and REMARK 250 lines describing the run, SEQRES records for every
  * chain (its residues, linker residues left out, X as UNK) and CRYST1 with
  * the unit cell 1 1 1, space group P 1; and the PARENT lines, which are
- * no PDB records (Biopython warns on them), are left out; END is padded
- * to 80 columns as the other records.  Without a meta
+ * no PDB records (Biopython warns on them), are left out; END and TER are
+ * padded to 80 columns as the other records, and each TER names its
+ * chain's last residue (the last of its SEQRES; the reference's names the
+ * linker's last glycine in every chain of a multimer but the last one).
+ * Without a meta
  * the text is exactly the reference's.
  *
  * The input and meta structs, their check and the chain walk are shared
@@ -30,7 +34,7 @@
 typedef struct {
 	const char *version;        /* esmbatch version, e.g. "0.1.0"; NULL: omitted */
 	const char *weights;        /* weights fingerprint; NULL: omitted */
-	double      mean_plddt;     /* 0..100 */
+	double      mean_plddt;     /* 0..100: the global pLDDT, pdb_mean_plddt */
 	double      ptm;            /* 0..1 */
 	int         recycles;       /* recycles run (trunk passes - 1) */
 	int         chunk_size;     /* trunk chunk size; 0 = unchunked */
@@ -81,6 +85,13 @@ int pdb_chain_end(const pdb_input_t *in, int i);
 
 /* Residue i belongs to its chain's sequence (is not a linker residue). */
 int pdb_in_seq(const pdb_input_t *in, int i);
+
+/* The global pLDDT, 0-100, as the AlphaFold DB has it: the mean over the
+ * chains' residues of the per-residue pLDDT, a residue's being its CA's (the
+ * mmCIF's _ma_qa_metric_local values; residues without a CA, X, have none).
+ * NaN when no residue has a CA.  (fair-esm's mean_plddt averages over atoms
+ * instead.) */
+double pdb_mean_plddt(const pdb_input_t *in);
 
 /* Write the PDB text to f.  Returns 0, or negative on bad input (aatype or
  * chain index out of range, a non-finite written coordinate) or a write error;

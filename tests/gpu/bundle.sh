@@ -52,6 +52,7 @@ cp "$src/tests/data/manifest_esmfold_v1.json" "$out/data/"
 for fx in tiny_a tiny_b; do
 	mkdir -p "$out/data/$fx"
 	cp "$src/tests/data/$fx/sequences.fa" "$src/tests/data/$fx/weights.safetensors" \
+		"$src/tests/data/$fx/config.json" \
 		"$src/tests/data/$fx/expected.safetensors" "$src/tests/data/$fx/expected.json" \
 		"$out/data/$fx/"
 done

@@ -51,7 +51,8 @@
 # DEVICE=cpu runs steps 2-8 on the CPU backend (step 1, bf16 and fp32 again
 # skipped): a rehearsal of the script on a host without a GPU, e.g. with
 # MODEL=DIR/data/tiny_a/config.json LENGTHS="40 60" CALIB_LENGTHS=40,60
-# REF_LENGTH=60.
+# REF_LENGTH=60, and STEP_SCALE=N multiplying every step's timeout
+# (tests/gpu/rehearse.sh: in a minimal Debian root, as the lent machine).
 #
 # Exit status: 0 all held checks passed, 77 no GPU (nothing checked), else 1.
 set -uo pipefail
@@ -93,11 +94,11 @@ bad() { note "FAIL $*"; fail=1; }
 left() { echo $(( budget - ($(date +%s) - t_start) )); }
 # how a step ended: "exit N", or "out of time" (timeout's 124)
 ended() { if [ "$1" -eq 124 ]; then echo "out of time"; else echo "exit $1"; fi; }
-# step MAX CMD...: CMD under a timeout of MAX seconds or what is left of
-# the budget, whichever is less; 124 without running it when that is
-# under 10 s
+# step MAX CMD...: CMD under a timeout of MAX x $STEP_SCALE seconds or
+# what is left of the budget, whichever is less; 124 without running it
+# when that is under 10 s
 step() {
-	local t=$1 l
+	local t=$(( $1 * ${STEP_SCALE:-1} )) l
 	shift
 	l=$(left)
 	[ "$l" -lt "$t" ] && t=$l
@@ -262,7 +263,8 @@ else
 fi
 : > "$logs/flops"
 for L in $lengths; do
-	printf '%s\t%s\n' "$L" "$(python3 "$bundle/esmfold_ref.py" flops "$logs/hf" "$L")" >> "$logs/flops"
+	printf '%s\t%s\n' "$L" "$(python3 "$bundle/esmfold_ref.py" flops "$logs/hf" "$L" 2>> "$logs/flops.err")" \
+		>> "$logs/flops"
 done
 # the esmbatch table: one row per length
 gib() { awk -v b="$1" 'BEGIN { if (b == "-" || b < 0) print "-"; else printf "%.1f", b / 2^30 }'; }

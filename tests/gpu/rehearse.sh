@@ -7,8 +7,8 @@
 # (CUDA_LIB, default /usr/local/cuda/targets/x86_64-linux/lib) read-only at
 # /usr/local/cuda/lib64 as the lent machine has it, /proc and /dev, and
 # OUTDIR at /out.  The CPU stands in for the card (DEVICE=cpu, the tiny_a
-# model, short lengths); other check.sh settings pass through the
-# environment.  As root:
+# model, short lengths, timeouts 6 times a card's within 900 s); those
+# settings may be given in the environment.  As root:
 #     tests/gpu/rehearse.sh ROOT BUNDLE OUTDIR
 # Exit status: check.sh's.
 set -uo pipefail
@@ -27,5 +27,6 @@ bind /proc /proc && bind /dev /dev && bind "$bundle" /bundle ro &&
 	bind "$cuda_lib" /usr/local/cuda/lib64 ro && bind "$out" /out || exit 1
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TMPDIR=/tmp OUT=/out \
 	DEVICE=cpu MODEL=/bundle/data/tiny_a/config.json LENGTHS="${LENGTHS:-40 60}" \
-	CALIB_LENGTHS="${CALIB_LENGTHS:-40,60}" REF_LENGTH="${REF_LENGTH:-60}" BUDGET="${BUDGET:-300}" \
+	CALIB_LENGTHS="${CALIB_LENGTHS:-40,60}" REF_LENGTH="${REF_LENGTH:-60}" BUDGET="${BUDGET:-900}" \
+	STEP_SCALE="${STEP_SCALE:-6}" \
 	/bundle/check.sh

@@ -112,7 +112,7 @@ finish() {
 	exit "$1"
 }
 
-note "== esmbatch GPU check: $(hostname), $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, device $device"
+note "== esmbatch GPU check: ${HOSTNAME:-?}, $(date -u +%Y-%m-%dT%H:%M:%SZ), budget $budget s, device $device"
 note "bundle: $bundle ($(sed -n 2p "$bundle/BUNDLE" 2>/dev/null); $(grep '^built' "$bundle/BUNDLE" 2>/dev/null))"
 note "host: $(uname -m), $(ldd --version 2>/dev/null | head -1), $(nproc) CPUs"
 if command -v nvidia-smi >/dev/null 2>&1; then

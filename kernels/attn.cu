@@ -151,13 +151,18 @@ static int attn_launch(cudaStream_t s, const be_attn_t *a)
 	size_t smem = sizeof(float) * (size_t)attn_smem_floats((a->D + 3) & ~3, QW);
 
 	if (nblocks > 0x7fffffff) return -EINVAL;
-	if (smem > 48 * 1024) {
-		int rc = cu_check(cudaFuncSetAttribute(k_attn<DMAX, QW>,
-		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		if (rc < 0) return rc;
-	}
 	CU_LAUNCH((unsigned)nblocks, ATTN_WARPS * 32, smem, s, k_attn<DMAX, QW>)(*a, ntiles);
 	return cu_launched();
+}
+
+/* the instances cu_attn launches */
+extern "C" int cu_attn_smem_init(int bytes)
+{
+	int rc = cu_smem_allow((const void *)k_attn<32, 8>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_attn<64, 8>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_attn<128, 4>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_attn<256, 4>, bytes);
+	return rc;
 }
 
 extern "C" int cu_attn(cudaStream_t s, const be_attn_t *a)

@@ -25,6 +25,10 @@
 int cu_check(cudaError_t e);
 /* cu_check of the last launch of this host thread */
 int cu_launched(void);
+/* kernel func may take up to bytes of shared memory, its static shared
+ * memory included (cudaFuncSetAttribute's MaxDynamicSharedMemorySize:
+ * bytes less the static part); on the current device (elementwise.cu) */
+int cu_smem_allow(const void *func, int bytes);
 
 /* element c < D of a q or k row x: [D] at position p with ESM-2's rotary
  * embedding from rope: [*, D/2, 2] (be_attn_t.rope), D even: each product

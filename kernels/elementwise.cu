@@ -42,6 +42,24 @@ extern "C" const char *cu_last_error(void)
 	return cudaGetErrorString(cu_last);
 }
 
+int cu_smem_allow(const void *func, int bytes)
+{
+	struct cudaFuncAttributes fa;
+	int rc = cu_check(cudaFuncGetAttributes(&fa, func));
+	return rc ? rc : cu_check(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
+	                                               bytes - (int)fa.sharedSizeBytes));
+}
+
+extern "C" int cu_smem_init(int bytes)
+{
+	int rc = cu_attn_smem_init(bytes);
+	if (!rc) rc = cu_flash_attn_smem_init(bytes);
+	if (!rc) rc = cu_ln_linear_smem_init(bytes);
+	if (!rc) rc = cu_transition_smem_init(bytes);
+	if (!rc) rc = cu_trimul_out_smem_init(bytes);
+	return rc;
+}
+
 #define GRID_STRIDE(i, n) \
 	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
 	     i += (int64_t)gridDim.x * blockDim.x)

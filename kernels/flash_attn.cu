@@ -203,11 +203,6 @@ static int flash_launch(cudaStream_t s, const be_attn_t *a)
 	size_t smem = (size_t)fa_layout(DP, rb).bytes;
 
 	if (nblocks > 0x7fffffff) return -EINVAL;
-	if (smem > 48 * 1024) {
-		int rc = cu_check(cudaFuncSetAttribute(k_flash_attn<DP>,
-		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		if (rc < 0) return rc;
-	}
 	CU_LAUNCH((unsigned)nblocks, FA_WARPS * 32, smem, s, k_flash_attn<DP>)(*a, rb, ntiles);
 	return cu_launched();
 }
@@ -220,4 +215,13 @@ extern "C" int cu_flash_attn(cudaStream_t s, const be_attn_t *a)
 	if (a->D <= 16) return flash_launch<16>(s, a);
 	if (a->D <= 32) return flash_launch<32>(s, a);
 	return flash_launch<64>(s, a);
+}
+
+/* the instances cu_flash_attn launches */
+extern "C" int cu_flash_attn_smem_init(int bytes)
+{
+	int rc = cu_smem_allow((const void *)k_flash_attn<16>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64>, bytes);
+	return rc;
 }

@@ -22,6 +22,19 @@ extern "C" {
 /* the CUDA error behind this host thread's last -EIO from a launcher */
 const char *cu_last_error(void);
 
+/* every kernel that takes dynamic shared memory may take up to bytes of
+ * shared memory per block (the device's sharedMemPerBlockOptin) on the
+ * current device: once per device, before its first launch, so that no
+ * launcher sets a kernel attribute while other threads launch (0 or -EIO;
+ * elementwise.cu); a launch that asks for more fails (-EIO).  One per
+ * kernel file that has such kernels: */
+int cu_smem_init(int bytes);
+int cu_attn_smem_init(int bytes);
+int cu_flash_attn_smem_init(int bytes);
+int cu_ln_linear_smem_init(int bytes);
+int cu_transition_smem_init(int bytes);
+int cu_trimul_out_smem_init(int bytes);
+
 /* the largest head dimension cu_attn / cu_flash_attn accept */
 #define CU_ATTN_DMAX 256
 #define CU_FLASH_DMAX 64

@@ -175,11 +175,10 @@ static __global__ void __launch_bounds__(LL_WARPS * 32) k_ln_linear_bf16(be_ln_l
 	}
 }
 
-/* a kernel's dynamic shared memory beyond the default 48 KiB */
-static int ll_smem(const void *func, size_t smem)
+extern "C" int cu_ln_linear_smem_init(int bytes)
 {
-	return smem > 48 * 1024 ? cu_check(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                                                        (int)smem)) : 0;
+	int rc = cu_smem_allow((const void *)k_ln_linear_bf16, bytes);
+	return rc ? rc : cu_smem_allow((const void *)k_ln_linear_f32, bytes);
 }
 
 extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
@@ -187,7 +186,7 @@ extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
 	int64_t rows = (int64_t)p->ni * p->nj, nblocks = (rows + LL_TM - 1) / LL_TM;
 	int ok = p->ni >= 0 && p->nj >= 0 && p->k > 0 && p->k <= CU_LNLIN_KMAX && p->ngroups >= 1 &&
 	         p->ngroups <= BE_LNLIN_GROUPS && nblocks <= 0x7fffffff;
-	int kp = (p->k + 15) / 16 * 16, rc;
+	int kp = (p->k + 15) / 16 * 16;
 	size_t smem;
 
 	for (int g = 0; ok && g < p->ngroups; g++) ok = p->out[g].n > 0;
@@ -195,11 +194,9 @@ extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
 	if (!rows) return 0;
 	if (p->w_bf16) {
 		smem = (size_t)ll_layout(kp).bytes;
-		if ((rc = ll_smem((const void *)k_ln_linear_bf16, smem)) < 0) return rc;
 		CU_LAUNCH((unsigned)nblocks, LL_WARPS * 32, smem, s, k_ln_linear_bf16)(*p, rows, kp);
 	} else {
 		smem = sizeof(float) * (size_t)LL_TM * (p->k + 1);
-		if ((rc = ll_smem((const void *)k_ln_linear_f32, smem)) < 0) return rc;
 		CU_LAUNCH((unsigned)nblocks, LL_WARPS * 32, smem, s, k_ln_linear_f32)(*p, rows);
 	}
 	return cu_launched();

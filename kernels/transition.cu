@@ -185,11 +185,6 @@ static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
 	size_t smem = (size_t)tr_layout(t->d, mt).bytes;
 
 	if (nblocks > 0x7fffffff) return -EINVAL;
-	if (smem > 48 * 1024) {
-		int rc = cu_check(cudaFuncSetAttribute(k_transition_bf16<NF>,
-		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		if (rc < 0) return rc;
-	}
 	CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, smem, s, k_transition_bf16<NF>)(*t, mt);
 	return cu_launched();
 }
@@ -245,6 +240,18 @@ k_transition_simt(be_trans_t t, int bm)
 			*xp = (*xp + (t.b2 ? t.b2[c] : 0.0f)) + Os[e];
 		}
 	}
+}
+
+/* the instances cu_transition launches */
+extern "C" int cu_transition_smem_init(int bytes)
+{
+	int rc = cu_smem_allow((const void *)k_transition_bf16<1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<2>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<4>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<TR_MAXF>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<bf16>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<float>, bytes);
+	return rc;
 }
 
 extern "C" int cu_transition(cudaStream_t s, const be_trans_t *t)

@@ -158,19 +158,15 @@ static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_f32(be_trim
 		}
 }
 
-/* 0 once kernel k may take smem bytes of dynamic shared memory (its
- * limit raised where that is over the default 48 KiB) */
-template <typename K>
-static int to_smem(K *k, size_t smem)
+extern "C" int cu_trimul_out_smem_init(int bytes)
 {
-	return smem > 48 * 1024 ? cu_check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-	                                                         (int)smem)) : 0;
+	int rc = cu_smem_allow((const void *)k_trimul_out_wmma, bytes);
+	return rc ? rc : cu_smem_allow((const void *)k_trimul_out_f32, bytes);
 }
 
 extern "C" int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16)
 {
 	int64_t rows = t->zr.n1 * t->zr.n2;
-	int rc;
 
 	if (t->c <= 0 || t->c > CU_TRIMUL_OUT_CMAX || t->zr.n1 < 0 || t->zr.n2 < 0) return -EINVAL;
 	if (rows == 0) return 0;
@@ -179,13 +175,11 @@ extern "C" int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16)
 		int64_t nb = (rows + TO_WARPS * TO_TILES * 16 - 1) / (TO_WARPS * TO_TILES * 16);
 		size_t smem = (size_t)(TO_WARPS * 16 + cp) * (cp + 8) * 2 + TO_WARPS * 16 * TO_LDC * 4 + 128;
 		if (nb > 0x7fffffff) return -EINVAL;
-		if ((rc = to_smem(k_trimul_out_wmma, smem)) < 0) return rc;
 		CU_LAUNCH((unsigned)nb, TO_WARPS * 32, smem, s, k_trimul_out_wmma)(*t, cp);
 	} else {
 		int64_t nb = (rows + TO_F32_ROWS - 1) / TO_F32_ROWS;
 		size_t smem = (size_t)TO_F32_ROWS * t->c * 4;
 		if (nb > 0x7fffffff) return -EINVAL;
-		if ((rc = to_smem(k_trimul_out_f32, smem)) < 0) return rc;
 		CU_LAUNCH((unsigned)nb, TO_WARPS * 32, smem, s, k_trimul_out_f32)(*t);
 	}
 	return cu_launched();

@@ -1,7 +1,8 @@
 /* test_cuda_ops.c - every op of the CUDA backend against the CPU backend on
  * random inputs of awkward shapes, within a normalised-mean-square-error
  * bound per op (float32 unless a case says otherwise).  Exits 77 (skip)
- * when there is no CUDA device, so `make check` skips it on such hosts. */
+ * when there is no CUDA device, so `make check` skips it on such hosts.
+ * TEST_CUDA_OPS_ONLY=PATTERN runs only the tests whose name matches it. */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -471,9 +472,24 @@ static void test_attn_bf16(void **state)
 
 /* --- attention with its gate (be_attn_t.g) ---
  * Both kernels (exact fp32, and the bf16 tensor-core one) gate o as they
- * write it: the gated result must be the ungated one of the same kernel
- * divided by 1 + expf(-g), bit for bit (the BE_GATE formula), and at fp32
- * match the CPU backend's gated attention. */
+ * write it: the gated result must be the ungated one p of the same kernel
+ * divided by 1 + exp(-g) (the BE_GATE formula) within ATTN_GATE_REL of
+ * the exact quotient, and at fp32 match the CPU backend's gated attention.
+ * The bound, with u = 2^-24 (half an ulp relative) and e = exp(-g) > 0:
+ * the card's expf is within 2 ulp of e (CUDA's documented maximum: the
+ * MUFU.EX2 approximation and its scaling), i.e. relatively within 4 u,
+ * since an ulp is at most 2 u of the value; nvcc may fuse 1 + expf into one
+ * rounding of 1 + the unrounded product, whose error is then up to half an
+ * ulp more: E = e (1 + d1), |d1| <= 5 u.  The sum is rounded once, D =
+ * (1 + E)(1 + d2), |d2| <= u, and 1 + E = (1 + e)(1 + d1 e / (1 + e)),
+ * |d1 e / (1 + e)| < |d1|.  The division is IEEE (nvcc's -prec-div
+ * default): fl(p / D) = p / D (1 + d3), |d3| <= u.  So the result is the
+ * exact p / (1 + e) times (1 + d3) / ((1 + d1')(1 + d2)): relatively
+ * within 5 u + u + u = 7 u to first order; 7.01 u covers the second-order
+ * terms and the double reference.  The host's glibc expf (used by the
+ * emulator) is within 0.502 ulp, so an emulated expf 2 ulp off
+ * (CUEMU_EXPF_ULP=2, tests/cuemu/test_attn_gate_ulp.sh) stays inside. */
+#define ATTN_GATE_REL (7.01 * 0x1p-24)
 static void attn_gate_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask, int bf16)
 {
 	attn_t t;
@@ -498,15 +514,26 @@ static void attn_gate_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 	assert_int_equal(gpu->sync(gpu), 0);
 	assert_int_equal(gpu->download(gpu, gated, t.o.g, sizeof *gated * (size_t)t.o.n), 0);
 	if (bf16) assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	double worst = 0.0;
+	int64_t n = 0, nbits = 0;
 	for (int b = 0; b < B; b++)
 		for (int i = 0; i < Lq; i++)
 			for (int hd = 0; hd < H; hd++)
 				for (int d = 0; d < D; d++) {
 					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
-					if (gated[at] != plain[at] / (1.0f + expf(-g.c[at])))
-						fail_msg("%s: o at %lld is %.9g, not the ungated %.9g gated", what,
-						         (long long)at, gated[at], plain[at]);
+					double ref = plain[at] / (1.0 + exp(-(double)g.c[at]));
+					double err = fabs(gated[at] - ref), tol = ATTN_GATE_REL * fabs(ref);
+					if (!(err <= tol))   /* NaN too */
+						fail_msg("%s: o at %lld is %.9g, not the ungated %.9g gated (%.9g)",
+						         what, (long long)at, gated[at], plain[at], ref);
+					if (tol > 0.0) worst = fmax(worst, err / tol);
+					nbits += gated[at] != plain[at] / (1.0f + expf(-g.c[at]));
+					n++;
 				}
+	/* how far the bound is used; how many a comparison with the host's
+	 * expf bit for bit would refuse */
+	printf("  %-56s gate: largest error / bound %.3g, %lld of %lld not the host expf's bits\n",
+	       what, worst, (long long)nbits, (long long)n);
 	if (!bf16) {   /* the CPU's gated attention against the GPU's */
 		t.a.g = g.c;
 		attn_run(&t, cpu);
@@ -1437,8 +1464,10 @@ int main(void)
 		cmocka_unit_test(test_oom),
 		cmocka_unit_test(test_trimul_out),
 	};
+	const char *only = getenv("TEST_CUDA_OPS_ONLY");
 	int rc;
 
+	if (only) cmocka_set_test_filter(only);   /* the tests whose name matches it */
 	if (!(gpu = be_cuda_init(0))) {
 		fprintf(stderr, "test_cuda_ops: no CUDA device, skipped\n");
 		return 77;

@@ -67,14 +67,16 @@ typedef struct {
 static atomic_int be_cuda_gone[BE_CUDA_MAX_DEVICES];
 
 /* 1: e is a sticky error: the device's context is unusable for the rest of
- * the process (every later call on it returns the same error) */
+ * the process (every later call on it returns the same error).
+ * cudaErrorUnknown (999) is what some virtualised drivers return for a
+ * dead context: retiring the device is safe, retrying it is not. */
 static int be_cuda_sticky(cudaError_t e)
 {
 	switch (e) {
 	case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorLaunchTimeout:
 	case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
 	case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
-	case cudaErrorAssert: case cudaErrorECCUncorrectable:
+	case cudaErrorAssert: case cudaErrorECCUncorrectable: case cudaErrorUnknown:
 		return 1;
 	default:
 		return 0;
@@ -638,7 +640,13 @@ be_t *be_cuda_init(int device)
 	struct cudaDeviceProp prop;
 	be_t *be = be_cuda_open(device, &prop, BE_PREC_FP32);
 
-	/* once per device: its workers' backends (be_cuda_worker) say nothing */
+	/* once per device, before any launch: the kernels' shared memory
+	 * limits (cu_smem_init), shared by the device's workers, whose
+	 * backends (be_cuda_worker) say nothing */
+	if (be && be_cuda_k(be->ctx, cu_smem_init((int)prop.sharedMemPerBlockOptin), "shared memory limits")) {
+		be_cuda_destroy(be);
+		return NULL;
+	}
 	if (be)
 		log_info("cuda backend: device %d, %s, %.1f GiB, sm_%d%d", device, prop.name,
 		         prop.totalGlobalMem / 1073741824.0, prop.major, prop.minor);

@@ -30,6 +30,9 @@
 #include "cuemu_rt.h"
 #include "cuemu_mma.h"
 
+/* the kernels' expf: the host's, or CUEMU_EXPF_ULP ulp off (cuemu_rt.h) */
+#define expf cuemu_expf
+
 #define threadIdx (cuemu_ids->thread_idx)
 #define blockIdx  (cuemu_ids->block_idx)
 #define blockDim  (cuemu_ids->block_dim)

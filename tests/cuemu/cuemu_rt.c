@@ -5,13 +5,15 @@
  * (CUEMU_FAIL_MALLOC=N also refuses the Nth cudaMalloc of the process),
  * streams whose work waits until a synchronising call, the host thread's
  * last error and the sticky error of a device (CUEMU_FAIL_LAUNCH=N: the Nth
- * kernel launch fails with cudaErrorLaunchFailure, sticky; N@D: the Nth
+ * kernel launch fails with cudaErrorLaunchFailure, sticky, or with the
+ * error CUEMU_FAIL_ERROR=CODE, e.g. 999 cudaErrorUnknown; N@D: the Nth
  * launch on device D), CUEMU_CC=86[,90...] gives each device its compute
  * capability (default 90), CUEMU_REVERSE=1
  * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
  * cudaMalloc, cudaFree and kernel launch (number, size or name, device) on
- * stderr. */
+ * stderr, CUEMU_EXPF_ULP=N moves the kernels' expf N ulp up (cuemu_expf). */
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +64,9 @@ static struct {
 	pthread_once_t  once;
 	pthread_mutex_t lock;      /* everything below, and the queues */
 	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
-	int             ndev, reverse, trace, fail_dev;
+	int             ndev, reverse, trace, fail_dev, expf_ulp;
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
+	cudaError_t     fail_error;   /* what the failed launch leaves */
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
 	int             nalloc, alloc_cap;
@@ -114,7 +117,9 @@ static void rt_init(void)
 	rt.fail_malloc = (e = getenv("CUEMU_FAIL_MALLOC")) ? atol(e) : 0;
 	rt.fail_launch = (e = getenv("CUEMU_FAIL_LAUNCH")) ? atol(e) : 0;
 	rt.fail_dev = e && strchr(e, '@') ? atoi(strchr(e, '@') + 1) : -1;
+	rt.fail_error = (e = getenv("CUEMU_FAIL_ERROR")) ? (cudaError_t)atoi(e) : cudaErrorLaunchFailure;
 	rt.trace = (e = getenv("CUEMU_TRACE")) && atoi(e);
+	rt.expf_ulp = (e = getenv("CUEMU_EXPF_ULP")) ? atoi(e) : 0;
 }
 
 /* e, recorded as the host thread's last error unless it is cudaSuccess */
@@ -222,7 +227,7 @@ static void kernel_run(void *arg)
 	cuemu_kop_t *k = arg;
 	if (rt.fail_dev < 0 ? k->nth == rt.fail_launch : k->dev == rt.fail_dev && k->dnth == rt.fail_launch) {
 		pthread_mutex_lock(&rt.lock);
-		rt.dev[k->dev].sticky = cudaErrorLaunchFailure;
+		rt.dev[k->dev].sticky = rt.fail_error;
 		pthread_mutex_unlock(&rt.lock);
 		fprintf(stderr, "cuemu: kernel %s: injected launch failure (launch %ld)\n", k->g.name, k->nth);
 		return;
@@ -288,7 +293,35 @@ cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, 
 	}
 	rt.fattr[i] = (cuemu_fattr_t){ func, value };
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: cudaFuncSetAttribute %p %d on device %d\n", func, value, cur_dev);
 	return cudaSuccess;
+}
+
+/* no static shared memory is counted (the kernels' static __shared__
+ * arrays live in one section, cuemu.h) */
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!attr || !func) return ret(cudaErrorInvalidValue);
+	memset(attr, 0, sizeof *attr);
+	attr->maxThreadsPerBlock = 1024;
+	attr->maxDynamicSharedSizeBytes = CUEMU_SMEM_DEFAULT;
+	pthread_mutex_lock(&rt.lock);
+	for (int i = 0; i < rt.nfattr; i++)
+		if (rt.fattr[i].func == func) attr->maxDynamicSharedSizeBytes = rt.fattr[i].smem;
+	pthread_mutex_unlock(&rt.lock);
+	return cudaSuccess;
+}
+
+/* --- math --- */
+
+float cuemu_expf(float x)
+{
+	float e = expf(x);
+	pthread_once(&rt.once, rt_init);
+	for (int i = 0; i < rt.expf_ulp; i++) e = nextafterf(e, INFINITY);
+	return e;
 }
 
 /* --- errors --- */

@@ -68,6 +68,10 @@ cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void
 int cuemu_stream_device(cudaStream_t s);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
+/* the kernels' expf (cuemu.h): the host's, moved CUEMU_EXPF_ULP ulp up
+ * (default 0), to show that a test holds a card's expf (within 2 ulp) to
+ * a bound rather than to the host's bits */
+float cuemu_expf(float x);
 
 /* --- cuemu_wmma.c (the scheduler's side of cuemu_mma.h) --- */
 /* bfloat16 / float16 bits of f rounded to nearest even (NaN stays a quiet

@@ -14,12 +14,15 @@
 #  4. two devices, a sticky launch failure on the second one's first record
 #     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
 #     goes back and every record is folded on the other, exit 0, every PDB
-#     byte-identical to the clean run;
+#     byte-identical to the clean run; the same when the error is
+#     cudaErrorUnknown (CUEMU_FAIL_ERROR=999, a dead virtualised context);
 #  6. (the clean run) the worker's arena is reserved once for its five
 #     folds (the longest first) and released once, when the worker ends:
 #     one cudaMalloc after the worker's workspace, one cudaFree before it
 #     (no cudaMalloc or cudaFree per fold; the gather indices live in the
-#     workspace, counted in every quota);
+#     workspace, counted in every quota); and the kernels' shared memory
+#     limits set when the device starts, each kernel once, before any
+#     launch (cudaFuncSetAttribute never beside other threads' launches);
 #  5. two devices of compute capability 3.0 (no build has it) and 12.0 (runs
 #     the PTX), every device by default: the first is refused in one line
 #     naming it and the configure option, every record folded on the other,
@@ -64,6 +67,11 @@ freed=$(awk -v ws="$ws" '$2 == "cudaMalloc" && $4 == ws { n = 0; on = 1 }
 	$2 == "cudaFree:" && on { if ($3 == ws) exit; n++ } END { print n + 0 }' "$tmp/clean.err")
 [ "$nfold" -eq 5 ] && [ "$extra" -eq 1 ] && [ "$freed" -eq 1 ] ||
 	fail "$extra cudaMalloc and $freed cudaFree for the arenas of $nfold folds on one worker, expected 1 and 1"
+read -r nattr late twice < <(awk '$2 == "launch" { launched = 1 }
+	$2 == "cudaFuncSetAttribute" { n++; late += launched; twice += seen[$3 " " $NF]++ > 0 }
+	END { print n + 0, late + 0, twice + 0 }' "$tmp/clean.err")
+[ "$nattr" -gt 0 ] && [ "$late" -eq 0 ] && [ "$twice" -eq 0 ] ||
+	fail "cudaFuncSetAttribute: $nattr calls, $late after the first launch, $twice for a kernel again; expected some, 0, 0"
 # the arena's cudaMalloc number; the launch number 10 into the third fold
 # (each fold makes as many k_gather launches: the third's first starts it)
 nmalloc=$(awk -v ws="$ws" '$2 == "cudaMalloc" { sub(":", "", $3); if (after) n = $3; after = $4 == ws }
@@ -114,6 +122,14 @@ grep -q '"device":"cuda:1".*"status":"lost"' "$tmp/lost/run.jsonl" || fail "devi
 for p in "$tmp"/clean/*.pdb; do
 	cmp -s "$p" "$tmp/lost/$(basename "$p")" || fail "device lost: $(basename "$p") differs from the clean run"
 done
+# ... by cudaErrorUnknown
+CUEMU_DEVICES=2 CUEMU_MEM=128M,120M CUEMU_FAIL_LAUNCH=100@1 CUEMU_FAIL_ERROR=999 run -o "$tmp/lost999" \
+	--devices cuda:0,cuda:1 2> "$tmp/lost999.err"
+rc=$?
+[ $rc -eq 0 ] || fail "device lost (999): exit $rc, expected 0"
+[ "$(grep -c 'retired' "$tmp/lost999.err")" -eq 1 ] || fail "device lost (999): not one line retiring cuda:1"
+[ "$(tail -n +2 "$tmp/lost999/summary.tsv" | cut -f6 | grep -cvx ok)" -eq 0 ] ||
+	fail "device lost (999): $(rows "$tmp/lost999")"
 
 # 5. a device the binary cannot run
 CUEMU_DEVICES=2 CUEMU_CC=30,120 run -o "$tmp/cc" 2> "$tmp/cc.err"

@@ -29,6 +29,7 @@
 
 #include "cuemu_rt.h"
 #include "cuemu_mma.h"
+#include "cuemu_ptx.h"
 
 #define threadIdx (cuemu_ids->thread_idx)
 #define blockIdx  (cuemu_ids->block_idx)

@@ -47,7 +47,6 @@
 
 #define FA_BQ 64       /* queries of a block (4 warps of 16 per row) */
 #define FA_BK 64       /* keys of a tile */
-#define FA_RB 2        /* most batch rows of a block */
 #define FA_VEC_KV 1u   /* fa_vec bits: k and v by 16-byte copies */
 #define FA_VEC_BIAS 2u /* the bias by 16-byte copies */
 
@@ -81,10 +80,10 @@ static __device__ __forceinline__ float fa_q(const be_attn_t &a, const float *qb
 }
 
 /* grid: blockIdx.x = (batch group * H + h) * ntiles + query tile; block:
- * 128 rb threads; vec: FA_VEC_* bits */
-template <int DP>
-static __global__ void __launch_bounds__(FA_RB * 128)
-k_flash_attn(be_attn_t a, int rb, int ntiles, unsigned vec)
+ * 128 RB threads (RB = rb, 1 or 2); vec: FA_VEC_* bits */
+template <int DP, int RB>
+static __global__ void __launch_bounds__(RB * 128)
+k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 {
 #ifdef __CUDACC__
 	extern __shared__ __align__(128) unsigned char fa_smem[];
@@ -93,7 +92,7 @@ k_flash_attn(be_attn_t a, int rb, int ntiles, unsigned vec)
 #endif
 	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8, KC = DP / 4;
 	const float L2E = 1.44269504088896341f;
-	const int tid = threadIdx.x, nthr = blockDim.x, warp = tid / 32, lane = tid % 32;
+	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 	const int g = lane / 4, t = lane % 4;
 	const int tile = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.H, bg = blockIdx.x / ntiles / a.H;
 	const int r = warp / 4, qw = warp % 4, b0 = bg * rb, b = b0 + r, i0 = tile * FA_BQ;
@@ -113,6 +112,7 @@ k_flash_attn(be_attn_t a, int rb, int ntiles, unsigned vec)
 		float *kr = (float *)(fa_smem + st * y.stage), *vr = (float *)(fa_smem + st * y.stage + y.vraw);
 		float *br = (float *)(fa_smem + st * y.stage + y.braw);
 		if (vec & FA_VEC_KV) {
+#pragma unroll
 			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
 				int rr = e / (FA_BK * KC), jj = e / KC % FA_BK, c = e % KC * 4;
 				int ok = rr < nrows && jj < nk && c < D;
@@ -130,6 +130,7 @@ k_flash_attn(be_attn_t a, int rb, int ntiles, unsigned vec)
 			}
 		}
 		if (bbase && (vec & FA_VEC_BIAS)) {
+#pragma unroll
 			for (int e = tid; e < FA_BQ * FA_BK / 4; e += nthr) {
 				int q = e / (FA_BK / 4), jj = e % (FA_BK / 4) * 4;
 				int n = q < nq && jj < nk ? (nk - jj < 4 ? nk - jj : 4) * 4 : 0;
@@ -178,17 +179,34 @@ k_flash_attn(be_attn_t a, int rb, int ntiles, unsigned vec)
 		/* k (rotated) and v to bf16; the dropped keys */
 		const float *kr = (const float *)(fa_smem + st * y.stage);
 		const float *vr = (const float *)(fa_smem + st * y.stage + y.vraw);
+		if (a.rope) {
+			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
+				int row = e / KC, c = e % KC * 4, rot = j0 + row % FA_BK < Lk;
+				const float *kx = kr + row * DP;
+				float k4[4];   /* rows past Lk are zero, and the table ends at Lk */
+				for (int u = 0; u < 4; u++)
+					k4[u] = rot && c + u < D ? cu_rope(kx, c + u, D, a.rope, j0 + row % FA_BK) : kx[c + u];
+				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
+				kd[0] = cu_bf16x2(k4[0], k4[1]);
+				kd[1] = cu_bf16x2(k4[2], k4[3]);
+			}
+		} else {
+#pragma unroll
+			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
+				int row = e / KC, c = e % KC * 4;
+				const float *kx = kr + row * DP + c;
+				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
+				kd[0] = cu_bf16x2(kx[0], kx[1]);
+				kd[1] = cu_bf16x2(kx[2], kx[3]);
+			}
+		}
+#pragma unroll
 		for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
-			int row = e / KC, c = e % KC * 4, rot = a.rope && j0 + row % FA_BK < Lk;
-			const float *kx = kr + row * DP, *vx = vr + row * DP;
-			float k4[4];   /* rows past Lk are zero, and the table ends at Lk */
-			for (int u = 0; u < 4; u++)
-				k4[u] = rot && c + u < D ? cu_rope(kx, c + u, D, a.rope, j0 + row % FA_BK) : kx[c + u];
-			uint32_t *kd = (uint32_t *)(kb + row * LDK + c), *vd = (uint32_t *)(vb + row * LDK + c);
-			kd[0] = cu_bf16x2(k4[0], k4[1]);
-			kd[1] = cu_bf16x2(k4[2], k4[3]);
-			vd[0] = cu_bf16x2(vx[c], vx[c + 1]);
-			vd[1] = cu_bf16x2(vx[c + 2], vx[c + 3]);
+			int row = e / KC, c = e % KC * 4;
+			const float *vx = vr + row * DP + c;
+			uint32_t *vd = (uint32_t *)(vb + row * LDK + c);
+			vd[0] = cu_bf16x2(vx[0], vx[1]);
+			vd[1] = cu_bf16x2(vx[2], vx[3]);
 		}
 		if (qw == 0) {   /* the first warp of each row: its keys' mask */
 			int dropped = 0;
@@ -293,10 +311,10 @@ static int fa_vec4(const float *p, int64_t s1, int64_t s2, int64_t s3)
 	return (uintptr_t)p % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0 && s3 % 4 == 0;
 }
 
-template <int DP>
+template <int DP, int RB>
 static int flash_launch(cudaStream_t s, const be_attn_t *a)
 {
-	int rb = a->B >= 2 && (!a->bias || !a->bias_sb) ? 2 : 1;
+	const int rb = RB;
 	int ntiles = (a->Lq + FA_BQ - 1) / FA_BQ;
 	int64_t nblocks = (int64_t)ntiles * a->H * ((a->B + rb - 1) / rb);
 	size_t smem = (size_t)fa_layout(DP, rb).bytes;
@@ -310,11 +328,11 @@ static int flash_launch(cudaStream_t s, const be_attn_t *a)
 	    (a->bias && (int64_t)a->Lq * a->bias_sq > lim) || (a->mask && (int64_t)a->B * a->mask_sb > lim))
 		return -EINVAL;
 	if (smem > 48 * 1024) {
-		int rc = cu_check(cudaFuncSetAttribute(k_flash_attn<DP>,
+		int rc = cu_check(cudaFuncSetAttribute(k_flash_attn<DP, RB>,
 		                  cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 		if (rc < 0) return rc;
 	}
-	CU_LAUNCH((unsigned)nblocks, 128 * rb, smem, s, k_flash_attn<DP>)(*a, rb, ntiles, vec);
+	CU_LAUNCH((unsigned)nblocks, 128 * RB, smem, s, k_flash_attn<DP, RB>)(*a, ntiles, vec);
 	return cu_launched();
 }
 
@@ -323,7 +341,13 @@ extern "C" int cu_flash_attn(cudaStream_t s, const be_attn_t *a)
 	if (a->B < 0 || a->H < 0 || a->Lq < 0 || a->Lk < 0 || a->D <= 0 || a->D > CU_FLASH_DMAX)
 		return -EINVAL;
 	if ((int64_t)a->B * a->H * a->Lq == 0) return 0;
-	if (a->D <= 16) return flash_launch<16>(s, a);
-	if (a->D <= 32) return flash_launch<32>(s, a);
-	return flash_launch<64>(s, a);
+	/* two batch rows a block where they share the bias (or have none) */
+	if (a->B >= 2 && (!a->bias || !a->bias_sb)) {
+		if (a->D <= 16) return flash_launch<16, 2>(s, a);
+		if (a->D <= 32) return flash_launch<32, 2>(s, a);
+		return flash_launch<64, 2>(s, a);
+	}
+	if (a->D <= 16) return flash_launch<16, 1>(s, a);
+	if (a->D <= 32) return flash_launch<32, 1>(s, a);
+	return flash_launch<64, 1>(s, a);
 }

@@ -106,19 +106,39 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	const int ksb = (int)a.k_sb, ksl = (int)a.k_sl, vsb = (int)a.v_sb, vsl = (int)a.v_sl;
 	const int bsq = (int)a.bias_sq, nq = a.Lq - i0 < FA_BQ ? a.Lq - i0 : FA_BQ;
 
+	/* the 16-byte copies of this thread, the same in every tile: k / v
+	 * chunk i is row kj[i] (of the block's rb x FA_BK, key kj % FA_BK),
+	 * columns kc .. kc + 3, at kofs[i] / vofs[i] from the tile's base (-1:
+	 * a row past B or columns past D); bias chunk i is query row bq[i],
+	 * keys bc .. bc + 3, at bofs[i] (-1: past Lq) */
+	enum { NKV = KC / 2, NB = FA_BQ * FA_BK / 4 / (RB * 128) };
+	const int kc = tid % KC * 4, bc = tid % (FA_BK / 4) * 4;
+	int kj[NKV], kofs[NKV], vofs[NKV], bofs[NB];
+#pragma unroll
+	for (int i = 0; i < NKV; i++) {
+		int row = tid / KC + i * (RB * 128 / KC), rr = row / FA_BK, ok = rr < nrows && kc < D;
+		kj[i] = row;
+		kofs[i] = ok ? rr * ksb + row % FA_BK * ksl + kc : -1;
+		vofs[i] = ok ? rr * vsb + row % FA_BK * vsl + kc : -1;
+	}
+#pragma unroll
+	for (int i = 0; i < NB; i++) {
+		int q = tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4));
+		bofs[i] = q < nq ? q * bsq + bc : -1;
+	}
+
 	/* tile kt's raw k, v and bias into stage st, one cp.async group */
 	auto issue = [&](int kt, int st) {
 		int j0 = kt * FA_BK, nk = Lk - j0 < FA_BK ? Lk - j0 : FA_BK;
 		float *kr = (float *)(fa_smem + st * y.stage), *vr = (float *)(fa_smem + st * y.stage + y.vraw);
 		float *br = (float *)(fa_smem + st * y.stage + y.braw);
 		if (vec & FA_VEC_KV) {
+			const float *kt0 = kbase + j0 * ksl, *vt0 = vbase + j0 * vsl;
 #pragma unroll
-			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
-				int rr = e / (FA_BK * KC), jj = e / KC % FA_BK, c = e % KC * 4;
-				int ok = rr < nrows && jj < nk && c < D;
-				int ko = ok ? rr * ksb + (j0 + jj) * ksl + c : 0, vo = ok ? rr * vsb + (j0 + jj) * vsl + c : 0;
-				cu_cp_async_16(kr + (rr * FA_BK + jj) * DP + c, kbase + ko, ok ? 16 : 0);
-				cu_cp_async_16(vr + (rr * FA_BK + jj) * DP + c, vbase + vo, ok ? 16 : 0);
+			for (int i = 0; i < NKV; i++) {
+				int ok = kofs[i] >= 0 && kj[i] % FA_BK < nk;
+				cu_cp_async_16(kr + kj[i] * DP + kc, ok ? kt0 + kofs[i] : kbase, ok ? 16 : 0);
+				cu_cp_async_16(vr + kj[i] * DP + kc, ok ? vt0 + vofs[i] : vbase, ok ? 16 : 0);
 			}
 		} else {
 			for (int e = tid; e < rb * FA_BK * DP; e += nthr) {
@@ -130,11 +150,12 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 			}
 		}
 		if (bbase && (vec & FA_VEC_BIAS)) {
+			int n = bc < nk ? (nk - bc < 4 ? nk - bc : 4) * 4 : 0;
 #pragma unroll
-			for (int e = tid; e < FA_BQ * FA_BK / 4; e += nthr) {
-				int q = e / (FA_BK / 4), jj = e % (FA_BK / 4) * 4;
-				int n = q < nq && jj < nk ? (nk - jj < 4 ? nk - jj : 4) * 4 : 0;
-				cu_cp_async_16(br + q * FA_BK + jj, bbase + (n ? q * bsq + j0 + jj : 0), n);
+			for (int i = 0; i < NB; i++) {
+				int m = bofs[i] >= 0 ? n : 0;
+				cu_cp_async_16(br + (tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4))) * FA_BK + bc,
+				               m ? bbase + j0 + bofs[i] : bbase, m);
 			}
 		} else if (bbase) {
 			for (int e = tid; e < FA_BQ * FA_BK; e += nthr) {

@@ -34,7 +34,8 @@ INSN = re.compile(r'^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;')
 
 
 def parse(text):
-    """{kernel: [(address, opcode, text)]} of a cuobjdump -sass listing"""
+    """{kernel: [(address, opcode, text with its predicate)]} of a
+    cuobjdump -sass listing"""
     kernels, cur = {}, None
     for line in text.splitlines():
         m = re.match(r'\s*Function : (\S+)', line)
@@ -43,9 +44,9 @@ def parse(text):
             continue
         m = INSN.match(line)
         if m and cur is not None:
-            body = re.sub(r'^@!?U?P\w+\s+', '', m.group(2))
-            op = body.split()[0] if body.split() else ''
-            cur.append((int(m.group(1), 16), op, body))
+            body = m.group(2)   # with its predicate, if any
+            words = re.sub(r'^@!?U?P\w+\s+', '', body).split()
+            cur.append((int(m.group(1), 16), words[0] if words else '', body))
     return kernels
 
 
@@ -105,41 +106,57 @@ def natural_loops(bl, succ):
     return out
 
 
-def main_loop(ins):
-    """the main loop's fast path (see the top): the instructions of the
-    shortest cycle through the header of the loop with HMMA, or []"""
+def _shortest(src, dst, succ, size, body, h):
+    """the blocks of a shortest path src -> dst inside body, through h only
+    where h is dst, weights the block sizes, src excluded; None if none"""
     import heapq
-    bl, succ = blocks(ins)
-    size = [e - s + 1 for s, e in bl]
-    hmma = lambda b: any(base(ins[i][1]) == 'HMMA' for i in range(bl[b][0], bl[b][1] + 1))
-    cand = [(h, body) for h, body in natural_loops(bl, succ) if any(hmma(b) for b in body)]
-    if not cand:
-        return []
-    h, body = max(cand, key=lambda hb: len(hb[1]))
-    # Dijkstra from h around to h within the body, weights the block sizes
-    dist, prev, q = {h: size[h]}, {}, [(size[h], h)]
-    best, last = None, None
+    end = -1   # dst reached (dst may be src: the cycle back to h)
+    dist, prev, q = {src: 0}, {}, [(0, src)]
     while q:
         d, x = heapq.heappop(q)
+        if x == end:
+            break
         if d > dist.get(x, 1 << 60):
             continue
         for y in succ[x]:
-            if y not in body:
+            if y not in body or (y == h and dst != h):
                 continue
-            if y == h:
-                if best is None or d < best:
-                    best, last = d, x
-                continue
+            z = end if y == dst else y
             nd = d + size[y]
-            if nd < dist.get(y, 1 << 60):
-                dist[y], prev[y] = nd, x
-                heapq.heappush(q, (nd, y))
-    path, x = [], last
-    while x is not None and x != h:
+            if nd < dist.get(z, 1 << 60):
+                dist[z], prev[z] = nd, x
+                heapq.heappush(q, (nd, z))
+    if end not in prev:
+        return None
+    path, x = [dst], prev[end]
+    while x != src:
         path.append(x)
-        x = prev.get(x)
-    path.append(h)
-    return [ins[i] for b in reversed(path) for i in range(bl[b][0], bl[b][1] + 1)]
+        x = prev[x]
+    return list(reversed(path))
+
+
+def main_loop(ins, via=None):
+    """the main loop's fast path (see the top): the instructions of the
+    shortest cycle through the header of the loop with HMMA, or [];
+    via (a regex): through every block with an instruction matching it,
+    in address order, where such a cycle exists"""
+    bl, succ = blocks(ins)
+    size = [e - s + 1 for s, e in bl]
+    has = lambda b, rx: any(re.search(rx, ins[i][1]) for i in range(bl[b][0], bl[b][1] + 1))
+    cand = [(h, body) for h, body in natural_loops(bl, succ) if any(has(b, r'^HMMA') for b in body)]
+    if not cand:
+        return []
+    h, body = max(cand, key=lambda hb: len(hb[1]))
+    stops = sorted(b for b in body if via and b != h and has(b, via)) + [h]
+    path, x = [h], h
+    for y in stops:
+        leg = _shortest(x, y, succ, size, body, h)
+        if leg is None:
+            return main_loop(ins) if via else []
+        path += leg
+        x = y
+    path.pop()   # the header, reached again
+    return [ins[i] for b in path for i in range(bl[b][0], bl[b][1] + 1)]
 
 
 def judge(name, ins, minshare=1.0 / 8):

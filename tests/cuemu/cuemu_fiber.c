@@ -239,8 +239,8 @@ cuemu_async_t *cuemu_thread_async(void)
 int cuemu_in_shared(const void *p, size_t n)
 {
 	const char *c = p, *d = sched.smem;
-	return (c >= d && c + n <= d + sched.g->smem) ||
-	       (c >= __start_cuemu_shared && c + n <= __stop_cuemu_shared);
+	return (d && c >= d && c + n <= d + sched.g->smem) ||
+	       (__start_cuemu_shared && c >= __start_cuemu_shared && c + n <= __stop_cuemu_shared);
 }
 
 /* complete the warp op of the warp of lanes [w0, w0 + 32) once all its

@@ -1,209 +1,354 @@
-/* flash_attn.cu - attention on tensor cores (bf16 WMMA, fp32 softmax):
- * the kernel of be_attn_t (backend.h) when the backend's precision is bf16.
+/* flash_attn.cu - attention on tensor cores in the FlashAttention-2 design
+ * (bf16 mma.sync, fp32 accumulators and softmax in registers): the kernel
+ * of be_attn_t (backend.h) when the backend's precision is bf16.
  *
- * o = softmax(scale * q k^T + bias + mask) v per (batch b, head h), head
- * dimension D <= CU_FLASH_DMAX, zero-padded to DP = 16, 32 or 64.  A block
- * of FA_WARPS warps streams over the keys in tiles of FA_BK; each warp owns
- * 16 queries of one batch row.  The warps of a block are qt_n query tiles
- * x rb batch rows (rb = 1, 2 or 4, qt_n = FA_WARPS / rb): where the bias is
- * shared by the batch (triangle attention: one [H, L, L] bias for all rows
- * of the pair tensor) a block takes rb rows, so that each bias tile it loads
- * serves rb rows.  Per key tile, in shared memory:
- *   Qs: [FA_WARPS, 16, DP + 8] bf16   each warp's queries (loaded once)
- *   Ks, Vs: [rb, FA_BK, DP + 8] bf16  the rows' keys and values
- *   Bs: [qt_n * 16, FA_BK] fp32       bias of the block's queries
- *   Ms: [rb, FA_BK] fp32              0 for a live key, -inf for a dropped one
- *   Ss: [FA_WARPS, 16, FA_BK + 4] fp32  each warp's scores (S = Q K^T, WMMA)
- *   Ps: [FA_WARPS, 16, FA_BK + 8] bf16  its probabilities
- *   Os: [FA_WARPS, 16, DP + 4] fp32   its unnormalised output (O += P V, WMMA)
- * Two lanes per query row keep the running maximum m and sum l (fp32),
- * rescale the row of Os by exp(m_old - m_new) and write the row's
- * probabilities rounded to bf16; l sums the rounded values, so that o is
- * exactly a convex combination of the bf16 values.  Only a [16, FA_BK] tile
- * of scores exists per warp, never an [Lq, Lk] matrix.  The gate
- * (be_attn_t.g), where given, divides o by 1 + exp(-g) as it is written;
- * the rotary embedding (be_attn_t.rope), where given, rotates q and k in
- * fp32 (cu_rope) before they are rounded to bf16 into Qs and Ks.
- * The leading
- * dimensions keep every WMMA pointer on 32 bytes and ldm on 16 bytes.
+ * o = softmax(scale * q k^T + bias + mask) v per (batch row b, head h),
+ * head dimension D <= CU_FLASH_DMAX, zero-padded to DP = 16, 32 or 64.  A
+ * block takes FA_BQ = 64 queries of rb batch rows (rb = 2 where the bias is
+ * shared by the batch or absent: triangle attention's one [H, L, L] bias
+ * serves every row of the pair tensor; else 1), one head; 4 warps per row,
+ * each owning 16 queries whose q (rotated, scaled, rounded to bf16) stays
+ * in registers as mma A fragments.  The block streams over the keys in
+ * tiles of FA_BK = 64, double-buffered through cp.async (kernels/mma.cuh):
+ * while tile t is computed, tile t + 1's raw k, v (fp32, every row of the
+ * block) and bias (fp32, shared by the rows) are in flight.  Per tile the
+ * block converts k (rotated on load where be_attn_t.rope is given) and v
+ * to bf16 once, and the dropped keys of each row to an additive 0 / -inf;
+ * then each warp, in registers:
+ *   S = bias + q k^T             (mma m16n8k16; the accumulators start at
+ *                                 the bias, ldmatrix of k)
+ *   S += mask                    (only in tiles where a row drops keys)
+ *   online softmax               (row max over the quad by shuffles, exp2,
+ *                                 the running sum kept per lane)
+ *   O = O exp(m_old - m_new) + P V   (P: S's accumulators rounded to bf16
+ *                                 in place as A fragments, ldmatrix.trans
+ *                                 of v)
+ * and at the end writes o = O / l, gated by 1 / (1 + exp(-g)) where
+ * be_attn_t.g is given (the BE_GATE formula), once.  Only a [16, 64]
+ * tile of scores exists per warp, never an [Lq, Lk] matrix.
+ *
+ * Shared memory (extern __shared__ __align__(128), byte offsets from
+ * fa_layout), two stages of raw tiles then the converted ones:
+ *   kraw, vraw [stage]: [rb, FA_BK, DP] fp32   cp.async, zero past D / Lk
+ *   braw [stage]:       [FA_BQ, FA_BK] fp32    the bias tile, zero past Lq, Lk
+ *   kb, vb:             [rb, FA_BK, DP + 8] bf16   (rows of 16-byte multiples)
+ *   madd:               [rb, FA_BK] fp32       0 for a live key, else -inf
+ *   drop:               [rb] int               the tile drops a key of the row
+ * Index arithmetic within a row is 32-bit (the launcher checks it fits),
+ * the per-row bases 64-bit, computed once.  16-byte copies where every
+ * pointer and stride allows them, 4-byte copies otherwise.
  */
 #include "common.cuh"
+#include "mma.cuh"
 
-#ifdef __CUDACC__
-#include <cuda_bf16.h>
-#include <mma.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "flash_attn.cu: bf16 WMMA needs sm_80 or newer (configure --with-cuda-arch)"
+#error "flash_attn.cu: bf16 mma.sync needs sm_80 or newer (configure --with-cuda-arch)"
 #endif
-#endif
 
-using namespace nvcuda;
-typedef __nv_bfloat16 bf16;
+#define FA_BQ 64       /* queries of a block (4 warps of 16 per row) */
+#define FA_BK 64       /* keys of a tile */
+#define FA_VEC_KV 1u   /* fa_vec bits: k and v by 16-byte copies */
+#define FA_VEC_BIAS 2u /* the bias by 16-byte copies */
 
-#define FA_WARPS 4
-#define FA_BK 32
-
-/* byte offsets of the shared arrays of one block (see the top) from the
- * first 128-byte boundary of its dynamic shared memory, each on 128 bytes;
- * bytes: the size to request */
+/* byte offsets of the shared arrays of one block (see the top); stage: the
+ * size of one stage of raw tiles; bytes: the size to request */
 typedef struct {
-	int q, k, v, b, m, s, p, o, bytes;
+	int vraw, braw, stage, kb, vb, madd, drop, bytes;
 } fa_layout_t;
-
-static __host__ __device__ int fa_up(int n)
-{
-	return (n + 127) & ~127;
-}
 
 static __host__ __device__ fa_layout_t fa_layout(int dp, int rb)
 {
 	fa_layout_t y;
-	int ldh = dp + 8;
-	y.q = 0;
-	y.k = y.q + fa_up(FA_WARPS * 16 * ldh * 2);
-	y.v = y.k + fa_up(rb * FA_BK * ldh * 2);
-	y.b = y.v + fa_up(rb * FA_BK * ldh * 2);
-	y.m = y.b + fa_up(FA_WARPS / rb * 16 * FA_BK * 4);
-	y.s = y.m + fa_up(rb * FA_BK * 4);
-	y.p = y.s + fa_up(FA_WARPS * 16 * (FA_BK + 4) * 4);
-	y.o = y.p + fa_up(FA_WARPS * 16 * (FA_BK + 8) * 2);
-	y.bytes = y.o + fa_up(FA_WARPS * 16 * (dp + 4) * 4) + 112;   /* + the base's alignment */
+	y.vraw = rb * FA_BK * dp * 4;
+	y.braw = 2 * y.vraw;
+	y.stage = y.braw + FA_BQ * FA_BK * 4;
+	y.kb = 2 * y.stage;
+	y.vb = y.kb + rb * FA_BK * (dp + 8) * 2;
+	y.madd = y.vb + rb * FA_BK * (dp + 8) * 2;
+	y.drop = y.madd + rb * FA_BK * 4;
+	y.bytes = y.drop + 16;
 	return y;
 }
 
-/* grid: blockIdx.x = (batch group * H + h) * ntiles + query tile, each
- * batch group rb rows, each query tile qt_n * 16 queries */
-template <int DP>
-static __global__ void __launch_bounds__(FA_WARPS * 32)
-k_flash_attn(be_attn_t a, int rb, int ntiles)
+/* element c of query row iq: rotated where a.rope is given, 0 past D, Lq */
+static __device__ __forceinline__ float fa_q(const be_attn_t &a, const float *qb, int ok, int iq,
+                                             int qsl, int c)
 {
-	CU_DYN_SHARED(float4, fa_smem4);
-	const int LDH = DP + 8, LDS = FA_BK + 4, LDP = FA_BK + 8, LDO = DP + 4, NT = FA_WARPS * 32;
-	const int qt_n = FA_WARPS / rb, D = a.D;
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tid = threadIdx.x;
+	if (!ok || iq >= a.Lq || c >= a.D) return 0.0f;
+	const float *qr = qb + iq * qsl;
+	return a.rope ? cu_rope(qr, c, a.D, a.rope, iq) : qr[c];
+}
+
+/* grid: blockIdx.x = (batch group * H + h) * ntiles + query tile; block:
+ * 128 RB threads (RB = rb, 1 or 2); vec: FA_VEC_* bits */
+template <int DP, int RB>
+static __global__ void __launch_bounds__(RB * 128)
+k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
+{
+#ifdef __CUDACC__
+	extern __shared__ __align__(128) unsigned char fa_smem[];
+#else
+	unsigned char *fa_smem = (unsigned char *)cuemu_dyn_shared();
+#endif
+	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8, KC = DP / 4;
+	const float L2E = 1.44269504088896341f;
+	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+	const int g = lane / 4, t = lane % 4;
 	const int tile = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.H, bg = blockIdx.x / ntiles / a.H;
-	const int qt = warp % qt_n, r = warp / qt_n, b = bg * rb + r, i0 = tile * qt_n * 16;
-	const int rr = lane / 2, hh = lane % 2;   /* this lane's query row of the warp, and half */
-	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
-	char *sm = (char *)(((uintptr_t)fa_smem4 + 127) & ~(uintptr_t)127);
+	const int r = warp / 4, qw = warp % 4, b0 = bg * rb, b = b0 + r, i0 = tile * FA_BQ;
+	const int B = a.B, Lk = a.Lk, D = a.D, nrows = B - b0 < rb ? B - b0 : rb;
 	const fa_layout_t y = fa_layout(DP, rb);
-	bf16 *Qs = (bf16 *)(sm + y.q), *Ks = (bf16 *)(sm + y.k), *Vs = (bf16 *)(sm + y.v);
-	bf16 *Ps = (bf16 *)(sm + y.p) + warp * 16 * LDP;
-	float *Bs = (float *)(sm + y.b), *Ms = (float *)(sm + y.m);
-	float *Ss = (float *)(sm + y.s) + warp * 16 * LDS, *Os = (float *)(sm + y.o) + warp * 16 * LDO;
-	float *orow = Os + rr * LDO + hh * (DP / 2);
-	/* with rb > 1 the bias is shared by the batch (bias_sb = 0) or absent */
-	const float *bias = a.bias ? a.bias + (int64_t)bg * rb * a.bias_sb + h * a.bias_sh : NULL;
+	/* the block's bases; offsets from them fit 32 bits (flash_launch) */
+	const float *kbase = a.k + (int64_t)b0 * a.k_sb + (int64_t)h * a.k_sh;
+	const float *vbase = a.v + (int64_t)b0 * a.v_sb + (int64_t)h * a.v_sh;
+	const float *bbase = a.bias ? a.bias + (int64_t)b0 * a.bias_sb + (int64_t)h * a.bias_sh + i0 * a.bias_sq
+	                            : NULL;
+	const int ksb = (int)a.k_sb, ksl = (int)a.k_sl, vsb = (int)a.v_sb, vsl = (int)a.v_sl;
+	const int bsq = (int)a.bias_sq, nq = a.Lq - i0 < FA_BQ ? a.Lq - i0 : FA_BQ;
 
-	for (int e = tid; e < FA_WARPS * 16 * DP; e += NT) {
-		int w = e / (16 * DP), row = e / DP % 16, c = e % DP;
-		int bw = bg * rb + w / qt_n, iq = i0 + w % qt_n * 16 + row;
-		const float *qr = a.q + bw * a.q_sb + (int64_t)iq * a.q_sl + h * a.q_sh;
-		float x = !(bw < a.B && iq < a.Lq && c < D) ? 0.0f
-		        : a.rope ? cu_rope(qr, c, D, a.rope, iq) : qr[c];
-		Qs[(w * 16 + row) * LDH + c] = __float2bfloat16(x);
+	/* the 16-byte copies of this thread, the same in every tile: k / v
+	 * chunk i is row kj[i] (of the block's rb x FA_BK, key kj % FA_BK),
+	 * columns kc .. kc + 3, at kofs[i] / vofs[i] from the tile's base (-1:
+	 * a row past B or columns past D); bias chunk i is query row bq[i],
+	 * keys bc .. bc + 3, at bofs[i] (-1: past Lq) */
+	enum { NKV = KC / 2, NB = FA_BQ * FA_BK / 4 / (RB * 128) };
+	const int kc = tid % KC * 4, bc = tid % (FA_BK / 4) * 4;
+	int kj[NKV], kofs[NKV], vofs[NKV], bofs[NB];
+#pragma unroll
+	for (int i = 0; i < NKV; i++) {
+		int row = tid / KC + i * (RB * 128 / KC), rr = row / FA_BK, ok = rr < nrows && kc < D;
+		kj[i] = row;
+		kofs[i] = ok ? rr * ksb + row % FA_BK * ksl + kc : -1;
+		vofs[i] = ok ? rr * vsb + row % FA_BK * vsl + kc : -1;
 	}
-	for (int e = lane; e < 16 * LDO; e += 32) Os[e] = 0.0f;
-	__syncthreads();
-	wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> qf[DP / 16];
-	for (int kt = 0; kt < DP / 16; kt++)
-		wmma::load_matrix_sync(qf[kt], Qs + warp * 16 * LDH + kt * 16, LDH);
+#pragma unroll
+	for (int i = 0; i < NB; i++) {
+		int q = tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4));
+		bofs[i] = q < nq ? q * bsq + bc : -1;
+	}
 
-	float m = -INFINITY, l = 0.0f;
-	for (int j0 = 0; j0 < a.Lk; j0 += FA_BK) {
-		__syncthreads();   /* the previous tile's Ks, Vs, Bs, Ms consumed */
-		for (int e = tid; e < rb * FA_BK * DP; e += NT) {
-			int rw = e / (FA_BK * DP), jj = e / DP % FA_BK, c = e % DP;
-			int bw = bg * rb + rw, j = j0 + jj, ok = bw < a.B && j < a.Lk && c < D;
-			const float *kr = a.k + bw * a.k_sb + (int64_t)j * a.k_sl + h * a.k_sh;
-			Ks[(rw * FA_BK + jj) * LDH + c] =
-				__float2bfloat16(!ok ? 0.0f : a.rope ? cu_rope(kr, c, D, a.rope, j) : kr[c]);
-			Vs[(rw * FA_BK + jj) * LDH + c] =
-				__float2bfloat16(ok ? a.v[bw * a.v_sb + j * a.v_sl + h * a.v_sh + c] : 0.0f);
+	/* tile kt's raw k, v and bias into stage st, one cp.async group */
+	auto issue = [&](int kt, int st) {
+		int j0 = kt * FA_BK, nk = Lk - j0 < FA_BK ? Lk - j0 : FA_BK;
+		float *kr = (float *)(fa_smem + st * y.stage), *vr = (float *)(fa_smem + st * y.stage + y.vraw);
+		float *br = (float *)(fa_smem + st * y.stage + y.braw);
+		if (vec & FA_VEC_KV) {
+			const float *kt0 = kbase + j0 * ksl, *vt0 = vbase + j0 * vsl;
+#pragma unroll
+			for (int i = 0; i < NKV; i++) {
+				int ok = kofs[i] >= 0 && kj[i] % FA_BK < nk;
+				cu_cp_async_16(kr + kj[i] * DP + kc, ok ? kt0 + kofs[i] : kbase, ok ? 16 : 0);
+				cu_cp_async_16(vr + kj[i] * DP + kc, ok ? vt0 + vofs[i] : vbase, ok ? 16 : 0);
+			}
+		} else {
+			for (int e = tid; e < rb * FA_BK * DP; e += nthr) {
+				int rr = e / (FA_BK * DP), jj = e / DP % FA_BK, c = e % DP;
+				int ok = rr < nrows && jj < nk && c < D;
+				int ko = ok ? rr * ksb + (j0 + jj) * ksl + c : 0, vo = ok ? rr * vsb + (j0 + jj) * vsl + c : 0;
+				cu_cp_async_4(kr + (rr * FA_BK + jj) * DP + c, kbase + ko, ok ? 4 : 0);
+				cu_cp_async_4(vr + (rr * FA_BK + jj) * DP + c, vbase + vo, ok ? 4 : 0);
+			}
 		}
-		for (int e = tid; e < qt_n * 16 * FA_BK; e += NT) {
-			int iq = i0 + e / FA_BK, j = j0 + e % FA_BK;
-			Bs[e] = bias && iq < a.Lq && j < a.Lk ? bias[(int64_t)iq * a.bias_sq + j] : 0.0f;
+		if (bbase && (vec & FA_VEC_BIAS)) {
+			int n = bc < nk ? (nk - bc < 4 ? nk - bc : 4) * 4 : 0;
+#pragma unroll
+			for (int i = 0; i < NB; i++) {
+				int m = bofs[i] >= 0 ? n : 0;
+				cu_cp_async_16(br + (tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4))) * FA_BK + bc,
+				               m ? bbase + j0 + bofs[i] : bbase, m);
+			}
+		} else if (bbase) {
+			for (int e = tid; e < FA_BQ * FA_BK; e += nthr) {
+				int q = e / FA_BK, jj = e % FA_BK, ok = q < nq && jj < nk;
+				cu_cp_async_4(br + q * FA_BK + jj, bbase + (ok ? q * bsq + j0 + jj : 0), ok ? 4 : 0);
+			}
 		}
-		for (int e = tid; e < rb * FA_BK; e += NT) {
-			int bw = bg * rb + e / FA_BK, j = j0 + e % FA_BK;
-			int live = bw < a.B && j < a.Lk && (!a.mask || a.mask[bw * a.mask_sb + j] != 0.0f);
-			Ms[e] = live ? 0.0f : -INFINITY;
+		cu_cp_async_commit();
+	};
+
+	const int nkt = (Lk + FA_BK - 1) / FA_BK;
+	if (nkt > 0) issue(0, 0);
+
+	/* this warp's 16 queries as A fragments: register i of k-step ks holds
+	 * (q[r][k], q[r][k + 1]) with r = g + 8 (i % 2), k = 16 ks + 2 t + 8 (i / 2) */
+	uint32_t qf[KS][4];
+	{
+		const float *qb = a.q + (int64_t)b * a.q_sb + (int64_t)h * a.q_sh;
+		const int qsl = (int)a.q_sl, ok = b < B;
+		for (int ks = 0; ks < KS; ks++)
+			for (int i = 0; i < 4; i++) {
+				int iq = i0 + qw * 16 + g + 8 * (i % 2), c = 16 * ks + 2 * t + 8 * (i / 2);
+				qf[ks][i] = cu_bf16x2(fa_q(a, qb, ok, iq, qsl, c) * a.scale,
+				                      fa_q(a, qb, ok, iq, qsl, c + 1) * a.scale);
+			}
+	}
+	/* O: [16, DP] as NT accumulators (rows g, g + 8; columns 8 n + 2 t, + 1);
+	 * m, l: the running maximum and this lane's part of the sum of rows g, g + 8 */
+	float o[NT][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+	for (int n = 0; n < NT; n++)
+		for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
+
+	uint16_t *kb = (uint16_t *)(fa_smem + y.kb), *vb = (uint16_t *)(fa_smem + y.vb);
+	float *madd = (float *)(fa_smem + y.madd);
+	int *drop = (int *)(fa_smem + y.drop);
+	for (int kt = 0; kt < nkt; kt++) {
+		const int st = kt & 1, j0 = kt * FA_BK;
+		cu_cp_async_wait<0>();
+		__syncthreads();   /* tile kt landed; tile kt - 1 consumed */
+		if (kt + 1 < nkt) issue(kt + 1, st ^ 1);
+
+		/* k (rotated) and v to bf16; the dropped keys */
+		const float *kr = (const float *)(fa_smem + st * y.stage);
+		const float *vr = (const float *)(fa_smem + st * y.stage + y.vraw);
+		if (a.rope) {
+			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
+				int row = e / KC, c = e % KC * 4, rot = j0 + row % FA_BK < Lk;
+				const float *kx = kr + row * DP;
+				float k4[4];   /* rows past Lk are zero, and the table ends at Lk */
+				for (int u = 0; u < 4; u++)
+					k4[u] = rot && c + u < D ? cu_rope(kx, c + u, D, a.rope, j0 + row % FA_BK) : kx[c + u];
+				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
+				kd[0] = cu_bf16x2(k4[0], k4[1]);
+				kd[1] = cu_bf16x2(k4[2], k4[3]);
+			}
+		} else {
+#pragma unroll
+			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
+				int row = e / KC, c = e % KC * 4;
+				const float *kx = kr + row * DP + c;
+				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
+				kd[0] = cu_bf16x2(kx[0], kx[1]);
+				kd[1] = cu_bf16x2(kx[2], kx[3]);
+			}
+		}
+#pragma unroll
+		for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
+			int row = e / KC, c = e % KC * 4;
+			const float *vx = vr + row * DP + c;
+			uint32_t *vd = (uint32_t *)(vb + row * LDK + c);
+			vd[0] = cu_bf16x2(vx[0], vx[1]);
+			vd[1] = cu_bf16x2(vx[2], vx[3]);
+		}
+		if (qw == 0) {   /* the first warp of each row: its keys' mask */
+			int dropped = 0;
+			for (int jj = lane; jj < FA_BK; jj += 32) {
+				int j = j0 + jj;
+				int live = b < B && j < Lk && (!a.mask || a.mask[b * a.mask_sb + j] != 0.0f);
+				madd[r * FA_BK + jj] = live ? 0.0f : -INFINITY;
+				dropped |= !live;
+			}
+			for (int s = 16; s > 0; s >>= 1) dropped |= __shfl_xor_sync(0xffffffffu, dropped, s);
+			if (lane == 0) drop[r] = dropped;
 		}
 		__syncthreads();
 
-		/* Ss = Q K^T: [16, DP] x [DP, FA_BK] */
-		for (int nt = 0; nt < FA_BK / 16; nt++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
-			wmma::fill_fragment(sf, 0.0f);
-			for (int kt = 0; kt < DP / 16; kt++) {
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> kf;
-				wmma::load_matrix_sync(kf, Ks + (r * FA_BK + nt * 16) * LDH + kt * 16, LDH);
-				wmma::mma_sync(sf, qf[kt], kf, sf);
+		/* S = bias + Q K^T: FA_BK / 8 accumulators, key 8 n + 2 t (+1) */
+		float s[FA_BK / 8][4];
+		const float *br = (const float *)(fa_smem + st * y.stage + y.braw) + (qw * 16 + g) * FA_BK + 2 * t;
+		for (int n = 0; n < FA_BK / 8; n++)
+			for (int e = 0; e < 4; e++) s[n][e] = bbase ? br[(e / 2) * 8 * FA_BK + 8 * n + e % 2] : 0.0f;
+		/* ldmatrix: lane 8 mi + ri addresses key 8 n + ri, columns 8 mi on */
+		const uint16_t *krow = kb + (r * FA_BK + lane % 8) * LDK + lane / 8 * 8;
+		for (int n = 0; n < FA_BK / 8; n++) {
+			if (KS == 1) {
+				uint32_t kf[2];
+				cu_ldmatrix_x2(kf, krow + 8 * n * LDK);
+				cu_mma_16816_bf16(s[n], qf[0], kf, s[n]);
+			} else {
+				for (int kp = 0; kp < KS / 2; kp++) {
+					uint32_t kf[4];
+					cu_ldmatrix_x4(kf, krow + 8 * n * LDK + 32 * kp);
+					cu_mma_16816_bf16(s[n], qf[2 * kp], kf, s[n]);
+					cu_mma_16816_bf16(s[n], qf[2 * kp + 1], kf + 2, s[n]);
+				}
 			}
-			wmma::store_matrix_sync(Ss + nt * 16, sf, LDS, wmma::mem_row_major);
 		}
-		__syncwarp();
+		if (drop[r]) {
+			const float *mr = madd + r * FA_BK + 2 * t;
+			for (int n = 0; n < FA_BK / 8; n++)
+				for (int e = 0; e < 4; e++) s[n][e] += mr[8 * n + e % 2];
+		}
 
-		/* online softmax of row rr over this lane's half of the tile */
-		const float *br = Bs + (qt * 16 + rr) * FA_BK, *mr = Ms + r * FA_BK;
-		float s[FA_BK / 2], mt = -INFINITY;
-		for (int t = 0; t < FA_BK / 2; t++) {
-			int jj = hh * (FA_BK / 2) + t;
-			s[t] = a.scale * Ss[rr * LDS + jj] + br[jj] + mr[jj];
-			mt = fmaxf(mt, s[t]);
-		}
-		float mn = fmaxf(m, fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, 1)));
-		float corr = mn == -INFINITY ? 1.0f : expf(m - mn), ls = 0.0f;
-		for (int t = 0; t < FA_BK / 2; t++) {
-			bf16 p = __float2bfloat16(mn == -INFINITY ? 0.0f : expf(s[t] - mn));
-			Ps[rr * LDP + hh * (FA_BK / 2) + t] = p;
-			ls += __bfloat162float(p);
-		}
-		l = l * corr + ls + __shfl_xor_sync(0xffffffffu, ls, 1);
-		m = mn;
-		for (int c = 0; c < DP / 2; c++) orow[c] *= corr;
-		__syncwarp();
-
-		/* Os += P V: [16, FA_BK] x [FA_BK, DP] */
-		for (int dt = 0; dt < DP / 16; dt++) {
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> of;
-			wmma::load_matrix_sync(of, Os + dt * 16, LDO, wmma::mem_row_major);
-			for (int kt = 0; kt < FA_BK / 16; kt++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> pf;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> vf;
-				wmma::load_matrix_sync(pf, Ps + kt * 16, LDP);
-				wmma::load_matrix_sync(vf, Vs + (r * FA_BK + kt * 16) * LDH + dt * 16, LDH);
-				wmma::mma_sync(of, pf, vf, of);
+		/* online softmax of rows g (hr 0) and g + 8 (hr 1) */
+		float mb[2];   /* the new maximum (0 while a row has no live key), times log2 e */
+		for (int hr = 0; hr < 2; hr++) {
+			float mx = m[hr];
+			for (int n = 0; n < FA_BK / 8; n++) mx = fmaxf(mx, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+			float mu = mx == -INFINITY ? 0.0f : mx, corr = cu_exp2((m[hr] - mu) * L2E);
+			m[hr] = mx;
+			mb[hr] = mu * L2E;
+			l[hr] *= corr;
+			for (int n = 0; n < NT; n++) {
+				o[n][2 * hr] *= corr;
+				o[n][2 * hr + 1] *= corr;
 			}
-			wmma::store_matrix_sync(Os + dt * 16, of, LDO, wmma::mem_row_major);
+		}
+		/* O += P V, P of keys 16 kk .. 16 kk + 15 as an A fragment:
+		 * accumulators 2 kk and 2 kk + 1 of S; ldmatrix.trans: lane 8 mi +
+		 * ri addresses key 16 kk + 8 (mi % 2) + ri, columns 8 (mi / 2) on */
+		const uint16_t *vrow = vb + (r * FA_BK + lane % 8 + 8 * (lane / 8 % 2)) * LDK + lane / 16 * 8;
+		for (int kk = 0; kk < FA_BK / 16; kk++) {
+			uint32_t pf[4];
+			for (int i = 0; i < 4; i++) {
+				const float *sv = s[2 * kk + i / 2] + 2 * (i % 2);
+				float p0 = cu_exp2(fmaf(sv[0], L2E, -mb[i % 2]));
+				float p1 = cu_exp2(fmaf(sv[1], L2E, -mb[i % 2]));
+				l[i % 2] += p0 + p1;
+				pf[i] = cu_bf16x2(p0, p1);
+			}
+			for (int dn = 0; dn < NT / 2; dn++) {
+				uint32_t vf[4];
+				cu_ldmatrix_x4_trans(vf, vrow + 16 * kk * LDK + 16 * dn);
+				cu_mma_16816_bf16(o[2 * dn], pf, vf, o[2 * dn]);
+				cu_mma_16816_bf16(o[2 * dn + 1], pf, vf + 2, o[2 * dn + 1]);
+			}
 		}
 	}
-	__syncwarp();
 
-	int iq = i0 + qt * 16 + rr;
-	if (b < a.B && iq < a.Lq) {
-		float inv = l > 0.0f ? 1.0f / l : 0.0f;
-		int64_t off = b * a.o_sb + (int64_t)iq * a.o_sl + h * a.o_sh + hh * (DP / 2);
-		for (int c = 0; c < DP / 2 && hh * (DP / 2) + c < D; c++) {
-			float r = orow[c] * inv;
-			a.o[off + c] = a.g ? r / (1.0f + expf(-a.g[off + c])) : r;   /* the BE_GATE formula */
-		}
+	/* o = O / l, gated, written once: rows g, g + 8, columns 8 n + 2 t (+1) */
+	for (int hr = 0; hr < 2; hr++) {
+		float ls = l[hr];
+		ls += __shfl_xor_sync(0xffffffffu, ls, 1);
+		ls += __shfl_xor_sync(0xffffffffu, ls, 2);
+		int iq = i0 + qw * 16 + g + 8 * hr;
+		if (b >= B || iq >= a.Lq) continue;
+		float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+		int64_t off = (int64_t)b * a.o_sb + (int64_t)iq * a.o_sl + (int64_t)h * a.o_sh;
+		for (int n = 0; n < NT; n++)
+			for (int e = 0; e < 2; e++) {
+				int c = 8 * n + 2 * t + e;
+				if (c >= D) continue;
+				float x = o[n][2 * hr + e] * inv;
+				a.o[off + c] = a.g ? x / (1.0f + expf(-a.g[off + c])) : x;   /* the BE_GATE formula */
+			}
 	}
 }
 
-template <int DP>
+/* every stride a multiple of 4 floats and the base on 16 bytes */
+static int fa_vec4(const float *p, int64_t s1, int64_t s2, int64_t s3)
+{
+	return (uintptr_t)p % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0 && s3 % 4 == 0;
+}
+
+template <int DP, int RB>
 static int flash_launch(cudaStream_t s, const be_attn_t *a)
 {
-	int rb = 1;
-	if (!a->bias || !a->bias_sb)
-		while (2 * rb <= FA_WARPS && 2 * rb <= a->B) rb *= 2;
-	int qt_n = FA_WARPS / rb, ntiles = (a->Lq + 16 * qt_n - 1) / (16 * qt_n);
+	const int rb = RB;
+	int ntiles = (a->Lq + FA_BQ - 1) / FA_BQ;
 	int64_t nblocks = (int64_t)ntiles * a->H * ((a->B + rb - 1) / rb);
 	size_t smem = (size_t)fa_layout(DP, rb).bytes;
-
-	if (nblocks > 0x7fffffff) return -EINVAL;
-	CU_LAUNCH((unsigned)nblocks, FA_WARPS * 32, smem, s, k_flash_attn<DP>)(*a, rb, ntiles);
+	unsigned vec = (a->D % 4 == 0 && fa_vec4(a->k, a->k_sb, a->k_sl, a->k_sh) &&
+	                fa_vec4(a->v, a->v_sb, a->v_sl, a->v_sh) ? FA_VEC_KV : 0) |
+	               (a->bias && fa_vec4(a->bias, a->bias_sb, a->bias_sh, a->bias_sq) ? FA_VEC_BIAS : 0);
+	/* the kernel's 32-bit offsets within a block's rows */
+	const int64_t lim = INT32_MAX;
+	if (nblocks > lim || (rb - 1) * a->k_sb + (int64_t)a->Lk * a->k_sl > lim ||
+	    (rb - 1) * a->v_sb + (int64_t)a->Lk * a->v_sl > lim || (int64_t)a->Lq * a->q_sl > lim ||
+	    (a->bias && (int64_t)a->Lq * a->bias_sq > lim) || (a->mask && (int64_t)a->B * a->mask_sb > lim))
+		return -EINVAL;
+	CU_LAUNCH((unsigned)nblocks, 128 * RB, smem, s, k_flash_attn<DP, RB>)(*a, ntiles, vec);
 	return cu_launched();
 }
 
@@ -212,16 +357,25 @@ extern "C" int cu_flash_attn(cudaStream_t s, const be_attn_t *a)
 	if (a->B < 0 || a->H < 0 || a->Lq < 0 || a->Lk < 0 || a->D <= 0 || a->D > CU_FLASH_DMAX)
 		return -EINVAL;
 	if ((int64_t)a->B * a->H * a->Lq == 0) return 0;
-	if (a->D <= 16) return flash_launch<16>(s, a);
-	if (a->D <= 32) return flash_launch<32>(s, a);
-	return flash_launch<64>(s, a);
+	/* two batch rows a block where they share the bias (or have none) */
+	if (a->B >= 2 && (!a->bias || !a->bias_sb)) {
+		if (a->D <= 16) return flash_launch<16, 2>(s, a);
+		if (a->D <= 32) return flash_launch<32, 2>(s, a);
+		return flash_launch<64, 2>(s, a);
+	}
+	if (a->D <= 16) return flash_launch<16, 1>(s, a);
+	if (a->D <= 32) return flash_launch<32, 1>(s, a);
+	return flash_launch<64, 1>(s, a);
 }
 
 /* the instances cu_flash_attn launches */
 extern "C" int cu_flash_attn_smem_init(int bytes)
 {
-	int rc = cu_smem_allow((const void *)k_flash_attn<16>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64>, bytes);
+	int rc = cu_smem_allow((const void *)k_flash_attn<16, 1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32, 1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64, 1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<16, 2>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32, 2>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64, 2>, bytes);
 	return rc;
 }

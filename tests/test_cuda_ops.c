@@ -445,10 +445,20 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 
 /* the shapes of triangle attention (D 32, 4 heads, one bias for all rows),
  * sequence attention and ESM-2 (one batch row), the fixtures' widths (8,
- * 16), lengths off the 16-query and 32-key tiles, large biases, dropped
- * keys; a head over CU_FLASH_DMAX stays on the exact fp32 kernel */
+ * 16), lengths off the 64-query and 64-key tiles (1 to 5 key tiles: the
+ * online rescaling and the cp.async double buffer), large biases, dropped
+ * keys and fully dropped rows (mask 2), 16-byte copies (interleaved or
+ * head-major rows, a bias row of 128) and 4-byte ones (padded rows, odd
+ * bias rows); a head over CU_FLASH_DMAX stays on the exact fp32 kernel.
+ * L = 300 runs with 2 batch rows, not 300 (the emulator's time) */
 static void test_attn_bf16(void **state)
 {
+	attn_bf16_case(3, 4, 129, 127, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, 20.0f);
+	attn_bf16_case(4, 4, 129, 129, 32, LAY_PADDED, BIAS_SHARED, MASK_RANDOM, 20.0f);
+	attn_bf16_case(2, 4, 300, 300, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, 20.0f);
+	attn_bf16_case(1, 4, 129, 129, 64, LAY_HEAD_MAJOR, BIAS_NONE, MASK_RANDOM, 1.0f);
+	attn_bf16_case(2, 2, 300, 300, 64, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, 20.0f);
+	attn_bf16_case(3, 2, 33, 70, 64, LAY_PADDED, BIAS_PER_BATCH, MASK_ONE_EMPTY, 20.0f);
 	attn_bf16_case(1, 4, 1, 1, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_NONE, 3.0f);
 	attn_bf16_case(17, 4, 17, 17, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_RANDOM, 3.0f);
 	attn_bf16_case(33, 4, 33, 33, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_ONE_EMPTY, 20.0f);

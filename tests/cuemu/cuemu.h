@@ -2,8 +2,9 @@
  * C++ with g++ (-include tests/cuemu/cuemu.h): the execution-space
  * qualifiers, the index built-ins (per fiber), shared memory (one copy per
  * block, NaN-filled), barriers, warp shuffles, the math intrinsics the
- * kernels use, the bfloat16 / half types and nvcuda::wmma (cuemu_mma.h), and the
- * launcher behind CU_LAUNCH (kernels/common.cuh). */
+ * kernels use, the bfloat16 / half types and nvcuda::wmma (cuemu_mma.h), the
+ * PTX primitives of kernels/mma.cuh (cuemu_ptx.h), and the launcher behind
+ * CU_LAUNCH (kernels/common.cuh). */
 #ifndef CUEMU_H
 #define CUEMU_H
 
@@ -29,6 +30,7 @@
 
 #include "cuemu_rt.h"
 #include "cuemu_mma.h"
+#include "cuemu_ptx.h"
 
 /* the kernels' expf: the host's, or CUEMU_EXPF_ULP ulp off (cuemu_rt.h) */
 #define expf cuemu_expf

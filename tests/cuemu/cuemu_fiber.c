@@ -55,6 +55,7 @@ typedef struct {
 	void      (*coll)(void *const args[32]);   /* CUEMU_COLLECTIVE: its fn */
 	char       *stack;    /* [stack_size] */
 	void       *tsan;     /* its TSan fiber (under TSan) */
+	cuemu_async_t async;  /* its cp.async copies in flight (c kept across blocks) */
 #if defined(__x86_64__)
 	void       *sp;
 #else
@@ -193,6 +194,7 @@ static void fiber_main(void)
 {
 	if (tsan) __tsan_acquire(&sched.start_sync);   /* after the host's writes */
 	sched.g->body(sched.g->closure);
+	if (sched.cur->async.n) cuemu_fail("thread ended with cp.async copies not waited for");
 	if (tsan) __tsan_release(&sched.end_sync);     /* before the host's reads */
 	sched.cur->state = F_DONE;
 	to_sched(sched.cur);
@@ -211,6 +213,7 @@ static int fibers_reserve(int n)
 		               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED || mprotect(m, page, PROT_NONE)) return -1;
 		f[sched.cap].stack = m + page;
+		f[sched.cap].async = (cuemu_async_t){ NULL, 0, 0, 0 };
 		if (tsan) {
 			/* the slot's TSan fiber runs thread slot of every block */
 			char name[48];
@@ -226,6 +229,18 @@ static int fibers_reserve(int n)
 void *cuemu_dyn_shared(void)
 {
 	return sched.smem;
+}
+
+cuemu_async_t *cuemu_thread_async(void)
+{
+	return &sched.cur->async;
+}
+
+int cuemu_in_shared(const void *p, size_t n)
+{
+	const char *c = p, *d = sched.smem;
+	return (d && c >= d && c + n <= d + sched.g->smem) ||
+	       (__start_cuemu_shared && c >= __start_cuemu_shared && c + n <= __stop_cuemu_shared);
 }
 
 /* complete the warp op of the warp of lanes [w0, w0 + 32) once all its
@@ -314,6 +329,7 @@ static void block_run(uint3 bid, int reverse)
 				f->ids = (cuemu_ids_t){ { x, y, z }, bid, { g->block.x, g->block.y, g->block.z },
 				                        { g->grid.x, g->grid.y, g->grid.z } };
 				f->state = F_READY;
+				f->async.n = f->async.committed = 0;
 				fiber_prepare(f);
 			}
 	if (tsan) __tsan_release(&sched.start_sync);

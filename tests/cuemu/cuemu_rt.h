@@ -52,6 +52,25 @@ uint64_t cuemu_warp_op(unsigned mask, uint64_t v, int kind, int arg, int width);
  * in the scheduler, args[lane] being each lane's arg.  It orders no memory
  * among the lanes, like a shuffle. */
 void cuemu_warp_collective(void (*fn)(void *const args[32]), void *arg);
+/* the cp.async copies of one CUDA thread not yet waited for (cuemu_ptx.h):
+ * c[0 .. n) in issue order, each of size bytes (data read at issue, the
+ * rest of 16 zero), group -1 until committed, then the group's serial;
+ * committed groups so far.  Empty at the start of every block; a thread
+ * that ends with copies in flight ends the process. */
+typedef struct {
+	void         *dst;
+	unsigned char data[16];
+	int           size, group;
+} cuemu_async_copy_t;
+typedef struct {
+	cuemu_async_copy_t *c;   /* [cap] */
+	int                 n, cap, committed;
+} cuemu_async_t;
+/* the running fiber's cp.async state */
+cuemu_async_t *cuemu_thread_async(void);
+/* 1 when [p, p + n) lies in the running block's shared memory (static or
+ * dynamic), else 0 */
+int cuemu_in_shared(const void *p, size_t n);
 /* ends the process with a message naming the running kernel and block */
 void cuemu_fail(const char *what) __attribute__((noreturn));
 /* the running block's dynamic shared memory: [g->smem] bytes, NaN-filled */
@@ -101,6 +120,26 @@ static inline int cuemu_wmma_pos(int l, int e, int n)
 {
 	return (32 * e + 7 * l) % n;
 }
+
+/* --- cuemu_ptx.c (the scheduler's side of cuemu_ptx.h) --- */
+/* one lane's part of mma.m16n8k16 (bf16 inputs, f32 accumulators): its
+ * registers a[4], b[2] (two bf16 each, the lower index in the low half)
+ * and c[4]; d[4] receives its part of d = a b + c (d may be c) */
+typedef struct {
+	const uint32_t *a, *b;
+	const float    *c;
+	float          *d;
+} cuemu_mma_lane_t;
+void cuemu_mma_16816(void *const args[32]);
+/* one lane's part of ldmatrix.m8n8.xN(.trans).b16: the 8 elements of the
+ * row it addressed (lanes 8 i .. 8 i + 7: rows 0..7 of matrix i < n),
+ * n, trans (alike in every lane), out[n] its registers */
+typedef struct {
+	uint16_t  row[8];
+	int       n, trans;
+	uint32_t *out;
+} cuemu_ldm_lane_t;
+void cuemu_ldmatrix(void *const args[32]);
 
 #ifdef __cplusplus
 }

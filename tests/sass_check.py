@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""sass_check.py - reads `cuobjdump -sass` output of the CUDA kernels and
+judges each kernel at the instruction level (used by tests/test_sass.sh and
+bench/gpu_model).
+
+Per kernel (a SASS function): its instructions, its loops (each backward
+branch closes the loop [target, branch]), and
+  - local memory: any LDL / STL (register spills or local arrays);
+  - generic memory: any LD / ST without a state space (LDG / STG global,
+    LDS / STS / LDSM shared): the compiler lost the address space, as it
+    does for shared memory reached through a pointer rebuilt from an
+    integer; the kernels take global data through their parameters, which
+    compile to LDG / STG, so a generic access is taken to be shared memory;
+  - the main loop: the instructions of the loops holding HMMA, less those
+    of the loops nested in them without HMMA (data movement whose trip
+    count the caller knows), and its HMMA share.
+
+The main loop's instructions are those of its fast path: the shortest
+cycle (in instructions) through its header, which skips what a branch
+may skip (the next tile's prefetch on the last tile, the 4-byte copy and
+rotary paths), so the share is an upper bound of the per-iteration one.
+
+Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE]] ... : prints one
+line per kernel; exits 1 when a kernel whose (mangled or demangled) name
+matches a REGEX uses local memory or generic loads / stores, or, where it
+has HMMA, its main loop's HMMA share is under SHARE (default 1/8; the
+first matching REGEX holds).
+"""
+import re
+import sys
+import collections
+
+INSN = re.compile(r'^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;')
+
+
+def parse(text):
+    """{kernel: [(address, opcode, text with its predicate)]} of a
+    cuobjdump -sass listing"""
+    kernels, cur = {}, None
+    for line in text.splitlines():
+        m = re.match(r'\s*Function : (\S+)', line)
+        if m:
+            cur = kernels.setdefault(m.group(1), [])
+            continue
+        m = INSN.match(line)
+        if m and cur is not None:
+            body = m.group(2)   # with its predicate, if any
+            words = re.sub(r'^@!?U?P\w+\s+', '', body).split()
+            cur.append((int(m.group(1), 16), words[0] if words else '', body))
+    return kernels
+
+
+def base(op):
+    return op.split('.')[0]
+
+
+def blocks(ins):
+    """the basic blocks of a kernel: [(first, last)] indices into ins, and
+    succ: {block: [blocks]}"""
+    addr = {a: i for i, (a, _, _) in enumerate(ins)}
+    starts = {0}
+    for i, (a, op, body) in enumerate(ins):
+        if base(op) in ('BRA', 'EXIT', 'RET', 'BRX', 'JMP'):
+            starts.add(i + 1)
+            m = re.search(r'0x([0-9a-f]+)', body)
+            if base(op) == 'BRA' and m and int(m.group(1), 16) in addr:
+                starts.add(addr[int(m.group(1), 16)])
+    starts = sorted(x for x in starts if x < len(ins))
+    bl = [(s, (starts[k + 1] if k + 1 < len(starts) else len(ins)) - 1) for k, s in enumerate(starts)]
+    of = {s: k for k, (s, _) in enumerate(bl)}
+    succ = {}
+    for k, (s, e) in enumerate(bl):
+        a, op, body = ins[e]
+        out = []
+        cond = body.startswith('@')
+        m = re.search(r'0x([0-9a-f]+)', body)
+        if base(op) == 'BRA' and m and int(m.group(1), 16) in addr:
+            out.append(of[addr[int(m.group(1), 16)]])
+        if (base(op) not in ('BRA', 'EXIT', 'RET', 'BRX', 'JMP') or cond) and k + 1 < len(bl):
+            out.append(k + 1)
+        succ[k] = out
+    return bl, succ
+
+
+def natural_loops(bl, succ):
+    """[(header, body)] of the back edges u -> h (h not after u)"""
+    pred = collections.defaultdict(list)
+    for u, vs in succ.items():
+        for v in vs:
+            pred[v].append(u)
+    out = []
+    for u, vs in succ.items():
+        for h in vs:
+            if h > u:
+                continue
+            body, stack = {h, u}, [u]
+            while stack:
+                x = stack.pop()
+                if x == h:
+                    continue
+                for p in pred[x]:
+                    if p not in body:
+                        body.add(p)
+                        stack.append(p)
+            out.append((h, body))
+    return out
+
+
+def _shortest(src, dst, succ, size, body, h):
+    """the blocks of a shortest path src -> dst inside body, through h only
+    where h is dst, weights the block sizes, src excluded; None if none"""
+    import heapq
+    end = -1   # dst reached (dst may be src: the cycle back to h)
+    dist, prev, q = {src: 0}, {}, [(0, src)]
+    while q:
+        d, x = heapq.heappop(q)
+        if x == end:
+            break
+        if d > dist.get(x, 1 << 60):
+            continue
+        for y in succ[x]:
+            if y not in body or (y == h and dst != h):
+                continue
+            z = end if y == dst else y
+            nd = d + size[y]
+            if nd < dist.get(z, 1 << 60):
+                dist[z], prev[z] = nd, x
+                heapq.heappush(q, (nd, z))
+    if end not in prev:
+        return None
+    path, x = [dst], prev[end]
+    while x != src:
+        path.append(x)
+        x = prev[x]
+    return list(reversed(path))
+
+
+def main_loop(ins, via=None):
+    """the main loop's fast path (see the top): the instructions of the
+    shortest cycle through the header of the loop with HMMA, or [];
+    via (a regex): through every block with an instruction matching it,
+    in address order, where such a cycle exists"""
+    bl, succ = blocks(ins)
+    size = [e - s + 1 for s, e in bl]
+    has = lambda b, rx: any(re.search(rx, ins[i][1]) for i in range(bl[b][0], bl[b][1] + 1))
+    cand = [(h, body) for h, body in natural_loops(bl, succ) if any(has(b, r'^HMMA') for b in body)]
+    if not cand:
+        return []
+    h, body = max(cand, key=lambda hb: len(hb[1]))
+    stops = sorted(b for b in body if via and b != h and has(b, via)) + [h]
+    path, x = [h], h
+    for y in stops:
+        leg = _shortest(x, y, succ, size, body, h)
+        if leg is None:
+            return main_loop(ins) if via else []
+        path += leg
+        x = y
+    path.pop()   # the header, reached again
+    return [ins[i] for b in path for i in range(bl[b][0], bl[b][1] + 1)]
+
+
+def judge(name, ins, minshare=1.0 / 8):
+    """(line, failures) for one kernel"""
+    ops = collections.Counter(op for _, op, _ in ins)
+    local = sum(n for op, n in ops.items() if base(op) in ('LDL', 'STL'))
+    generic = sum(n for op, n in ops.items() if base(op) in ('LD', 'ST'))
+    hmma = sum(n for op, n in ops.items() if base(op) == 'HMMA')
+    ml = main_loop(ins)
+    mh = sum(1 for _, op, _ in ml if base(op) == 'HMMA')
+    fails = []
+    if local:
+        fails.append('%d local-memory loads / stores' % local)
+    if generic:
+        fails.append('%d generic loads / stores' % generic)
+    share = mh / len(ml) if ml else 0.0
+    if hmma and share < minshare:
+        fails.append('main loop HMMA share %.3f < %.3f' % (share, minshare))
+    line = '%-60s %6d insns, %3d HMMA, local %d, generic %d, main loop %d insns %d HMMA (%.3f)' % (
+        name[:60], len(ins), hmma, local, generic, len(ml), mh, share)
+    return line, fails
+
+
+def demangle(name):
+    m = re.match(r'_Z\d+(\w+?)I', name)
+    return m.group(1) if m else name
+
+
+def main(argv):
+    if len(argv) < 2:
+        sys.stderr.write('usage: sass_check.py SASS_FILE [--check REGEX] ...\n')
+        return 2
+    checks = []
+    for i in range(2, len(argv) - 1):
+        if argv[i] == '--check':
+            rx, _, share = argv[i + 1].partition('=')
+            checks.append((re.compile(rx), float(eval(share, {})) if share else 1.0 / 8))
+    kernels = parse(open(argv[1]).read())
+    bad = 0
+    for name, ins in sorted(kernels.items()):
+        hit = [sh for c, sh in checks if c.search(name) or c.search(demangle(name))]
+        line, fails = judge(name, ins, hit[0] if hit else 1.0 / 8)
+        checked = bool(hit)
+        verdict = ('FAIL: ' + '; '.join(fails)) if checked and fails else ('ok' if checked else '-')
+        print('%s  %s' % (line, verdict))
+        bad += checked and bool(fails)
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv))

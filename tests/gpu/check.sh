@@ -7,6 +7,9 @@
 #
 #     check.sh [--bundle DIR]      (default: the folder holding check.sh)
 #
+# On the lent machine, from the bundle's archive (bundle.sh):
+#     tar xzf gpu-bundle.tar.gz && gpu-bundle/check.sh
+#
 # Within $BUDGET seconds (default 300: with the machine's start, 8 minutes),
 # each step under a timeout of its own and of what is left (a step that no
 # longer fits is skipped and said so), most telling first:

@@ -3,7 +3,8 @@
 # a lent machine lacks: built from this build into a fresh folder, every
 # program and library in it resolves (ldd) each library it loads inside
 # the bundle or to one of bundle.sh --allowed (glibc's, libgcc_s,
-# libstdc++, CUDA's); the programs' RUNPATH starts with $ORIGIN/lib; and
+# libstdc++, CUDA's); the programs' RUNPATH starts with $ORIGIN/lib; its
+# archive (bundle.sh's OUTDIR.tar.gz, what travels) holds its files; and
 # its check.sh runs from there, writing only under $OUT (here, without a
 # GPU, it stops at test_cuda_ops's skip: exit 77).  Skipped (77) where
 # the bundle cannot be built: no CUDA build, no cmocka (no
@@ -30,7 +31,11 @@ done
 for p in esmbatch mkweights test_cuda_ops; do
 	readelf -d "$b/$p" | grep -q 'RUNPATH.*\[\$ORIGIN/lib' || fail "$p: no RUNPATH \$ORIGIN/lib"
 done
-echo "bundle: $(du -sb "$b" | cut -f1) bytes"
+echo "bundle: $(du -sb "$b" | cut -f1) bytes, archive $(stat -c %s "$b.tar.gz") bytes"
+# the archive (what travels) holds the folder, file for file
+(cd "$tmp" && find bundle -type f | sort) > "$tmp/files"
+tar -tzf "$b.tar.gz" | grep -v '/$' | sort > "$tmp/archived" || fail "$b.tar.gz: unreadable"
+cmp -s "$tmp/files" "$tmp/archived" || fail "$b.tar.gz does not hold the bundle's files"
 
 # check.sh from inside the bundle, with nothing of the build on its paths
 mkdir -p "$tmp/scratch"

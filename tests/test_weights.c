@@ -4,7 +4,9 @@
  * missing, nothing in the file is left unused but the ESM-2 contact head;
  * a wrong shape or a missing tensor is refused; and the full-size model can
  * be planned from the manifest alone; the checkpoint fixtures give the
- * safetensors fixtures' tensors under the same model names. */
+ * safetensors fixtures' tensors under the same model names; a NaN or an
+ * infinity in any tensor refuses the load with one line naming it. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "backend/backend.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
@@ -169,6 +172,88 @@ static void test_checkpoint_names(void **state)
 	}
 }
 
+/* DIR/weights.safetensors: tiny_a's with element 0 of tensor NAME set to v,
+ * and its config.json beside it; DIR is made here (removed by the caller) */
+static void poisoned_copy(char *dir, const char *name, float v)
+{
+	char path[512];
+	FILE *in = fopen(TEST_DATA "/tiny_a/weights.safetensors", "rb"), *out;
+	unsigned char len8[8];
+	uint64_t hlen = 0;
+	long size;
+	char *buf;
+
+	assert_non_null(mkdtemp(dir));
+	assert_non_null(in);
+	assert_int_equal(fseek(in, 0, SEEK_END), 0);
+	size = ftell(in);
+	rewind(in);
+	assert_non_null(buf = malloc(size));
+	assert_int_equal(fread(buf, 1, size, in), (size_t)size);
+	fclose(in);
+	memcpy(len8, buf, 8);
+	for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+	json_t *h = json_loadb(buf + 8, hlen, 0, NULL), *off;
+	assert_non_null(h);
+	assert_non_null(off = json_object_get(json_object_get(h, name), "data_offsets"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(h, name), "dtype")), "F32");
+	memcpy(buf + 8 + hlen + json_integer_value(json_array_get(off, 0)), &v, sizeof v);
+	json_decref(h);
+	snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+	assert_non_null(out = fopen(path, "wb"));
+	assert_int_equal(fwrite(buf, 1, size, out), (size_t)size);
+	assert_int_equal(fclose(out), 0);
+	free(buf);
+	snprintf(path, sizeof path, "cp %s/tiny_a/config.json %s/", TEST_DATA, dir);
+	assert_int_equal(system(path), 0);
+}
+
+/* loading DIR/weights.safetensors into the CPU backend fails, and what it
+ * logs is one line naming the tensor */
+static void load_refused(const char *dir, const char *name, const char *what)
+{
+	char path[512], log[512] = "", want[256];
+	FILE *cap = tmpfile();
+	int saved = dup(2);
+	weights_t *w;
+	be_t *be = be_cpu_init(1);
+	model_t m;
+
+	assert_non_null(cap);
+	assert_non_null(be);
+	snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+	assert_non_null(w = weights_open(path));
+	fflush(stderr);
+	dup2(fileno(cap), 2);
+	int rc = model_load(&m, w, be);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	rewind(cap);
+	size_t n = fread(log, 1, sizeof log - 1, cap);
+	log[n] = 0;
+	fclose(cap);
+	assert_true(rc < 0);
+	snprintf(want, sizeof want, "tensor '%s' holds %s at element 0", name, what);
+	assert_non_null(strstr(log, want));
+	assert_ptr_equal(strchr(log, '\n'), log + n - 1);   /* one line */
+	weights_close(w);
+	be_free(be);
+	snprintf(path, sizeof path, "rm -r %s", dir);
+	assert_int_equal(system(path), 0);
+}
+
+static void test_nonfinite_refused(void **state)
+{
+	(void)state;
+	char a[] = "/tmp/esmbatch-nan.XXXXXX", b[] = "/tmp/esmbatch-inf.XXXXXX";
+
+	poisoned_copy(a, "ptm_head.weight", NAN);
+	load_refused(a, "ptm_head.weight", "NaN");
+	poisoned_copy(b, "esm.encoder.layer.0.intermediate.dense.bias", INFINITY);
+	load_refused(b, "esm.encoder.layer.0.intermediate.dense.bias", "an infinity");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -176,6 +261,7 @@ int main(void)
 		cmocka_unit_test(test_wrong_shape_refused),
 		cmocka_unit_test(test_missing_refused),
 		cmocka_unit_test(test_checkpoint_names),
+		cmocka_unit_test(test_nonfinite_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

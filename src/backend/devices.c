@@ -143,16 +143,27 @@ int64_t dev_parse_size(const char *s)
 	return size;
 }
 
+int dev_check(const char *spec)
+{
+	int dev = 0, end = -1;
+
+	if (!spec || !strcmp(spec, "cpu") || !strcmp(spec, "cuda")) return 0;
+	if (!strncmp(spec, "sim:", 4)) {
+		if (dev_parse_size(spec + 4) > 0) return 0;
+		log_error("--devices %s: expected sim:SIZE, a size from 1 byte to 1048576G such as sim:24G", spec);
+		return -1;
+	}
+	if (sscanf(spec, "cuda:%d%n", &dev, &end) == 1 && end > 5 && !spec[end] && dev >= 0) return 0;
+	log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", spec);
+	return -1;
+}
+
 static be_t *dev_sim_open(const char *spec, int threads)
 {
 	int64_t size = dev_parse_size(spec + 4);
 	dev_sim_t *s;
 	be_t *cpu;
 
-	if (size <= 0) {
-		log_error("--devices %s: expected sim:SIZE, e.g. sim:24G", spec);
-		return NULL;
-	}
 	if (!(cpu = be_cpu_init(threads))) return NULL;
 	if (!(s = calloc(1, sizeof *s))) {
 		be_free(cpu);
@@ -215,14 +226,12 @@ be_t *dev_open(const char *spec, int threads)
 {
 	be_t *be = NULL;
 
+	if (dev_check(spec) < 0) return NULL;   /* logged */
 	if (spec && !strncmp(spec, "sim:", 4)) {
 		be = dev_sim_open(spec, threads);
 	} else if (!spec || strcmp(spec, "cpu") != 0) {
 		int dev = 0;
-		if (spec && sscanf(spec, "cuda:%d", &dev) != 1 && strcmp(spec, "cuda") != 0) {
-			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", spec);
-			return NULL;
-		}
+		if (spec) sscanf(spec, "cuda:%d", &dev);
 		if (be_cuda_check_arch(dev) < 0) return NULL;   /* logged */
 		be = be_cuda_init(dev);
 		if (!be && spec) {
@@ -332,23 +341,13 @@ int dev_list_check(const char *list)
 	}
 	for (int i = 0; i < n; i++) {
 		const char *s = spec[i];
-		if (!strncmp(s, "sim:", 4)) {
-			if (dev_parse_size(s + 4) <= 0) {
-				log_error("--devices %s: expected sim:SIZE, a size from 1 byte to 1048576G such as sim:24G", s);
-				goto done;
-			}
-		} else if (!strcmp(s, "cpu")) {
-			if (cpu++) {
-				log_error("--devices %s: the cpu device is named twice (its memory is one budget: name it once)",
-				          list);
-				goto done;
-			}
-		} else if ((ord[nord] = dev_cuda_ordinal(s)) >= 0) {
-			nord++;
-		} else {
-			log_error("--devices %s: expected cpu, cuda, cuda:N or sim:SIZE", s);
+		if (dev_check(s) < 0) goto done;   /* logged */
+		if (!strcmp(s, "cpu") && cpu++) {
+			log_error("--devices %s: the cpu device is named twice (its memory is one budget: name it once)",
+			          list);
 			goto done;
 		}
+		if ((ord[nord] = dev_cuda_ordinal(s)) >= 0) nord++;
 	}
 	qsort(ord, (size_t)nord, sizeof *ord, dev_cmp_int);
 	for (int i = 1; i < nord; i++)

@@ -16,6 +16,10 @@
 
 #include "backend/backend.h"
 
+/* 0 when spec (NULL, or one element of a --devices list) has one of the
+ * forms above, else -1 after one logged line; opens nothing. */
+int dev_check(const char *spec);
+
 /* The backend for one spec (threads: CPU threads, 0 = auto), logged; NULL
  * after one logged line. */
 be_t *dev_open(const char *spec, int threads);

@@ -204,6 +204,24 @@ static char *calib_svg_path(const char *tsv)
 	return p;
 }
 
+/* the title calib_svg writes: how a plot of calibrate is known again */
+#define CALIB_SVG_MARK ">esmbatch calibrate: "
+
+/* 1 when path may be written by calib_svg: absent, or a plot it wrote
+ * (its title line among the first lines); else 0 */
+static int calib_svg_ours(const char *path)
+{
+	char head[1024];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	if (!f) return errno == ENOENT;
+	n = fread(head, 1, sizeof head - 1, f);
+	fclose(f);
+	head[n] = 0;
+	return !strncmp(head, "<svg ", 5) && strstr(head, CALIB_SVG_MARK) != NULL;
+}
+
 static int calib_set_num(quota_table_t *t, const char *key, int64_t v)
 {
 	char b[32];
@@ -249,6 +267,12 @@ int calib_main(const opt_t *o, FILE *out)
 			log_error("%s: a table of another device or weights; --force overwrites it", path);
 			goto done;
 		}
+	}
+	if (!(svg = calib_svg_path(path))) goto done;
+	if (!calib_svg_ours(svg) && !o->force) {
+		log_error("%s: not a plot calibrate wrote, and the table's plot goes there; --force "
+		          "overwrites it", svg);
+		goto done;
 	}
 	/* warm-up: one pass at every length gives the worker's own memory
 	 * (BLAS packing buffers, attention scratch, allocator arenas) the size
@@ -309,7 +333,6 @@ int calib_main(const opt_t *o, FILE *out)
 		if (quota_set(qt, "seconds_per_cost", spc) < 0) goto done;
 	}
 	if (quota_write(qt, path) < 0) goto done;
-	if (!(svg = calib_svg_path(path))) goto done;
 	{
 		char title[256];
 		snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", be->name,

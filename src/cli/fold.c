@@ -316,12 +316,22 @@ fail:
 	return rc;
 }
 
-/* run.K-of-N.jsonl's first line: what `esmbatch merge` checks shards by */
+/* run.K-of-N.jsonl's first line: what `esmbatch merge` checks shards by:
+ * the input, the weights, N and the settings that change a record's
+ * outputs (its files: --format and --pae) */
 static int fold_shard_line(fold_run_t *r)
 {
-	json_t *e = json_pack("{s:s, s:i, s:i, s:s, s:i, s:i, s:s}", "event", "shard", "shard",
-	                      r->shard.k, "shards", r->shard.n, "input", r->input_fp, "records",
-	                      r->ninput, "in_shard", r->nrec, "weights", weights_fingerprint(r->wt));
+	const opt_t *o = r->o;
+	const char *ext[FOLD_NEXT];
+	int next = fold_exts(o, ext);
+	json_t *files = json_array();
+	for (int i = 0; files && i < next; i++) json_array_append_new(files, json_string(ext[i]));
+	json_t *e = json_pack("{s:s, s:i, s:i, s:s, s:i, s:i, s:s, s:{s:i, s:i, s:s, s:b, s:o}}", "event",
+	                      "shard", "shard", r->shard.k, "shards", r->shard.n, "input", r->input_fp,
+	                      "records", r->ninput, "in_shard", r->nrec, "weights",
+	                      weights_fingerprint(r->wt), "settings", "num_recycles", o->num_recycles,
+	                      "chunk_size", o->chunk_size, "precision", be_prec_name(o->precision),
+	                      "keep_linker_numbering", o->keep_linker_numbering, "files", files);
 	char *line = e ? json_dumps(e, JSON_COMPACT) : NULL;
 	int rc = line && fprintf(r->jsonl, "%s\n", line) > 0 ? 0 : -1;
 

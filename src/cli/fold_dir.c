@@ -145,11 +145,31 @@ static int fold_tmp_mine(const fold_run_t *r, const char *stem, size_t n)
 	return mine;
 }
 
+/* name is a fragment's finished file, STEM.fragA-B.EXT (EXT .pdb, .cif or
+ * .pae.json): the length of STEM.fragA-B, else 0 */
+static size_t fold_frag_file(const char *name)
+{
+	static const char *const ext[] = { ".pdb", ".cif", ".pae.json" };
+	const char *f = strstr(name, ".frag");
+
+	for (; f; f = strstr(f + 1, ".frag")) {
+		const char *p = f + 5;
+		size_t a = strspn(p, "0123456789"), b = a && p[a] == '-' ? strspn(p + a + 1, "0123456789") : 0;
+		if (!b) continue;
+		p += a + 1 + b;
+		for (size_t k = 0; k < sizeof ext / sizeof *ext; k++)
+			if (!strcmp(p, ext[k])) return (size_t)(p - name);
+	}
+	return 0;
+}
+
 /* Remove what killed runs left in the output directory: temporaries of
  * the atomic writer (NAME.pdb.tmp.PID, NAME.cif.tmp.PID,
  * NAME.pae.json.tmp.PID, summary.tsv.tmp.PID, report.html.tmp.PID, or the
  * older NAME.pdb.tmp form; a shard's summary.K-of-N.tsv.tmp.PID and
- * report.K-of-N.html.tmp.PID).  Only with the directory's lock held: then
+ * report.K-of-N.html.tmp.PID), and the fragments of a split run killed
+ * before it renamed them (NAME.fragA-B.pdb, .cif, .pae.json: a name no
+ * record's own files can have).  Only with the directory's lock held: then
  * no other run is writing them; a shard removes only its own records' and
  * its own summary's and report's (other shards may be writing theirs).
  * Nothing else is touched. */
@@ -167,8 +187,14 @@ void fold_clean_tmp(const fold_run_t *r)
 	snprintf(report, sizeof report, "report%s.html.tmp", r->sfx);
 	while ((e = readdir(d))) {
 		const char *t = strstr(e->d_name, ".tmp");
-		size_t n;
+		size_t n, frag = t ? 0 : fold_frag_file(e->d_name);
 		int ours = 0, whole = 0;
+		if (frag && (!r->shard.n || fold_tmp_mine(r, e->d_name, frag))) {
+			char *p = fold_path(r->o->outdir, e->d_name, "");
+			if (p && unlink(p) == 0) log_debug("%s: removed (a fragment of a killed run)", p);
+			free(p);
+			continue;
+		}
 		/* .tmp at the end, or followed by .DIGITS */
 		while (t && t[4] && !(t[4] == '.' && t[5] && strspn(t + 5, "0123456789") == strlen(t + 5)))
 			t = strstr(t + 1, ".tmp");

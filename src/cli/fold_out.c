@@ -18,15 +18,19 @@
 #include "protein/pdb.h"
 #include "sched/bucket.h"
 #include "util/log.h"
+#include "util/tsv.h"
 
 /* x->row = the summary row of a record from column file on (status ok /
- * split / failed); 0 or -1 (out of memory) */
+ * split / failed), every cell by util/tsv.h's rule; 0 or -1 (out of memory) */
 int fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason)
 {
 	char fig[160] = "-\t-\t-\t-\t-\t-\t-", qc[160] = "-\t-\t-\t-\t-", flags[96] = "-";
 	char crc[17] = "-";
 	int64_t nq = qc_residues(&x->qc);
-	int rc;
+	char *row = NULL;
+	size_t len = 0;
+	FILE *f;
+	int rc = -1;
 
 	if (x->res_done && strcmp(status, "failed")) {
 		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
@@ -41,10 +45,18 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 		         sizeof flags);
 	}
 	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
+	if ((f = open_memstream(&row, &len))) {
+		/* one after another: the cells' order is the row's */
+		rc = tsv_put(f, file ? file : "-");
+		if (fputc('\t', f) < 0 || tsv_put(f, status) < 0 || fputc('\t', f) < 0 ||
+		    tsv_put(f, reason ? reason : "-") < 0 || fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) < 0 ||
+		    tsv_put(f, flags) < 0)
+			rc = -1;
+		if (fclose(f) != 0) rc = -1;
+	}
 	free(x->row);
-	rc = asprintf(&x->row, "%s\t%s\t%s\t%s\t%s\t%s\t%s", file ? file : "-", status,
-	              reason ? reason : "-", fig, qc, crc, flags);
-	if (rc < 0) x->row = NULL;
+	x->row = rc < 0 ? NULL : row;
+	if (rc < 0) free(row);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -69,9 +81,9 @@ static void fold_summary_line(FILE *f, const fold_rec_t *x)
 	 * "-": a --names name not found), name, file, length, bucket, then
 	 * status onwards */
 	if (j->recno > 0) snprintf(index, sizeof index, "%lld", (long long)j->recno - 1);
-	fprintf(f, "%s\t%s\t%.*s\t%lld\t%s\t%s", index,
-	        j->name && *j->name ? j->name : "-", (int)(tab - row), row,
-	        (long long)j->len, blabel, tab + 1);
+	fprintf(f, "%s\t", index);
+	tsv_put(f, j->name && *j->name ? j->name : "-");
+	fprintf(f, "\t%.*s\t%lld\t%s\t%s", (int)(tab - row), row, (long long)j->len, blabel, tab + 1);
 	for (const char *c = row; *c; c++) tabs += *c == '\t';
 	for (; tabs < FOLD_ROW_TABS; tabs++) fputs("\t-", f);
 	fputc('\n', f);

@@ -4,8 +4,11 @@
  * field, the record's index in the input: merge sorts them by it (rows
  * whose index is "-", --names names not found, after the others) and
  * reads only the status, name and reason columns, found by their header
- * names, to list the records that failed.  Every shard's header must be
- * the same line.
+ * names, to list the records that failed: a status is compared as written
+ * (no status needs escaping), and the messages quote the name and reason
+ * cells as written (escaped, util/tsv.h), so each is one line.  Every shard's header must be
+ * the same line, and every row have its columns; every shard's run must
+ * have had the same settings (its shard line's "settings").
  */
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +23,7 @@
 #include "cli/merge.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
+#include "sched/shard.h"
 #include "util/log.h"
 #include "util/tsv.h"
 
@@ -35,6 +39,7 @@ typedef struct {
 	int    have;
 	char   input[40], weights[160];
 	long   records, in_shard;
+	char  *settings;   /* its "settings" as compact JSON (owned), or NULL */
 } merge_fp_t;
 
 typedef struct {
@@ -44,19 +49,29 @@ typedef struct {
 	merge_row_t *row;
 	long         nrow, cap;
 	char        *head;         /* the shards' header line (owned) */
+	int          tabs;         /* in head */
 } merge_t;
 
-/* NAME is STEM.K-of-N.EXT: *k and *n; 1 when it is, else 0 */
+/* missing shards logged one by one; the rest in one line */
+#define MERGE_SAY_MISSING 10
+
+/* NAME is STEM.K-of-N.EXT: *k and *n (an N over SHARD_MAX as
+ * SHARD_MAX + 1); 1 when it is, else 0 */
 static int merge_name(const char *name, const char *stem, const char *ext, int *k, int *n)
 {
 	size_t sl = strlen(stem);
-	int end = -1;
-	char tail[16];
+	const char *p = name + sl + 1;
+	char *end;
+	long kk, nn;
 
-	if (strncmp(name, stem, sl) || name[sl] != '.') return 0;
-	if (sscanf(name + sl + 1, "%d-of-%d%n", k, n, &end) != 2 || end < 0) return 0;
-	snprintf(tail, sizeof tail, "%s", name + sl + 1 + end);
-	return !strcmp(tail, ext) && *k >= 1 && *k <= *n;
+	if (strncmp(name, stem, sl) || name[sl] != '.' || *p < '1' || *p > '9') return 0;
+	kk = strtol(p, &end, 10);
+	if (strncmp(end, "-of-", 4) || end[4] < '1' || end[4] > '9') return 0;
+	nn = strtol(end + 4, &end, 10);
+	if (strcmp(end, ext) || kk > nn) return 0;
+	*k = kk > SHARD_MAX ? SHARD_MAX + 1 : (int)kk;
+	*n = nn > SHARD_MAX ? SHARD_MAX + 1 : (int)nn;
+	return 1;
 }
 
 /* The N of every shard file in the directory, which must be one; 0, or -1
@@ -78,7 +93,11 @@ static int merge_find_n(merge_t *m)
 		int k, n;
 		for (size_t i = 0; i < sizeof kind / sizeof *kind; i++) {
 			if (!merge_name(e->d_name, kind[i][0], kind[i][1], &k, &n)) continue;
-			if (!m->n) {
+			if (n > SHARD_MAX) {
+				log_error("%s/%s: not a shard's file (N is at most %d): remove it", m->dir,
+				          e->d_name, SHARD_MAX);
+				rc = -1;
+			} else if (!m->n) {
 				m->n = n;
 				snprintf(first, sizeof first, "%s", e->d_name);
 			} else if (n != m->n) {
@@ -126,6 +145,9 @@ static int merge_read_fp(merge_t *m, int k)
 				snprintf(fp->weights, sizeof fp->weights, "%s", w);
 				fp->records = (long)json_integer_value(json_object_get(e, "records"));
 				fp->in_shard = (long)json_integer_value(json_object_get(e, "in_shard"));
+				json_t *set = json_object_get(e, "settings");
+				if (set && !(fp->settings = json_dumps(set, JSON_COMPACT | JSON_SORT_KEYS)))
+					rc = -1;
 			}
 			json_decref(e);
 			break;
@@ -162,13 +184,23 @@ static int merge_read_summary(merge_t *m, int k, int *found)
 	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
 		if (line[len - 1] == '\n') line[--len] = 0;
 		if (ln++ == 0) {
-			if (!m->head && !(m->head = strdup(line))) rc = -1;
-			else if (strcmp(m->head, line)) {
+			if (!m->head) {
+				if (!(m->head = strdup(line))) rc = -1;
+				for (const char *c = line; *c; c++) m->tabs += *c == '\t';
+			} else if (strcmp(m->head, line)) {
 				log_error("%s: its columns differ from another shard's (esmbatch versions "
 				          "differ?)", path);
 				rc = -1;
 			}
 			continue;
+		}
+		int tabs = 0;
+		for (const char *c = line; *c; c++) tabs += *c == '\t';
+		if (tabs != m->tabs) {
+			log_error("%s:%ld: %d columns, the header has %d (a torn or edited row): rerun shard "
+			          "%d/%d", path, ln, tabs + 1, m->tabs + 1, k, m->n);
+			rc = -1;
+			break;
 		}
 		char *end;
 		long idx = strtol(line, &end, 10);
@@ -232,7 +264,7 @@ static int merge_write(const merge_t *m)
 int merge_main(const opt_t *o)
 {
 	merge_t m = { .dir = o->outdir };
-	int fd = -1, code = EXIT_FATAL, rc, missing = 0, ref = -1;
+	int fd = -1, code = EXIT_FATAL, rc, missing = 0, unknown = 0, ref = -1;
 	long nfailed = 0, nmissing = 0;
 
 	if ((rc = dir_lock_take(m.dir, "", LOCK_EX, &fd)) < 0) {
@@ -265,13 +297,22 @@ int merge_main(const opt_t *o)
 			          fp->weights);
 			goto done;
 		}
+		if (fp->have && (!fp->settings != !m.fp[ref].settings ||
+		                 (fp->settings && strcmp(fp->settings, m.fp[ref].settings)))) {
+			log_error("%s: shard %d/%d (%s) and shard %d/%d (%s) were run with different settings: "
+			          "rerun one with the other's", m.dir, ref + 1, m.n,
+			          m.fp[ref].settings ? m.fp[ref].settings : "settings not recorded", k, m.n,
+			          fp->settings ? fp->settings : "settings not recorded");
+			goto done;
+		}
 		if (!found) {
 			missing++;
 			nmissing += fp->have ? fp->in_shard : 0;
-			if (fp->have)
+			unknown += !fp->have;
+			if (missing <= MERGE_SAY_MISSING && fp->have)
 				log_error("shard %d/%d: no summary.%d-of-%d.tsv (not finished): its %ld record(s) "
 				          "are missing; rerun it", k, m.n, k, m.n, fp->in_shard);
-			else
+			else if (missing <= MERGE_SAY_MISSING)
 				log_error("shard %d/%d: no summary.%d-of-%d.tsv (never run): its records are "
 				          "missing; run it", k, m.n, k, m.n);
 		} else if (fp->in_shard != m.nrow - before) {
@@ -281,6 +322,9 @@ int merge_main(const opt_t *o)
 			goto done;
 		}
 	}
+	if (missing > MERGE_SAY_MISSING)
+		log_error("and %d more shard(s) of %d without their summary (%d of them never run)",
+		          missing - MERGE_SAY_MISSING, m.n, unknown);
 	if (!m.head) {
 		log_error("%s: no shard has its summary yet (summary.K-of-%d.tsv): nothing to merge", m.dir,
 		          m.n);
@@ -307,14 +351,19 @@ int merge_main(const opt_t *o)
 		}
 	}
 	if (merge_write(&m) < 0) goto done;
-	log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %s%ld missing",
-	         m.dir, m.nrow, m.n - missing, m.n, nfailed, missing && !nmissing ? "some " : "",
-	         nmissing);
+	if (unknown)
+		log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing and "
+		         "those of %d shard(s) never run", m.dir, m.nrow, m.n - missing, m.n, nfailed,
+		         nmissing, unknown);
+	else
+		log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing",
+		         m.dir, m.nrow, m.n - missing, m.n, nfailed, nmissing);
 	code = missing || nfailed ? EXIT_PARTIAL : EXIT_OK;
 done:
 	for (long i = 0; i < m.nrow; i++) free(m.row[i].text);
 	free(m.row);
 	free(m.head);
+	for (int k = 0; m.fp && k < m.n; k++) free(m.fp[k].settings);
 	free(m.fp);
 	if (fd >= 0) close(fd);
 	return code;

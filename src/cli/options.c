@@ -299,7 +299,7 @@ int opt_parse(opt_t *o, int argc, char **argv)
 				log_error("--devices: no device in '%s'", optarg);
 				return -1;
 			}
-			break;
+			break;   /* each element's form: opt_validate (dev_list_check) */
 		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
 		case O_PAE: o->pae = 1; break;
 		case O_FORMAT: if (parse_formats(optarg, &o->formats)) return -1; break;
@@ -334,10 +334,12 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case 'h': o->help = 1; break;
 		case 'V': o->cmd = OPT_CMD_VERSION; break;
 		case ':':
-			if (optopt)
-				log_error("option -%c needs an argument (try --help)", optopt);
-			else
+			/* a long option by the name given (its optopt is an
+			 * internal value past 255), a short one by its letter */
+			if (!strncmp(on, "--", 2) || optopt <= 0 || optopt > 255)
 				log_error("option %s needs an argument (try --help)", on);
+			else
+				log_error("option -%c needs an argument (try --help)", optopt);
 			return -1;
 		default:
 			if (optopt)

@@ -116,10 +116,11 @@ static int report_parse_summary(report_t *rp, const char *summary)
 		report_rec_t *x;
 		if (report_grow(&rp->rec, &cap, rp->nrec, sizeof *rp->rec, 64) < 0) return -1;
 		for (int w = 0; w < NW; w++) fld[w] = "-";
-		/* fields split in place; empty fields kept (strsep) */
+		/* fields split in place; empty fields kept (strsep); decoded
+		 * (util/tsv.h) as text, as the page shows them */
 		for (char *p = line, *f; (f = strsep(&p, "\t")); c++)
 			for (int w = 0; w < NW; w++)
-				if (col[w] == c) fld[w] = f;
+				if (col[w] == c) fld[w] = tsv_decode(f, TSV_TEXT);
 		x = &rp->rec[rp->nrec++];
 		x->name = fld[0];
 		x->length = (long)report_num(fld[1]);

@@ -23,8 +23,9 @@ void fwd_plan_begin(fwd_t *fx, be_t *be)
 	place_init(&fx->hmp, 0);
 }
 
-/* ESMBATCH_FAULT=oom:N: the Nth arena reservation of the process (1-based)
- * is refused, so tests can prove an out-of-memory event is survived */
+/* ESMBATCH_FAULT=KIND:N: the Nth event of KIND in the process (1-based)
+ * is a fault (forward.h: fwd_fault), so tests can prove it is survived */
+static char fwd_fault_kind[16];
 static long fwd_fault_at;
 static atomic_long fwd_fault_count;
 static pthread_once_t fwd_fault_once = PTHREAD_ONCE_INIT;
@@ -32,13 +33,14 @@ static pthread_once_t fwd_fault_once = PTHREAD_ONCE_INIT;
 static void fwd_fault_init(void)
 {
 	const char *e = getenv("ESMBATCH_FAULT");
-	if (e && sscanf(e, "oom:%ld", &fwd_fault_at) != 1) fwd_fault_at = 0;
+	if (!e || sscanf(e, "%15[a-z]:%ld", fwd_fault_kind, &fwd_fault_at) != 2) fwd_fault_at = 0;
 }
 
-static int fwd_fault_due(void)
+int fwd_fault(const char *kind)
 {
 	pthread_once(&fwd_fault_once, fwd_fault_init);
-	return fwd_fault_at > 0 && atomic_fetch_add(&fwd_fault_count, 1) + 1 == fwd_fault_at;
+	return fwd_fault_at > 0 && !strcmp(kind, fwd_fault_kind) &&
+	       atomic_fetch_add(&fwd_fault_count, 1) + 1 == fwd_fault_at;
 }
 
 /* the executing pass's arena: kept (in the worker's arena, grown when
@@ -52,7 +54,7 @@ static int fwd_exec_arena(fwd_t *fx, be_t *be, arena_t *kept, size_t arena_size)
 	fx->be = be;
 	place_init(&fx->mp, arena_size);
 	place_init(&fx->hmp, 0);
-	if (fwd_fault_due()) {
+	if (fwd_fault("oom")) {
 		if (kept) arena_release(kept);   /* as a refused reservation leaves it */
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
 		               arena_size, be->name);

@@ -65,6 +65,10 @@ typedef struct {
 	char    errmsg[256];
 } fwd_t;
 
+/* A test hook: 1 when ESMBATCH_FAULT=KIND:N is set and this is the Nth
+ * call for KIND in the process, else 0.  Kinds: "oom" (fwd_exec_begin),
+ * "nan" (model_fold's outputs). */
+int  fwd_fault(const char *kind);
 /* Start a planning pass: no memory, ops check shapes only. */
 void fwd_plan_begin(fwd_t *fx, be_t *be);
 /* Start an executing pass in an arena of arena_size bytes reserved from the

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "protein/geometry.h"
+#include "util/finite.h"
 #include "util/log.h"
 #include "model/model.h"
 #include "protein/residue.h"
@@ -269,6 +270,19 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_pla
 	return rc ? -1 : 0;
 }
 
+/* the first of a fold's outputs holding a NaN or an infinity, by name, or
+ * NULL when all are finite */
+static const char *model_out_nonfinite(const model_out_t *o)
+{
+	int64_t L = o->L;
+
+	if (finite_scan(o->atom37, L * 37 * 3) >= 0) return "coordinates";
+	if (finite_scan(o->plddt, L * 37) >= 0 || finite_scan(&o->mean_plddt, 1) >= 0) return "pLDDT";
+	if (finite_scan(&o->ptm, 1) >= 0) return "pTM";
+	if (finite_scan(o->pae, L * L) >= 0 || finite_scan(&o->max_pae, 1) >= 0) return "PAE";
+	return NULL;
+}
+
 int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
                model_out_t *out, char *err, size_t errcap)
 {
@@ -330,6 +344,13 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	out->arena = p->arena;
 	out->peak_live = p->peak_live;
 	out->host = p->host;
+	if (fwd_fault("nan")) out->ptm = NAN;   /* a test hook (forward.h) */
+	const char *bad = model_out_nonfinite(out);
+	if (bad) {
+		snprintf(err, errcap, "non-finite output (%s)", bad);
+		model_out_free(out);
+		return STATUS_FAIL;
+	}
 	return 0;
 }
 

@@ -106,7 +106,9 @@ int  model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_pl
  * backend kind, t and r); p NULL or without a plan: planned here first.
  * 0, or negative with a one-line reason in err
  * (util/status.h: STATUS_OOM when an arena cannot be reserved, an event
- * to retry smaller; STATUS_PLAN when the pass outgrew its plan, a bug). */
+ * to retry smaller; STATUS_PLAN when the pass outgrew its plan, a bug;
+ * STATUS_FAIL with "non-finite output (WHAT)" when a coordinate, pLDDT,
+ * pTM or PAE value is a NaN or an infinity: nothing of it is returned). */
 int  model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
                 model_out_t *out, char *err, size_t errcap);
 void model_out_free(model_out_t *o);

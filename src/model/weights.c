@@ -1,4 +1,5 @@
 /* weights.c - weights from safetensors or a manifest (see weights.h). */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 
 #include <jansson.h>
 
+#include "util/finite.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "io/safetensors.h"
@@ -44,6 +46,8 @@ struct wt {
 	int         recording; /* weights_open_record: e[].name owned, appended */
 	cfg_t       cfg;
 	char       *cfg_json;  /* the configuration's text */
+	char       *cfg_from;  /* where it came from, for messages: a config.json's path, or NULL:
+	                          the checkpoints' cfg or the published one (cfg_json says) */
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	int64_t     mat_elems; /* of which elements of Linear matrices */
@@ -221,6 +225,8 @@ static int weights_load_cfg(weights_t *w, const char *first)
 		json_t *j;
 		fclose(f);
 		rc = cfg_load(&w->cfg, cpath);
+		w->cfg_from = cpath;
+		cpath = NULL;
 		if (rc == 0 && (j = json_load_file(cpath, 0, NULL))) {
 			w->cfg_json = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 			json_decref(j);
@@ -375,9 +381,14 @@ static int weights_cfg_fits(const weights_t *w)
 		const weights_tensor_t *x = weights_find(w, key[i].name);
 		if (!x) continue;
 		if (x->t->nd != key[i].nd || x->t->shape[0] != key[i].d0 || (key[i].nd == 2 && x->t->shape[1] != key[i].d1)) {
-			log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's config.json beside the weights",
-			          w->path, key[i].name, w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
-			          "the checkpoint's cfg" : "the published esmfold_v1 one");
+			if (w->cfg_from)
+				log_error("%s: tensor '%s' does not fit the configuration of %s: it is another model's "
+				          "config.json", w->path, key[i].name, w->cfg_from);
+			else
+				log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's "
+				          "config.json beside the weights", w->path, key[i].name,
+				          w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
+				          "the checkpoint's cfg" : "the published esmfold_v1 one");
 			return -1;
 		}
 	}
@@ -562,6 +573,7 @@ void weights_close(weights_t *w)
 	json_decref(w->manifest);
 	free(w->e);
 	free(w->cfg_json);
+	free(w->cfg_from);
 	free(w->path);
 	free(w);
 }
@@ -677,6 +689,13 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 		return -1;
 	} else {
 		safetensors_to_f32(t, host);
+	}
+	int64_t bad = finite_scan(host, numel);
+	if (bad >= 0) {
+		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
+		          isnan(host[bad]) ? "NaN" : "an infinity", (long long)bad);
+		if (host != t->data) free(host);
+		return -1;
 	}
 	if (mat && be->weights_bf16) {
 		/* bf16, converted once here: in place over a float32 copy of our

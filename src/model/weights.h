@@ -7,7 +7,8 @@
  * what the loaders ask for (the random-weights writer, random_weights.h, uses it).
  *
  * The model's loaders ask for every tensor with the shape the config implies
- * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor is
+ * (weights_get / weights_lin / weights_ln); a missing, mis-shaped or unconvertible tensor,
+ * or one holding a NaN or an infinity (each is scanned as it is converted), is
  * one logged error naming it.  Data is converted to float32 (Linear
  * matrices to bfloat16 where the backend holds them so: be->weights_bf16,
  * lin_t.bf16) and copied into backend memory, and its pages of the file leave the resident set

@@ -272,9 +272,11 @@ int sched_auto_workers(sched_t *s)
 		if (d->workers > 0) continue;   /* forced (--workers N, --dump-tensors) */
 		/* per bucket, the waiting items that fit d and their largest quota;
 		 * then the commonest bucket (the smaller on a tie) */
+		int queued = 0;
 		for (int i = 0; i < s->n; i++) {
 			const sched_item_t *it = &s->it[i];
 			int k = bucket_of(NULL, it->tok.L);
+			queued += it->state == SCHED_WAIT;
 			if (it->state != SCHED_WAIT || it->quota > d->budget || k < 0) continue;
 			count[k]++;
 			if (it->quota > qmax[k]) qmax[k] = it->quota;
@@ -290,9 +292,11 @@ int sched_auto_workers(sched_t *s)
 			         bucket_label(NULL, b, lab, sizeof lab), (long long)count[b],
 			         q / 1048576.0, d->budget / 1048576.0, cap,
 			         cpu ? "the CPU" : "a card");
-		else
+		else if (queued)
 			log_info("device %s: 1 worker (auto): no queued item fits its budget %.2f GiB",
 			         d->be->name, d->budget / 1073741824.0);
+		else
+			log_info("device %s: 1 worker (auto): nothing is queued", d->be->name);
 	}
 	return 0;
 }

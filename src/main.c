@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include <htslib/hts.h>
 #ifdef HAVE_OPENBLAS_GET_CONFIG
@@ -35,7 +36,13 @@ static int print_version(void)
 	printf("cuda: runtime %d.%d (built with %d.%d), ", CUDA_VER(rt), CUDA_VER(CUDART_VERSION));
 	if (drv) printf("driver %d.%d\n", CUDA_VER(drv));
 	else printf("no driver (folds run on the CPU)\n");
-	printf("cuda architectures: sm_%s, PTX compute_%d\n", ESMBATCH_CUDA_ARCHS, ESMBATCH_CUDA_PTX);
+	fputs("cuda architectures:", stdout);
+	for (const char *a = ESMBATCH_CUDA_ARCHS; *a; a += *a == ',') {
+		size_t n = strcspn(a, ",");
+		printf(" sm_%.*s", (int)n, a);
+		a += n;
+	}
+	printf(", PTX compute_%d\n", ESMBATCH_CUDA_PTX);
 #else
 	printf("cuda: no CUDA (built without it: folds run on the CPU)\n");
 #endif

@@ -1,12 +1,20 @@
 /* main.c - esmbatch entry point: parse options, dispatch the subcommand.
  * All work lives in the library (libesmbatch.a); see options.h for exit codes. */
+#include "config.h"
+
 #include <stdio.h>
+#include <string.h>
 
 #include <htslib/hts.h>
+#ifdef HAVE_OPENBLAS_GET_CONFIG
+#include <cblas.h>
+#endif
+#ifdef HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 #include "cli/calibrate.h"
 #include "cli/convert.h"
-#include "config.h"
 #include "cli/fold.h"
 #include "cli/merge.h"
 #include "util/log.h"
@@ -14,13 +22,34 @@
 #include "cli/plan.h"
 #include "cli/report.h"
 
+/* CUDA versions are MAJOR*1000 + MINOR*10 */
+#define CUDA_VER(v) (v) / 1000, (v) % 1000 / 10
+
+/* --version: the build's features, one "key: value" line each */
 static int print_version(void)
 {
 	printf("%s %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 #ifdef HAVE_CUDA
-	printf("cuda: yes\n");
+	int rt = 0, drv = 0;
+	if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = CUDART_VERSION;
+	if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
+	printf("cuda: runtime %d.%d (built with %d.%d), ", CUDA_VER(rt), CUDA_VER(CUDART_VERSION));
+	if (drv) printf("driver %d.%d\n", CUDA_VER(drv));
+	else printf("no driver (folds run on the CPU)\n");
+	fputs("cuda architectures:", stdout);
+	for (const char *a = ESMBATCH_CUDA_ARCHS; *a; a += *a == ',') {
+		size_t n = strcspn(a, ",");
+		printf(" sm_%.*s", (int)n, a);
+		a += n;
+	}
+	printf(", PTX compute_%d\n", ESMBATCH_CUDA_PTX);
 #else
-	printf("cuda: no\n");
+	printf("cuda: no CUDA (built without it: folds run on the CPU)\n");
+#endif
+#ifdef HAVE_OPENBLAS_GET_CONFIG
+	printf("blas: %s\n", openblas_get_config());
+#else
+	printf("blas: CBLAS (not OpenBLAS)\n");
 #endif
 #ifdef _OPENMP
 	printf("openmp: yes\n");

@@ -4,7 +4,10 @@
 # the release tree (`make distdir`) into a temporary prefix, then every
 # command of meta.yaml's test section against that prefix, from an empty
 # directory: the installed esmbatch folds the installed example.  The
-# recipe's version is the package's.
+# recipe's version is the package's, and meta.yaml passes
+# tests/lint_recipe.py (licence, URL, sha256, CUDA fields) as the template
+# and as set-release makes it from a tarball, and fails with a zero sha256
+# not marked as the template.
 . "${srcdir:-.}/tests/lib.sh"
 : "${TOP_BUILDDIR:?run by make check}" "${MAKE:=make}"
 meta=$srcdir/contrib/bioconda/meta.yaml
@@ -12,8 +15,25 @@ version=$(sed -n 's/^{% set version = "\(.*\)" %}$/\1/p' "$meta")
 [ "$version" = "$("$bin" --version | sed -n '1s/^esmbatch //p')" ] ||
 	fail "meta.yaml: version $version, esmbatch $("$bin" --version | head -1)"
 
+lint=$srcdir/tests/lint_recipe.py
+python3 "$lint" "$meta" "$srcdir" 2>"$tmp/lint.log" || fail "$(cat "$tmp/lint.log")"
+mkdir "$tmp/recipe"
+cp "$meta" "$srcdir/contrib/bioconda/set-release" "$tmp/recipe/"
+sed '/^# recipe-template$/d' "$meta" >"$tmp/recipe/unmarked.yaml"
+python3 "$lint" "$tmp/recipe/unmarked.yaml" 2>"$tmp/lint.log" &&
+	fail "lint_recipe.py: accepted a zero sha256 outside the template"
+grep -q 'all zeros' "$tmp/lint.log" || fail "lint_recipe.py: $(cat "$tmp/lint.log")"
+echo release >"$tmp/esmbatch-9.8.7.tar.gz"
+sh "$tmp/recipe/set-release" "$tmp/esmbatch-9.8.7.tar.gz" >/dev/null || fail "set-release: exited $?"
+sum=$(sha256sum "$tmp/esmbatch-9.8.7.tar.gz" | cut -d' ' -f1)
+grep -q "set sha256 = \"$sum\"" "$tmp/recipe/meta.yaml" || fail "set-release: sha256 not written"
+grep -q 'set version = "9.8.7"' "$tmp/recipe/meta.yaml" || fail "set-release: version not written"
+python3 "$lint" "$tmp/recipe/meta.yaml" 2>"$tmp/lint.log" ||
+	fail "the recipe set-release wrote: $(cat "$tmp/lint.log")"
+
 $MAKE -C "$TOP_BUILDDIR" distdir distdir="$tmp/src" >"$tmp/distdir.log" 2>&1 ||
 	{ tail -20 "$tmp/distdir.log"; fail "make distdir: exited $?"; finish; }
+[ -s "$tmp/src/LICENSE" ] || fail "the release tree has no LICENSE (meta.yaml's license_file)"
 p=$tmp/prefix
 # conda-build's environment for build.sh: PREFIX, CPU_COUNT, the variant
 (cd "$tmp/src" && env -u MAKEFLAGS -u MFLAGS PREFIX="$p" CPU_COUNT=2 cuda_compiler_version=None \

@@ -8,8 +8,21 @@
 # task 2 is sent SIGTERM mid-run (scancel --signal=TERM --batch), requeues
 # itself and finishes.  The merged summary.tsv (less its timing and memory
 # columns) and every PDB's ATOM records equal a single-process run's.
+# First, without Slurm: the scripts set --gpus, --mem and --time (the
+# merge --mem and --time) and say how to size them from esmbatch plan.
 # Skipped (77) where slurmctld, slurmd or munged is not installed.
 . "${srcdir:-.}/tests/lib.sh"
+# the scripts ask for what a cluster sizes a job by, with the sizing told
+sb=$srcdir/contrib/slurm
+for o in gpus mem time; do
+	grep -Eq "^#SBATCH --$o=[0-9]" "$sb/esmbatch.sbatch" || fail "esmbatch.sbatch: no #SBATCH --$o"
+	grep -Eq "^#  --$o " "$sb/esmbatch.sbatch" || fail "esmbatch.sbatch: no word on sizing --$o"
+done
+for o in mem time; do
+	grep -Eq "^#SBATCH --$o=[0-9]" "$sb/esmbatch-merge.sbatch" || fail "esmbatch-merge.sbatch: no #SBATCH --$o"
+done
+grep -q 'esmbatch plan' "$sb/esmbatch.sbatch" || fail "esmbatch.sbatch: sizing says nothing of esmbatch plan"
+[ "$fails" -eq 0 ] || finish
 PATH=$PATH:/usr/sbin:/sbin
 for c in munged munge slurmctld slurmd sbatch scontrol scancel squeue; do
 	if ! command -v "$c" >/dev/null; then
@@ -113,9 +126,10 @@ opts=(--num-recycles 0 --devices cpu -t 2 -q)
 c=$srcdir/contrib/slurm
 out=$sl/out/fold
 export ESMBATCH=$bin ESMBATCH_WEIGHTS=$demo ESMBATCH_FAULT=slowio:3000
-jid=$(sbatch --parsable --array=1-4 --cpus-per-task=1 -o "$sl/out/task-%a.log" \
+# (the node has 1000 MB: the scripts' --mem is for real nodes)
+jid=$(sbatch --parsable --array=1-4 --cpus-per-task=1 --mem=200M -o "$sl/out/task-%a.log" \
 	"$c/esmbatch.sbatch" "$tmp/mix.fa" "$out" "${opts[@]}") || die "sbatch: $jid"
-mid=$(sbatch --parsable --dependency=afterok:"$jid" -o "$sl/out/merge.log" \
+mid=$(sbatch --parsable --dependency=afterok:"$jid" --mem=100M -o "$sl/out/merge.log" \
 	"$c/esmbatch-merge.sbatch" "$out") || die "sbatch merge: $mid"
 i=0
 until [ "$(cat "$out/done.2-of-4.jsonl" 2>/dev/null | wc -l)" -ge 1 ]; do

@@ -54,7 +54,8 @@ void dev_split_free(char **specs, int n);
 int  dev_list_check(const char *list);
 
 /* What the CPU device may hold, weights included: cpu_memory (--cpu-memory)
- * when > 0, else 90% of MemAvailable now (call it before loading). */
+ * when > 0, else 90% of sysmem_available() now: MemAvailable or the
+ * cgroup limit's room, the less (call it before loading). */
 int64_t dev_cpu_memory(int64_t cpu_memory);
 /* Bytes the jobs on a device may hold at once (never negative).  A device
  * with mem_info: its free memory, less the weights (`weights` bytes) when

@@ -68,7 +68,7 @@ void opt_usage(FILE *fp)
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
 "       esmbatch report -o DIR\n"
-"       esmbatch version [--weights W] | --version | --help\n"
+"       esmbatch version [--weights W] | --version | help | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
 "ESMFold: one PDB per sequence plus a summary table.\n"
@@ -89,6 +89,7 @@ void opt_usage(FILE *fp)
 "  merge       one summary.tsv, in input order, from the shards' summaries in\n"
 "              -o (fold --shard); exit 3 and a list when records are missing\n"
 "              or failed\n"
+"  help        print this help (as --help)\n"
 "\n"
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
@@ -132,8 +133,9 @@ void opt_usage(FILE *fp)
 "                          64G (default: 90% of the available memory)\n"
 "  -v, --verbose           more log output (repeatable)\n"
 "  -q, --quiet             less log output (repeatable)\n"
-"  -h, --help              print this help and exit\n"
-"  -V, --version           print the version and exit\n"
+"  -h, --help              print this help and exit (also: esmbatch help)\n"
+"  -V, --version           print the version, CUDA runtime and architectures,\n"
+"                          and BLAS, and exit\n"
 "\n"
 "Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
 "or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
@@ -237,6 +239,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 {
 	int first = 1, c, vdelta = 0;
 
+	if (argc > 1 && strcmp(argv[1], "help") == 0) {   /* like --help */
+		o->help = 1;
+		return 0;
+	}
 	if (argc > 1 && argv[1][0] != '-') {
 		size_t i;
 		for (i = 0; i < sizeof cmd_names / sizeof *cmd_names; i++)

@@ -353,6 +353,21 @@ const char *cudaGetErrorString(cudaError_t e)
 
 /* --- devices --- */
 
+/* the emulator stands for the runtime it was built against, and its driver */
+cudaError_t cudaRuntimeGetVersion(int *v)
+{
+	if (!v) return ret(cudaErrorInvalidValue);
+	*v = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v)
+{
+	if (!v) return ret(cudaErrorInvalidValue);
+	*v = CUDART_VERSION;
+	return cudaSuccess;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
 	pthread_once(&rt.once, rt_init);

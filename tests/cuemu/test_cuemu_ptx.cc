@@ -10,29 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-
-static void expect(int ok, const char *what)
-{
-	printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-	failures += !ok;
-}
-
-template <class T>
-static T *dev(const T *h, size_t n)
-{
-	T *p = NULL;
-	if (cudaMalloc((void **)&p, sizeof(T) * n) != cudaSuccess) abort();
-	if (h) cudaMemcpyAsync(p, h, sizeof(T) * n, cudaMemcpyHostToDevice, 0);
-	return p;
-}
-
-template <class T>
-static void get(T *h, const T *d, size_t n)
-{
-	cudaMemcpyAsync(h, d, sizeof(T) * n, cudaMemcpyDeviceToHost, 0);
-	cudaStreamSynchronize(0);
-}
+#include "cuemu_check.h"
 
 /* the test matrices: A[r][k] = 16 r + k, B[k][n] = 8 k + n, C[r][n] =
  * (8 r + n) / 2, all exact in bf16 / fp32; D = A B + C in closed form:

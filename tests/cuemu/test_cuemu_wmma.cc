@@ -10,15 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cuemu_check.h"
+
 using namespace nvcuda;
-
-static int failures;
-
-static void expect(int ok, const char *what)
-{
-	printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
-	failures += !ok;
-}
 
 static float fbits(uint32_t u)
 {
@@ -101,20 +95,6 @@ static void k_bad(const __nv_bfloat16 *a, int how)
 	}
 }
 
-template <class T>
-static T *dev(const T *h, size_t n)
-{
-	T *p = NULL;
-	if (cudaMalloc((void **)&p, sizeof(T) * n) != cudaSuccess) abort();
-	if (h) cudaMemcpyAsync(p, h, sizeof(T) * n, cudaMemcpyHostToDevice, 0);
-	return p;
-}
-
-static void get(float *h, const float *d, size_t n)
-{
-	cudaMemcpyAsync(h, d, sizeof(float) * n, cudaMemcpyDeviceToHost, 0);
-	cudaStreamSynchronize(0);
-}
 
 static float urand(unsigned *s)
 {

@@ -354,6 +354,7 @@ static int sched_place(sched_t *s, int i, int c0)
 		sched_item_end(it);
 		if (s->nlive == 0) snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
 		else snprintf(it->reason, sizeof it->reason, "interrupted before it ran");
+		it->unstarted = s->nlive > 0;
 		sched_abandon(s, i);
 		return 1;
 	}
@@ -539,6 +540,7 @@ static int sched_hold(sched_dev_t *d, sched_item_t *it, int any, int64_t *hold)
 	if (it) {
 		int64_t x = sched_extra(*hold, it->quota);
 		d->granted += x;
+		if (d->granted > d->seen) d->seen = d->granted;
 		*hold += x;
 		return 0;
 	}
@@ -581,9 +583,26 @@ int64_t sched_granted(sched_t *s, int dev)
 	int64_t g;
 
 	pthread_mutex_lock(&s->lock);
-	g = s->dev[dev].granted;
+	g = s->dev[dev].seen;
 	pthread_mutex_unlock(&s->lock);
 	return g;
+}
+
+int sched_running(sched_t *s, int *rec, double *secs)
+{
+	int n = 0, first = -1;
+
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->n; i++) {
+		if (s->it[i].state != SCHED_RUN) continue;
+		if (!n++ || s->it[i].t0 < s->it[first].t0) first = i;
+	}
+	if (n) {
+		*rec = s->it[first].rec;
+		*secs = sched_now() - s->t_start - s->it[first].t0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 /* queue an event for the output step.  Lock held. */
@@ -964,7 +983,7 @@ done:
 		it->dev = it->worker = -1;
 		wq_put(&s->wq, started[k], it->quota, it->len);
 	}
-	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = 0;
+	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = s->dev[i].seen = 0;
 	free(peak);
 	free(busy);
 	free(wdev);
@@ -1020,6 +1039,7 @@ int sched_run(sched_t *s)
 			s->it[i].state = SCHED_FAILED;
 			snprintf(s->it[i].reason, sizeof s->it[i].reason,
 			         *s->o.stop ? "interrupted before it ran" : "fits no device");
+			s->it[i].unstarted = *s->o.stop != 0;
 			stopped = 1;
 		}
 	return stopped && *s->o.stop ? -1 : 0;

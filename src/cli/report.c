@@ -636,7 +636,7 @@ static void report_lists(FILE *f, const report_t *rp)
 		fputs("</td></tr>\n", f);
 	}
 	if (!n) fputs("<tr><td>none</td></tr>\n", f);
-	fputs("</table>\n<p class=\"sub\">Flags (README: summary.tsv): ptm_plddt_mismatch (pTM "
+	fputs("</table>\n<p class=\"sub\">Flags (docs/output.md): ptm_plddt_mismatch (pTM "
 	      "&gt; 0.9 with mean pLDDT &lt; 50), ca_break:N (consecutive CA-CA outside 3.0-4.5 "
 	      "&Aring;), clash:N (heavy atoms of different residues closer than 1.5 &Aring;).</p>\n",
 	      f);

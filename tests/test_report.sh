@@ -414,6 +414,13 @@ ev = next(e for e in run if e["event"] == "run")
 sett = {r[1][0]: r[1][1] for r in main.rows.get(None, []) if len(r[1]) == 2}
 want = "%d (the model's default)" % ev["model_recycles"] if ev["num_recycles"] < 0 else str(ev["num_recycles"])
 check(sett.get("recycles") == want, "settings: recycles '%s', expected '%s'" % (sett.get("recycles"), want))
+# the model's default as the folds ran it: a PDB's REMARK 250 RECYCLES
+for r in rows:
+    f = d + "/" + r["file"].split(",")[0]
+    if ev["num_recycles"] < 0 and r["status"] == "ok" and os.path.getsize(f):
+        got = [l.split()[3] for l in open(f) if l.startswith("REMARK 250 RECYCLES")]
+        check(got == [str(ev["model_recycles"])], "%s: RECYCLES %s, run.jsonl's default %d" % (f, got, ev["model_recycles"]))
+        break
 # wall time and throughput, from run.jsonl
 folds = [e for e in run if e["event"] == "fold"]
 wall = max(max(e["t1"] for e in r if e["event"] == "fold") for r in runs)

@@ -413,12 +413,14 @@ static int report_shards(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
-	int n = 0, k;
+	int n = 0, k, end;
 
-	while (d && !n && (e = readdir(d)))
-		if (sscanf(e->d_name, "run.%d-of-%d.jsonl", &k, &n) != 2 || k < 1 || n < k ||
-		    n > SHARD_MAX)
+	while (d && !n && (e = readdir(d))) {
+		end = 0;   /* set only when the whole name matched */
+		if (sscanf(e->d_name, "run.%d-of-%d.jsonl%n", &k, &n, &end) != 2 || !end ||
+		    e->d_name[end] || k < 1 || n < k || n > SHARD_MAX)
 			n = 0;
+	}
 	if (d) closedir(d);
 	return n;
 }

@@ -409,7 +409,7 @@ int fold_main(const opt_t *o)
 	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
 	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
 	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
-	if (report_run_event(r.jsonl, o, weights_fingerprint(r.wt)) < 0)
+	if (report_run_event(r.jsonl, o, r.wt) < 0)
 		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
 	for (int i = 0; i < r.nrec; i++) {
 		fold_rec_t *x = &r.rec[i];

@@ -10,8 +10,9 @@
  * record has a final outcome (ok, split, failed for a reason of its own)
  * and every output was written; else (interrupted, no device left, an
  * output error) it is summary.partial.tsv.  A run removes an earlier
- * run's summary.tsv as it starts, so summary.tsv (a make target) exists
- * only while the last run into the directory completed.
+ * run's summary.tsv as it starts folding, so summary.tsv (a make target)
+ * exists only while the last run that folded into the directory
+ * completed.
  *
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
@@ -386,7 +387,7 @@ int fold_main(const opt_t *o)
 		goto done;
 	}
 	fold_clean_tmp(&r);
-	if (fold_summary_retract(&r) < 0 || fold_journal_open(&r) < 0) goto done;
+	if (fold_journal_open(&r) < 0) goto done;
 	{
 		char *jp = fold_file(&r, "run", ".jsonl");
 		if (!jp) log_error("%s/run%s.jsonl: out of memory", o->outdir, r.sfx);
@@ -440,6 +441,7 @@ int fold_main(const opt_t *o)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r.nskipped, o->outdir);
 	fflush(r.jsonl);
+	if (fold_summary_retract(&r) < 0) goto done;
 	r.t_start = r.t_said = r.t_report = sched_now();
 	stopped = sched_run(s) < 0;
 	log_status_line(NULL);

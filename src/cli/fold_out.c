@@ -254,8 +254,7 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
 		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
-		x->unfinished = unrun;   /* not final: summary.partial.tsv */
-		r->nunfinished += unrun;
+		r->nunfinished += unrun;   /* not final: summary.partial.tsv */
 		if (rc < 0) fold_io_error(r);
 		return;
 	}

@@ -41,8 +41,6 @@ typedef struct {
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
 	int       finished;    /* fold_finish ran */
-	int       unfinished;  /* failed with no final outcome: an item of it
-	                          was never run (interrupted, no device left) */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -66,7 +64,9 @@ typedef struct {
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
-	long         nunfinished;  /* records unfinished (of nfailed) */
+	long         nunfinished;  /* of nfailed, those with no final outcome:
+	                              an item never run (interrupted, no device
+	                              left) */
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
@@ -108,9 +108,10 @@ int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const to
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
 /* summary.tsv's header and rows (settled: only the rows made so far) */
 void fold_summary_rows(FILE *f, const fold_run_t *r, int settled);
-/* as the run starts: the summary of an earlier run removed (it would
- * claim every record final whatever this run does), once both summaries
- * this run may write at its end are found writable.  0 or -1 (logged) */
+/* as the run starts folding: the summary of an earlier run removed (it
+ * would claim every record final whatever this run does), once both
+ * summaries this run may write at its end are found writable.  0 or -1
+ * (logged) */
 int  fold_summary_retract(const fold_run_t *r);
 /* complete (every record has a final outcome, every output written):
  * summary.tsv, and an earlier summary.partial.tsv removed; else

@@ -146,7 +146,7 @@ void opt_usage(FILE *fp)
 "DIR/summary.tsv appears only once every record has a final outcome (folded,\n"
 "split, or failed for a reason of its own); a run stopped by a signal, or\n"
 "with records not run or outputs not written, writes DIR/summary.partial.tsv\n"
-"instead, and a run removes an earlier run's summary.tsv as it starts.\n",
+"instead; a run removes an earlier run's summary.tsv as it starts folding.\n",
 	fp);
 }
 

@@ -3,7 +3,7 @@
  * one of its files calls in another:
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
- *               outcome of its fragments, summary.tsv
+ *               outcome of its fragments, summary.tsv or summary.partial.tsv
  *   fold_dir.c  the output directory: its locks, the leftovers of a killed
  *               run, done.jsonl and what a rerun skips
  * Private to src/cli/fold*.c.
@@ -64,6 +64,9 @@ typedef struct {
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
+	long         nunfinished;  /* of nfailed, those with no final outcome:
+	                              an item never run (interrupted, no device
+	                              left) */
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
@@ -105,8 +108,16 @@ int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const to
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
 /* summary.tsv's header and rows (settled: only the rows made so far) */
 void fold_summary_rows(FILE *f, const fold_run_t *r, int settled);
-/* summary.tsv written atomically; 0 or -1 (logged) */
-int  fold_summary(fold_run_t *r);
+/* as the run starts folding: the summary of an earlier run removed (it
+ * would claim every record final whatever this run does), once both
+ * summaries this run may write at its end are found writable.  0 or -1
+ * (logged) */
+int  fold_summary_retract(const fold_run_t *r);
+/* complete (every record has a final outcome, every output written):
+ * summary.tsv, and an earlier summary.partial.tsv removed; else
+ * summary.partial.tsv (summary.tsv removed).  Written atomically; 0 or
+ * -1 (logged). */
+int  fold_summary(fold_run_t *r, int complete);
 
 /* fold_dir.c */
 /* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */

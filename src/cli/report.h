@@ -44,7 +44,8 @@ int report_run_event(FILE *jsonl, const opt_t *o, const weights_t *wt);
 /* Write DIR/report.html atomically (a shard's: sfx ".K-of-N" names
  * report.K-of-N.html, read from summary, run and done.K-of-N; else "").
  * summary: the summary's text (header line first), or NULL to read
- * DIR/summary.tsv; pending: records of a run still under way (0 once it
+ * DIR/summary.tsv (or, where there is none, the summary.partial.tsv of a
+ * run that did not finish); pending: records of a run still under way (0 once it
  * ended).  0, or -1 after one logged line. */
 int report_write(const char *dir, const char *sfx, const char *summary, long pending);
 

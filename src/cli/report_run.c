@@ -477,10 +477,16 @@ int report_run_read(report_t *rp, const char *dir, const char *sfx, const char *
 	int rc = -1, absent;
 
 	if (!summary) {
-		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &path, &absent))) {
-			if (absent) log_error("%s: cannot read: %s", path, strerror(ENOENT));
-			goto done;
+		/* no summary.tsv: the last run did not finish, its partial table */
+		if (!(f = report_fopen(dir, "summary", sfx, ".tsv", &path, &absent)) && absent) {
+			free(path);
+			if ((f = report_fopen(dir, "summary.partial", sfx, ".tsv", &path, &absent)))
+				log_warn("%s: the last run did not finish: the report is of its partial table",
+				         path);
+			else if (absent)
+				log_error("%s/summary%s.tsv: cannot read: %s", dir, sfx, strerror(ENOENT));
 		}
+		if (!f) goto done;
 		if (!(text = report_slurp(f, path))) goto done;
 		summary = text;
 	}

@@ -298,6 +298,7 @@ static void sched_abandon(sched_t *s, int i)
 		x->state = SCHED_FAILED;
 		sched_item_end(x);
 		snprintf(x->reason, sizeof x->reason, "%s", s->it[i].reason);
+		x->unrun = s->it[i].unrun;
 	}
 }
 
@@ -354,6 +355,7 @@ static int sched_place(sched_t *s, int i, int c0)
 		sched_item_end(it);
 		if (s->nlive == 0) snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
 		else snprintf(it->reason, sizeof it->reason, "interrupted before it ran");
+		it->unrun = 1;
 		sched_abandon(s, i);
 		return 1;
 	}
@@ -1082,6 +1084,7 @@ int sched_run(sched_t *s)
 			s->it[i].state = SCHED_FAILED;
 			snprintf(s->it[i].reason, sizeof s->it[i].reason,
 			         *s->o.stop ? "interrupted before it ran" : "fits no device");
+			s->it[i].unrun = *s->o.stop != 0;
 			stopped = 1;
 		}
 	return stopped && *s->o.stop ? -1 : 0;

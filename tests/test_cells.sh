@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_cells.sh - summary.tsv's cells by one escaping rule (util/tsv.h,
-# README: Output): records named with a leading '"', '=', '+', '@' or '-',
+# docs/output.md): records named with a leading '"', '=', '+', '@' or '-',
 # with bytes that are not UTF-8, and a --names name not found in an input
 # whose path holds a TAB and a newline give one row each, of 21 columns,
 # to Python's csv excel-tab reader; summary.tsv and report.html are valid

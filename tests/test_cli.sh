@@ -130,7 +130,8 @@ expect 3 "plan --names" -- "$bin" plan -i "$fx/bad.fa" --names "$fx/names.txt"
 has "$tmp/out" "512	2	6	3	-" "plan --names records"
 has "$tmp/err" "'nosuch' not found" "plan --names missing"
 
-# --- small ones of issue 15 (the demo model) ---
+# --- small cases on the demo model: an empty --devices, --names, an empty
+# FASTA, a quota table the CPU does not use ---
 w=$demo
 expect 2 "--devices with no device" -- "$bin" plan -i "$fx/good.fa" --devices ,,,
 has "$tmp/err" "--devices: no device in ',,,'" "--devices ,,, reason"

@@ -1,5 +1,5 @@
 /* test_fasta.c - FASTA intake: every accepted form, every bad input the
- * issue lists (each asserting the job's status and exact reason), the
+ * input rules name (each asserting the job's status and exact reason), the
  * compressed and stdin paths, fatal file errors, and --names with and
  * without a .fai index. */
 #include <setjmp.h>

@@ -1,6 +1,7 @@
 #!/bin/sh
-# test_layers.sh - includes in src/ point only down the layers (README:
-# Layout): a file may include its own folder and the folders below it.
+# test_layers.sh - includes in src/ point only down the layers
+# (docs/hacking.md, Layout): a file may include its own folder and the
+# folders below it.
 # Prints every include that points up or sideways; exit 1 if any.
 top=${srcdir:-.}/src
 order="util io protein backend compute model sched cli"

@@ -5,7 +5,7 @@
 # - "progress:" lines come while a record is under way, not only after it
 #   ends (ESMBATCH_PROGRESS_EVERY; a slow output step, slowio:MS);
 # - the CPU's grant in the progress line is not 0.0 once a record ran;
-# - SIGTERM says in one line how many records it left unstarted, also
+# - SIGTERM says in one line how many records it left not folded, also
 #   with -q, not one warning per record;
 # - on a terminal (a pty of 70 columns, two sim devices) the live line
 #   never reaches the last column, no redraw starts a new row, and the
@@ -46,10 +46,10 @@ kill -TERM $pid
 wait $pid
 rc=$?
 [ $rc -eq 1 ] || fail "SIGTERM: exit $rc"
-[ "$(wc -l <"$tmp/t.err")" -eq 1 ] && grep -qE "$stamp"'interrupted: [0-9]+ record\(s\) not started' "$tmp/t.err" ||
+[ "$(wc -l <"$tmp/t.err")" -eq 1 ] && grep -qE "$stamp"'interrupted: [0-9]+ record\(s\) not folded' "$tmp/t.err" ||
 	fail "SIGTERM: $(wc -l <"$tmp/t.err") lines: $(head -3 "$tmp/t.err")"
 ns=$(sed -n 's/.*interrupted: \([0-9]*\) record.*/\1/p' "$tmp/t.err")
-nf=$(grep -c 'interrupted before it ran' "$tmp/t/summary.tsv")
+nf=$(grep -c 'interrupted before it ran' "$tmp/t/summary.partial.tsv")
 [ "${ns:-x}" = "$nf" ] && [ "$nf" -gt 0 ] || fail "SIGTERM: said $ns not started, summary has $nf"
 
 # --- a terminal of 70 columns, two sim devices ---

@@ -2,13 +2,13 @@
 # test_man.sh - the man page and --help agree: the long options --help
 # defines are the OPTIONS the man page lists, its commands are the man
 # page's COMMANDS, and every option --help mentions is one it defines.
-# The built page (doc/esmbatch.1, from doc/esmbatch.1.in) carries the
+# The built page (docs/esmbatch.1, from docs/esmbatch.1.in) carries the
 # configured data directory in its paths and no unfilled @VAR@.
 # `esmbatch help` prints what --help does; --version names the CUDA
 # runtime (or no CUDA), the compiled architectures and the BLAS.
 . "${srcdir:-.}/tests/lib.sh"
 : "${TOP_BUILDDIR:?run by make check}" "${MAKE:=make}"
-man=$TOP_BUILDDIR/doc/esmbatch.1
+man=$TOP_BUILDDIR/docs/esmbatch.1
 [ -s "$man" ] || { fail "$man: not built"; finish; }
 
 "$bin" --help >"$tmp/help" 2>&1 || fail "--help: exited $?"

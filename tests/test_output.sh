@@ -9,9 +9,12 @@
 # - records named like another record's fragments (NAME.partIofN, or the
 #   temporary NAME.fragA-B) get other names: no two rows share a file;
 # - an output that cannot be written (a directory in the way of a PDB, as
-#   a full disk would refuse it): the rest is written, summary.tsv has
-#   every row, the log names the file, exit 1; once it can be written, the
-#   rerun folds only that record;
+#   a full disk would refuse it): the rest is written, summary.partial.tsv
+#   (not summary.tsv: that record has no final outcome) has every row, the
+#   log names the file, exit 1; once it can be written, the rerun folds
+#   only that record and writes summary.tsv, the partial table removed;
+# - a summary.tsv that cannot be replaced (a directory): refused at the
+#   start, before any fold;
 # - a second run into a directory a run is writing into exits 4 at once
 #   with one line naming the lock; the first run is undisturbed, and a
 #   killed run's temporaries are removed by the next.
@@ -80,10 +83,11 @@ mkdir -p "$tmp/full/s1.pdb"
 run -i "$tmp/four.fa" -o "$tmp/full" --devices cpu 2>"$tmp/full.err"
 rc=$?
 [ $rc -eq 1 ] || fail "unwritable: expected exit 1, got $rc"
-[ "$(tail -n +2 "$tmp/full/summary.tsv" 2>/dev/null | cut -f2,6 | tr '\t\n' ',,')" = \
-  "s0,ok,s1,failed,s2,ok,s3,ok," ] || fail "unwritable: summary rows"
+[ "$(tail -n +2 "$tmp/full/summary.partial.tsv" 2>/dev/null | cut -f2,6 | tr '\t\n' ',,')" = \
+  "s0,ok,s1,failed,s2,ok,s3,ok," ] || fail "unwritable: partial summary rows"
+[ -e "$tmp/full/summary.tsv" ] && fail "unwritable: summary.tsv written"
 grep -q 's1\.pdb' "$tmp/full.err" || fail "unwritable: the log does not name s1.pdb"
-awk -F'\t' '$2 == "s1" { print $7 }' "$tmp/full/summary.tsv" 2>/dev/null | grep -q 's1\.pdb' ||
+awk -F'\t' '$2 == "s1" { print $7 }' "$tmp/full/summary.partial.tsv" 2>/dev/null | grep -q 's1\.pdb' ||
 	fail "unwritable: the reason does not name s1.pdb"
 [ "$(wc -l <"$tmp/full/done.jsonl")" -eq 3 ] || fail "unwritable: done.jsonl lines"
 for n in s0 s2 s3; do
@@ -95,11 +99,13 @@ run -i "$tmp/four.fa" -o "$tmp/full" --devices cpu || fail "unwritable rerun: ex
 [ "$(grep -c '"status":"ok"' "$tmp/full/run.jsonl")" -eq 1 ] || fail "unwritable rerun: folds"
 cmp -s "$tmp/slow/s1.pdb" "$tmp/full/s1.pdb" || fail "unwritable rerun: s1.pdb differs"
 [ "$(tail -n +2 "$tmp/full/summary.tsv" | cut -f6 | sort -u)" = ok ] || fail "unwritable rerun: not all ok"
+[ -e "$tmp/full/summary.partial.tsv" ] && fail "unwritable rerun: the partial summary left"
 # the summary itself
 mkdir -p "$tmp/nosum/summary.tsv"
 run -i "$tmp/four.fa" -o "$tmp/nosum" --devices cpu 2>"$tmp/nosum.err"
 [ $? -eq 1 ] || fail "no summary: expected exit 1"
 grep -q 'summary\.tsv' "$tmp/nosum.err" || fail "no summary: not said"
+ls "$tmp/nosum" | grep -q '\.pdb$' && fail "no summary: folded before refusing"
 
 # --- one run at a time into a directory -----------------------------------
 ESMBATCH_FAULT=slowio:700 run -i "$tmp/four.fa" -o "$tmp/two" --devices cpu 2>"$tmp/two1.err" &

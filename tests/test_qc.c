@@ -4,6 +4,7 @@
  * against a count over all pairs, and the CRC64 against published values
  * (a UniProt entry, and the SWISS-PROT library's own example). */
 #include <math.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,6 +90,13 @@ static void test_bands(void **state)
 	assert_int_equal(q.band[QC_CONFIDENT], 3);     /* 75, 87.5, 70.1 */
 	assert_int_equal(q.band[QC_VERY_HIGH], 1);     /* 93.75 */
 	assert_int_equal(qc_residues(&q), 7);
+	/* 70.004 is written 70.00, low in the file and here; 70.006 is 70.01 */
+	m->plddt[6 * NA + RESIDUE_ATOM37_CA] = 0.70004f;
+	q = measure(m);
+	assert_int_equal(q.band[QC_LOW], 3);
+	m->plddt[6 * NA + RESIDUE_ATOM37_CA] = 0.70006f;
+	q = measure(m);
+	assert_int_equal(q.band[QC_CONFIDENT], 3);
 	/* a masked (linker) residue is in no band */
 	m->mask[3 * NA + RESIDUE_ATOM37_CA] = 0;
 	q = measure(m);
@@ -133,6 +141,13 @@ static void test_ca_break(void **state)
 	e->x[((size_t)2 * NA + RESIDUE_ATOM37_CA) * 3] = 7.5f;   /* CA1-CA2 4.5 */
 	q = measure(e);
 	assert_int_equal(q.ca_breaks, 0);
+	/* 4.50004 A is written 4.500: no break in the file, none here */
+	e->x[((size_t)2 * NA + RESIDUE_ATOM37_CA) * 3] = 7.50004f;
+	q = measure(e);
+	assert_int_equal(q.ca_breaks, 0);
+	e->x[((size_t)2 * NA + RESIDUE_ATOM37_CA) * 3] = 7.5006f;   /* 4.501 */
+	q = measure(e);
+	assert_int_equal(q.ca_breaks, 1);
 	free(e);
 	free(m);
 }
@@ -198,6 +213,14 @@ static void test_clash(void **state)
 	put(m, 2, 3, 3.8f * 9, 0, 1.5f);
 	q = measure(m);
 	assert_int_equal(q.clashes, 0);
+	/* 1.49996 A is written 1.500 A apart: no clash in the file, none here */
+	put(m, 2, 3, 3.8f * 9, 0, 1.49996f);
+	q = measure(m);
+	assert_int_equal(q.clashes, 0);
+	put(m, 2, 3, 3.8f * 9, 0, 1.4994f);   /* 1.499 */
+	q = measure(m);
+	assert_int_equal(q.clashes, 1);
+	put(m, 2, 3, 3.8f * 9, 0, 1.5f);
 	/* the C(i)-N(i+1) distance of a peptide bond counts across chains */
 	m->chain[10] = 1;
 	for (int i = 11; i < 20; i++) m->chain[i] = 1;   /* break between 9 and 10 */
@@ -228,7 +251,16 @@ static void test_all_flags(void **state)
 	assert_int_equal(qc_residues(&q), 10);
 }
 
-/* pairs closer than 1.5 A over all pairs, the definition written directly */
+/* a coordinate as a PDB writes it */
+static double written(float x)
+{
+	char buf[32];
+	snprintf(buf, sizeof buf, "%.3f", (double)x);
+	return strtod(buf, NULL);
+}
+
+/* pairs closer than 1.5 A over all pairs, the definition written directly,
+ * on the coordinates as a PDB prints them */
 static int64_t brute_clashes(const mol_t *m)
 {
 	int64_t n = 0;
@@ -244,7 +276,8 @@ static int64_t brute_clashes(const mol_t *m)
 					const float *p = m->x + ((size_t)i * NA + a) * 3;
 					const float *q = m->x + ((size_t)j * NA + b) * 3;
 					double d = 0;
-					for (int c = 0; c < 3; c++) d += ((double)p[c] - q[c]) * ((double)p[c] - q[c]);
+					for (int c = 0; c < 3; c++)
+						d += (written(p[c]) - written(q[c])) * (written(p[c]) - written(q[c]));
 					n += d < 1.5 * 1.5;
 				}
 		}

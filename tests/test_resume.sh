@@ -2,8 +2,10 @@
 # test_resume.sh - nothing lost, nothing done twice: a fold of a
 # multi-record FASTA (demo model, two workers) is stopped with SIGTERM
 # mid-run, rerun and killed with SIGKILL, rerun again.  The stopped run
-# leaves complete files only (no *.tmp.PID, no unrenamed fragments) and a
-# complete summary.tsv; the final outputs equal an uninterrupted run's
+# leaves complete files only (no *.tmp.PID, no unrenamed fragments) and
+# summary.partial.tsv with every row, no summary.tsv (not every record has
+# a final outcome); the final rerun writes summary.tsv and removes the
+# partial table; the final outputs equal an uninterrupted run's
 # (every PDB byte for byte, the summary rows bar the timing and RSS
 # columns); from run.jsonl, every record was folded by exactly one run
 # and skipped by the later ones.  --force refolds; changed options refold.
@@ -46,8 +48,9 @@ cp "$tmp/res/run.jsonl" "$tmp/run1.jsonl"
 [ $rc -eq 1 ] || fail "SIGTERM: expected exit 1, got $rc"
 grep -q interrupted "$tmp/err" || fail "SIGTERM: no interrupted message"
 ls "$tmp/res" | grep -Eq '\.tmp(\.[0-9]+)?$|\.frag' && fail "SIGTERM left partial files: $(ls "$tmp/res")"
-[ "$(tail -n +2 "$tmp/res/summary.tsv" | wc -l)" -eq $n ] || fail "SIGTERM: summary rows"
-done1=$(awk -F'\t' '$6 == "ok"' "$tmp/res/summary.tsv" | wc -l)
+[ "$(tail -n +2 "$tmp/res/summary.partial.tsv" | wc -l)" -eq $n ] || fail "SIGTERM: summary rows"
+[ -e "$tmp/res/summary.tsv" ] && fail "SIGTERM: summary.tsv written"
+done1=$(awk -F'\t' '$6 == "ok"' "$tmp/res/summary.partial.tsv" | wc -l)
 [ "$done1" -ge 2 ] && [ "$done1" -lt $n ] || fail "SIGTERM: $done1 of $n done (expected some, not all)"
 [ "$(ls "$tmp/res"/*.pdb | wc -l)" -eq "$done1" ] || fail "SIGTERM: PDBs beside the ok rows"
 [ "$(wc -l <"$tmp/res/done.jsonl")" -eq "$done1" ] || fail "SIGTERM: done.jsonl lines"
@@ -61,6 +64,7 @@ ls "$tmp/res" | grep -Ev '\.tmp(\.[0-9]+)?$' | grep -q '\.frag' && fail "SIGKILL
 run -o "$tmp/res" 2>"$tmp/err3" || fail "final rerun exited $?"
 cp "$tmp/res/run.jsonl" "$tmp/run3.jsonl"
 ls "$tmp/res" | grep -Eq '\.tmp(\.[0-9]+)?$' && fail "temporaries left after the final rerun"
+[ -e "$tmp/res/summary.partial.tsv" ] && fail "final rerun: the partial summary left"
 
 python3 - "$n" "$tmp"/run1.jsonl "$tmp"/run2.jsonl "$tmp"/run3.jsonl <<'PY' || fail "a record folded twice or never"
 import json, sys

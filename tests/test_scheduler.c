@@ -323,6 +323,7 @@ static void test_nofit_prompt(void **state)
 		assert_true(n >= 1);
 		for (int k = 0; k < n; k++) assert_int_equal(v[k].state, SCHED_FAILED);
 		assert_non_null(strstr(v[0].reason, "more than any device's budget"));
+		assert_int_equal(v[0].unrun, 0);   /* its own reason: final */
 		free(v);
 		free(seq[i]);
 	}
@@ -403,6 +404,7 @@ static void test_stop_planning(void **state)
 		assert_int_equal(sched_outcome(s, i, &v), 1);
 		assert_int_equal(v[0].state, SCHED_FAILED);
 		assert_string_equal(v[0].reason, "interrupted before it ran");
+		assert_int_equal(v[0].unrun, 1);   /* a rerun folds it */
 		free(v);
 	}
 	for (int i = 0; i < N; i++) free(seq[i]);

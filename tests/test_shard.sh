@@ -129,8 +129,9 @@ rm "$tmp/other/summary.tsv" "$tmp/other/run.3-of-3.jsonl" "$tmp/other/summary.3-
 "$bin" merge -o "$tmp/other" 2>"$tmp/other.err"
 rc=$?
 [ $rc -eq 3 ] && grep -q 'shard 3/3: no summary' "$tmp/other.err" || fail "shard 3 gone: exit $rc"
-[ "$(tail -n +2 "$tmp/other/summary.tsv" | wc -l)" -eq $((12 - $(awk -F'\t' '$1 == "3/3" { print $2 }' "$tmp/parts.tsv"))) ] ||
+[ "$(tail -n +2 "$tmp/other/summary.partial.tsv" | wc -l)" -eq $((12 - $(awk -F'\t' '$1 == "3/3" { print $2 }' "$tmp/parts.tsv"))) ] ||
 	fail "shard 3 gone: the other shards' rows not merged"
+[ -e "$tmp/other/summary.tsv" ] && fail "shard 3 gone: summary.tsv written"
 mkfa 19 "$tmp/bad.fa" x=9 bad=bad y=11
 for k in 1 2; do run -i "$tmp/bad.fa" -o "$tmp/bad" --shard $k/2 2>"$tmp/bad.$k.err"; done
 # the bad record is warned of once, by the shard that has it

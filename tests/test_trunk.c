@@ -260,7 +260,7 @@ static void test_plan(void **state)
 }
 
 /* activation arena of one esmfold_v1 trunk block (s and z included), from
- * the planner, unchunked and chunked; printed for the issue's report */
+ * the planner, unchunked and chunked; printed as a table in the test's log */
 /* Block peaks of the full model's dimensions on the CPU (direct triangle
  * product) and on a backend without it (channel-major GEMMs, as CUDA):
  * chunks never raise the peak, and chunk 64 holds z, one triangle-

@@ -29,7 +29,6 @@
 #include <omp.h>
 #else
 static int omp_get_max_threads(void) { return 1; }
-static int omp_get_thread_num(void) { return 0; }
 #endif
 
 #include "backend/backend.h"

@@ -6,7 +6,13 @@
  * Every input record gets exactly one row: ok, split, or failed with a
  * reason (bad record, fold error, output error, interrupted).  Outputs are
  * written atomically (a temporary file renamed into place), so a killed run
- * leaves complete files only.
+ * leaves complete files only.  The table is summary.tsv only when every
+ * record has a final outcome (ok, split, failed for a reason of its own)
+ * and every output was written; else (interrupted, no device left, an
+ * output error) it is summary.partial.tsv.  A run removes an earlier
+ * run's summary.tsv as it starts folding, so summary.tsv (a make target)
+ * exists only while the last run that folded into the directory
+ * completed.
  *
  * Resuming: once a record's files are in place, one JSON line in
  * done.jsonl (appended, flushed) names it with its sequence hash, the
@@ -324,7 +330,7 @@ int fold_main(const opt_t *o)
 	sched_t *s = NULL;
 	const char **names = NULL;
 	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
-	int code = EXIT_FATAL, stopped = 0, rc;
+	int code = EXIT_FATAL, stopped = 0, complete, rc;
 	int64_t cpu_total;
 
 	pthread_mutex_init(&r.lock, NULL);
@@ -382,7 +388,7 @@ int fold_main(const opt_t *o)
 	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
 	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
 	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
-	if (report_run_event(r.jsonl, o, weights_fingerprint(r.wt)) < 0)
+	if (report_run_event(r.jsonl, o, r.wt) < 0)
 		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
 	for (int i = 0; i < r.nrec; i++) {
 		fold_rec_t *x = &r.rec[i];
@@ -408,6 +414,7 @@ int fold_main(const opt_t *o)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r.nskipped, o->outdir);
 	fflush(r.jsonl);
+	if (fold_summary_retract(&r) < 0) goto done;
 	r.t_start = r.t_said = r.t_report = sched_now();
 	fold_tick_start(&r, s);
 	stopped = sched_run(s) < 0;
@@ -422,20 +429,24 @@ int fold_main(const opt_t *o)
 	}
 	fold_tick_stop(&r);
 	log_status_line(NULL);
-	stopped |= r.nunstarted > 0;
+	stopped |= fold_stop && r.nunfinished > 0;   /* stopped while placing */
 	/* what can be written is written, whatever could not be before */
-	if (fold_summary(&r) < 0) r.io_errors++;
-	fold_report(&r);
 	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
-	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s.tsv",
-	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir, r.sfx);
+	complete = !stopped && !r.nunfinished && !r.io_errors;
+	if (fold_summary(&r, complete) < 0) r.io_errors++;
+	fold_report(&r);
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s%s.tsv",
+	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir, complete ? "" : ".partial", r.sfx);
 	code = stopped || r.io_errors ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
 	if (r.io_errors)
 		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
 		          "not all there is failed); rerun the same command once they can be",
 		          o->outdir, r.io_errors);
-	if (stopped) log_error("interrupted: %ld record(s) not started, marked failed with the others not "
-	                       "folded; rerun the same command to fold only those", r.nunstarted);
+	if (stopped || r.nunfinished)
+		log_error("%s: %ld record(s) not folded are marked failed in summary.partial%s.tsv; "
+		          "rerun the same command to fold only those (it writes summary%s.tsv once "
+		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
+		          r.nunfinished, r.sfx, r.sfx);
 done:
 	fold_tick_stop(&r);
 	sigaction(SIGINT, &old_int, NULL);

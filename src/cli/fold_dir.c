@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "cli/fold_run.h"
+#include "cli/report_table.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/journal.h"
@@ -221,8 +222,8 @@ static size_t fold_frag_file(const char *name)
  * before it renamed them (NAME.fragA-B.pdb, .cif, .pae.json: a name no
  * record's own files can have).  Only with the directory's lock held: then
  * no other run is writing them; a shard removes only its own records' and
- * its own summary's and report's (other shards may be writing theirs).
- * Nothing else is touched. */
+ * its own summary's and report's (other shards may be writing theirs),
+ * and its report pages' (report_table_clean).  Nothing else is touched. */
 void fold_clean_tmp(const fold_run_t *r)
 {
 	/* the first three are a NAME's ending, the last two whole names */
@@ -263,6 +264,7 @@ void fold_clean_tmp(const fold_run_t *r)
 		free(p);
 	}
 	closedir(d);
+	report_table_clean(r->o->outdir, r->sfx);
 }
 
 /* Read done.jsonl of -o (absent: nothing done) into r->prev; a torn last

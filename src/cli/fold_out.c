@@ -1,7 +1,8 @@
 /* fold_out.c - a record's outputs (fold_run.h): its structure files and
  * PAE, written atomically when a fragment is folded; the outcome of its
  * fragments (renamed NAME.partIofN, or removed when the record failed);
- * its summary row and summary.tsv.
+ * its summary row; summary.tsv, or summary.partial.tsv when some record
+ * has no final outcome.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -223,7 +224,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 {
 	fold_rec_t *x = &r->rec[k];
-	int failed = -1, bad = 0, rc;
+	int failed = -1, bad = 0, unrun = n == 0, rc;
 	char *files = NULL, *ranges = NULL;
 	size_t fn = 0, rn = 0;
 	FILE *ff = NULL, *rf = NULL;
@@ -238,6 +239,7 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		for (int i = 0; i < n; i++) {
 			if (v[i].state != SCHED_DONE) {
 				why = v[i].reason;
+				unrun |= v[i].unrun;
 				continue;
 			}
 			/* a fragment of a record that failed: not an output */
@@ -252,6 +254,7 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		fold_ended(r, x, v, n, why);
 		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
+		r->nunfinished += unrun;   /* not final: summary.partial.tsv */
 		if (rc < 0) fold_io_error(r);
 		return;
 	}
@@ -328,18 +331,52 @@ void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
 		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
 }
 
-/* summary.tsv: every record's row in input order, written to a temporary
- * file renamed into place.  0 or -1 (logged). */
-int fold_summary(fold_run_t *r)
+/* DIR/summary.tsv or DIR/summary.partial.tsv (the shard's suffix before
+ * .tsv), or NULL (logged) */
+static char *fold_summary_path(const fold_run_t *r, int complete)
 {
-	char *path = fold_file(r, "summary", ".tsv");
+	char *p = fold_file(r, complete ? "summary" : "summary.partial", ".tsv");
+
+	if (!p) log_error("%s: out of memory", r->o->outdir);
+	return p;
+}
+
+/* path removed when it is there; 0, or -1 (logged) */
+static int fold_summary_unlink(const char *path)
+{
+	if (unlink(path) == 0 || errno == ENOENT) return 0;
+	log_error("%s: cannot remove it: %s", path, strerror(errno));
+	return -1;
+}
+
+int fold_summary_retract(const fold_run_t *r)
+{
+	char *sum = fold_summary_path(r, 1), *part = sum ? fold_summary_path(r, 0) : NULL;
+	int rc = -1;
+
+	if (part && atomic_file_check(sum) == 0 && atomic_file_check(part) == 0)
+		rc = fold_summary_unlink(sum);
+	free(sum);
+	free(part);
+	return rc;
+}
+
+/* every record's row in input order, to a temporary file renamed into
+ * place: summary.tsv when the run is complete, then the partial table of
+ * an earlier run removed; else summary.partial.tsv, and no summary.tsv.
+ * 0 or -1 (logged). */
+int fold_summary(fold_run_t *r, int complete)
+{
+	char *path = fold_summary_path(r, complete), *other = fold_summary_path(r, !complete);
 	atomic_file_t a;
 	int rc = -1;
 
-	if (path && atomic_file_open(&a, path)) {
+	if (path && other && atomic_file_open(&a, path)) {
 		fold_summary_rows(a.f, r, 0);
 		rc = atomic_file_close(&a, 1);
 	}
+	if (rc == 0) rc = fold_summary_unlink(other);
 	free(path);
+	free(other);
 	return rc;
 }

@@ -78,17 +78,16 @@ void fold_progress(fold_run_t *r, sched_t *s)
 
 void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why)
 {
-	int unstarted = why && n > 0;
+	int unrun = why && n > 0;
 	char secs[32];
 	long k;
 
-	for (int i = 0; i < n; i++) unstarted &= v[i].state == SCHED_FAILED && v[i].unstarted;
+	for (int i = 0; i < n; i++) unrun &= v[i].state == SCHED_FAILED && v[i].unrun;
 	pthread_mutex_lock(&r->lock);
 	k = ++r->ended;
 	r->res_ended += x->job.len;
-	r->nunstarted += unstarted;
 	pthread_mutex_unlock(&r->lock);
-	if (unstarted) return;   /* counted in one line after the run */
+	if (unrun) return;   /* counted in one line after the run */
 	if (why) {
 		log_warn("[%ld/%ld] record %lld (%s): %s", k, r->todo, (long long)x->job.recno, x->job.name, why);
 		return;

@@ -3,7 +3,7 @@
  * one of its files calls in another:
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
- *               outcome of its fragments, summary.tsv
+ *               outcome of its fragments, summary.tsv or summary.partial.tsv
  *   fold_dir.c  the output directory: its locks, the leftovers of a killed
  *               run, done.jsonl and what a rerun skips
  *   fold_progress.c  what the run says as it goes: a line per record,
@@ -66,9 +66,11 @@ typedef struct {
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
+	long         nunfinished;  /* of nfailed, those with no final outcome:
+	                              an item never run (interrupted, no device
+	                              left) */
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
-	long         nunstarted; /* failed as the run stopped before they ran */
 	double       t_start, t_said;   /* run start; last progress log line */
 	double       every;      /* the ticker's period (s); 0: none */
 	sched_t     *sched;      /* what the ticker reads */
@@ -80,7 +82,7 @@ typedef struct {
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_done) from the workers;
 	                            finishing a record is the output step's;
-	                            ended, res_ended, nunstarted, t_said (the
+	                            ended, res_ended, t_said (the
 	                            ticker reads them) */
 } fold_run_t;
 
@@ -115,13 +117,22 @@ int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const to
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
 /* summary.tsv's header and rows (settled: only the rows made so far) */
 void fold_summary_rows(FILE *f, const fold_run_t *r, int settled);
-/* summary.tsv written atomically; 0 or -1 (logged) */
-int  fold_summary(fold_run_t *r);
+/* as the run starts folding: the summary of an earlier run removed (it
+ * would claim every record final whatever this run does), once both
+ * summaries this run may write at its end are found writable.  0 or -1
+ * (logged) */
+int  fold_summary_retract(const fold_run_t *r);
+/* complete (every record has a final outcome, every output written):
+ * summary.tsv, and an earlier summary.partial.tsv removed; else
+ * summary.partial.tsv (summary.tsv removed).  Written atomically; 0 or
+ * -1 (logged). */
+int  fold_summary(fold_run_t *r, int complete);
 
 /* fold_progress.c */
 /* Record x has ended (its items v[0..n)): counted, and one line, "[k/N]
  * NAME: ..." (info), or with why (it failed) a warning, none for a record
- * the stop left unstarted (counted in nunstarted).  From fold_finish. */
+ * none of whose items ran (interrupted, no device left: the run's last
+ * line counts them, nunfinished).  From fold_finish. */
 void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
 /* The progress line as a record has ended: the live status line on a
  * terminal, else a "progress:" info line at most every 10 s (or

@@ -9,6 +9,11 @@
  * cells as written (escaped, util/tsv.h), so each is one line.  Every shard's header must be
  * the same line, and every row have its columns; every shard's run must
  * have had the same settings (its shard line's "settings").
+ *
+ * A shard whose run did not give every record a final outcome left
+ * summary.partial.K-of-N.tsv instead (fold.c): merge takes its rows, names
+ * it unfinished, and writes summary.partial.tsv, as it does when a shard
+ * has no summary at all; summary.tsv only when every shard is complete.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -43,6 +48,7 @@ typedef struct {
 	char   input[40], weights[160];
 	long   records, in_shard;
 	char  *settings;   /* its "settings" as compact JSON (owned), or NULL */
+	int    partial;    /* its summary is summary.partial.K-of-N.tsv */
 } merge_fp_t;
 
 typedef struct {
@@ -81,8 +87,8 @@ static int merge_name(const char *name, const char *stem, const char *ext, int *
  * (logged: none, or more than one N) */
 static int merge_find_n(merge_t *m)
 {
-	static const char *const kind[][2] = { { "summary", ".tsv" }, { "run", ".jsonl" },
-	                                       { "done", ".jsonl" } };
+	static const char *const kind[][2] = { { "summary", ".tsv" }, { "summary.partial", ".tsv" },
+	                                       { "run", ".jsonl" }, { "done", ".jsonl" } };
 	DIR *d = opendir(m->dir);
 	struct dirent *e;
 	char first[256] = "";
@@ -168,8 +174,9 @@ static int merge_read_fp(merge_t *m, int k)
 	return rc;
 }
 
-/* shard k's summary rows (absent file: 0 rows, *found 0); 0 or -1 */
-static int merge_read_summary(merge_t *m, int k, int *found)
+/* shard k's summary rows from STEM.k-of-N.tsv (absent file: 0 rows,
+ * *found 0); 0 or -1 */
+static int merge_read_summary(merge_t *m, int k, const char *stem, int *found)
 {
 	char *path = NULL, *line;
 	lines_t rd;
@@ -178,7 +185,7 @@ static int merge_read_summary(merge_t *m, int k, int *found)
 	int rc = 0, got;
 
 	*found = 0;
-	if (asprintf(&path, "%s/summary.%d-of-%d.tsv", m->dir, k, m->n) < 0) return -1;
+	if (asprintf(&path, "%s/%s.%d-of-%d.tsv", m->dir, stem, k, m->n) < 0) return -1;
 	if (!(f = fopen(path, "r"))) {
 		if (errno != ENOENT) {
 			log_error("%s: cannot read: %s", path, strerror(errno));
@@ -290,27 +297,57 @@ static int merge_cmp(const void *a, const void *b)
 	return (x->line > y->line) - (x->line < y->line);
 }
 
-static int merge_write(const merge_t *m)
+/* DIR/summary.tsv when every shard is complete, else
+ * DIR/summary.partial.tsv; the other one removed.  0 or -1 (logged) */
+static int merge_write(const merge_t *m, int complete)
 {
-	char *path = NULL;
+	char *path = NULL, *other = NULL;
 	atomic_file_t a;
 	int rc = -1;
 
-	if (asprintf(&path, "%s/summary.tsv", m->dir) < 0) return -1;
-	if (atomic_file_open(&a, path)) {
+	if (asprintf(&path, "%s/summary%s.tsv", m->dir, complete ? "" : ".partial") < 0) return -1;
+	if (asprintf(&other, "%s/summary%s.tsv", m->dir, complete ? ".partial" : "") < 0) other = NULL;
+	if (other && atomic_file_open(&a, path)) {
 		fprintf(a.f, "%s\n", m->head);
 		for (long i = 0; i < m->nrow; i++) fprintf(a.f, "%s\n", m->row[i].text);
 		rc = atomic_file_close(&a, 1);
 	}
+	if (rc == 0 && unlink(other) < 0 && errno != ENOENT) {
+		log_error("%s: cannot remove it: %s", other, strerror(errno));
+		rc = -1;
+	}
 	free(path);
+	free(other);
 	return rc;
+}
+
+/* each failed row logged, but an unfinished shard's (its one line says
+ * it); how many */
+static long merge_list_failed(const merge_t *m)
+{
+	int cs = tsv_column(m->head, "status"), cn = tsv_column(m->head, "name");
+	int cr = tsv_column(m->head, "reason");
+	char st[32], nm[256], why[512], ix[32];
+	long nfailed = 0;
+
+	for (long i = 0; cs >= 0 && i < m->nrow; i++) {
+		if (m->fp[m->row[i].shard - 1].partial ||
+		    strcmp(tsv_field(m->row[i].text, cs, st, sizeof st), "failed"))
+			continue;
+		nfailed++;
+		log_error("record %s (%s): failed: %s", tsv_field(m->row[i].text, 0, ix, sizeof ix),
+		          tsv_field(m->row[i].text, cn, nm, sizeof nm),
+		          tsv_field(m->row[i].text, cr, why, sizeof why));
+	}
+	return nfailed;
 }
 
 int merge_main(const opt_t *o)
 {
 	merge_t m = { .dir = o->outdir };
-	int fd = -1, code = EXIT_FATAL, rc, missing = 0, unknown = 0, ref = -1;
+	int fd = -1, code = EXIT_FATAL, rc, missing = 0, unknown = 0, unfinished = 0, ref = -1;
 	long nfailed = 0, nmissing = 0;
+	char more[96] = "";
 
 	if ((rc = dir_lock_take(m.dir, "", LOCK_EX, &fd)) < 0) {
 		if (rc == DIR_LOCK_BUSY) {
@@ -325,11 +362,15 @@ int merge_main(const opt_t *o)
 	for (int k = 1; k <= m.n; k++) {
 		int found;
 		long before = m.nrow;
-		if (merge_read_fp(&m, k) < 0 || merge_read_summary(&m, k, &found) < 0) goto done;
-		const merge_fp_t *fp = &m.fp[k - 1];
+		if (merge_read_fp(&m, k) < 0 || merge_read_summary(&m, k, "summary", &found) < 0 ||
+		    (!found && merge_read_summary(&m, k, "summary.partial", &m.fp[k - 1].partial) < 0))
+			goto done;
+		merge_fp_t *fp = &m.fp[k - 1];
+		found |= fp->partial;
 		if (found && !fp->have) {
-			log_error("%s: summary.%d-of-%d.tsv has no run.%d-of-%d.jsonl naming its input and "
-			          "weights: cannot check it belongs with the others", m.dir, k, m.n, k, m.n);
+			log_error("%s: summary%s.%d-of-%d.tsv has no run.%d-of-%d.jsonl naming its input and "
+			          "weights: cannot check it belongs with the others", m.dir,
+			          fp->partial ? ".partial" : "", k, m.n, k, m.n);
 			goto done;
 		}
 		if (fp->have && ref < 0) ref = k - 1;
@@ -363,10 +404,15 @@ int merge_main(const opt_t *o)
 		} else if (merge_check_files(&m, k, before) < 0) {
 			goto done;
 		} else if (fp->in_shard != m.nrow - before) {
-			log_error("%s/summary.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
-			          "run's; rerun shard %d/%d", m.dir, k, m.n, m.nrow - before, fp->in_shard,
-			          k, m.n);
+			log_error("%s/summary%s.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
+			          "run's; rerun shard %d/%d", m.dir, fp->partial ? ".partial" : "", k, m.n,
+			          m.nrow - before, fp->in_shard, k, m.n);
 			goto done;
+		} else if (fp->partial) {
+			unfinished++;
+			log_error("shard %d/%d: not finished (interrupted, or an output not written: "
+			          "summary.partial.%d-of-%d.tsv, no summary.%d-of-%d.tsv): rerun it", k, m.n,
+			          k, m.n, k, m.n);
 		}
 	}
 	if (missing > MERGE_SAY_MISSING)
@@ -385,27 +431,20 @@ int merge_main(const opt_t *o)
 			          m.row[i].index, m.row[i - 1].shard, m.row[i].shard);
 			goto done;
 		}
-	{
-		int cs = tsv_column(m.head, "status"), cn = tsv_column(m.head, "name");
-		int cr = tsv_column(m.head, "reason");
-		char st[32], nm[256], why[512], ix[32];
-		for (long i = 0; cs >= 0 && i < m.nrow; i++) {
-			if (strcmp(tsv_field(m.row[i].text, cs, st, sizeof st), "failed")) continue;
-			nfailed++;
-			log_error("record %s (%s): failed: %s", tsv_field(m.row[i].text, 0, ix, sizeof ix),
-			          tsv_field(m.row[i].text, cn, nm, sizeof nm),
-			          tsv_field(m.row[i].text, cr, why, sizeof why));
-		}
-	}
-	if (merge_write(&m) < 0) goto done;
+	nfailed = merge_list_failed(&m);
+	if (merge_write(&m, !missing && !unfinished) < 0) goto done;
+	if (unfinished) snprintf(more, sizeof more, "; %d shard(s) unfinished (failures not listed)",
+	                         unfinished);
 	if (unknown)
-		log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing and "
-		         "those of %d shard(s) never run", m.dir, m.nrow, m.n - missing, m.n, nfailed,
-		         nmissing, unknown);
+		log_info("%s/%s.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing and "
+		         "those of %d shard(s) never run%s", m.dir, missing || unfinished ?
+		         "summary.partial" : "summary", m.nrow, m.n - missing, m.n, nfailed, nmissing,
+		         unknown, more);
 	else
-		log_info("%s/summary.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing",
-		         m.dir, m.nrow, m.n - missing, m.n, nfailed, nmissing);
-	code = missing || nfailed ? EXIT_PARTIAL : EXIT_OK;
+		log_info("%s/%s.tsv: %ld record(s) from %d of %d shards; %ld failed, %ld missing%s", m.dir,
+		         missing || unfinished ? "summary.partial" : "summary", m.nrow, m.n - missing,
+		         m.n, nfailed, nmissing, more);
+	code = missing || unfinished || nfailed ? EXIT_PARTIAL : EXIT_OK;
 done:
 	for (long i = 0; i < m.nrow; i++) free(m.row[i].text);
 	free(m.row);

@@ -88,7 +88,7 @@ void opt_usage(FILE *fp)
 "              DIR's summary.tsv, run.jsonl and done.jsonl\n"
 "  merge       one summary.tsv, in input order, from the shards' summaries in\n"
 "              -o (fold --shard); exit 3 and a list when records are missing\n"
-"              or failed\n"
+"              or failed; summary.partial.tsv while a shard is unfinished\n"
 "  help        print this help (as --help)\n"
 "\n"
 "Options:\n"
@@ -141,7 +141,12 @@ void opt_usage(FILE *fp)
 "or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
 "by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
 "but some records failed (merge: or are missing); 4 another run is writing\n"
-"into the output directory (or shard).\n",
+"into the output directory (or shard).\n"
+"\n"
+"DIR/summary.tsv appears only once every record has a final outcome (folded,\n"
+"split, or failed for a reason of its own); a run stopped by a signal, or\n"
+"with records not run or outputs not written, writes DIR/summary.partial.tsv\n"
+"instead; a run removes an earlier run's summary.tsv as it starts folding.\n",
 	fp);
 }
 

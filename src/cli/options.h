@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 
-/* Process exit codes (documented in README.md and `esmbatch --help`). */
+/* Process exit codes (documented in README.md and the man page). */
 enum {
 	EXIT_OK      = 0,  /* done; every record folded (or planned) */
 	EXIT_FATAL   = 1,  /* fatal error: unreadable / corrupt input, bad

@@ -1,5 +1,6 @@
 /* svg.c - plot frames, scales and XML escaping for report.html (see svg.h). */
 #include <math.h>
+#include <string.h>
 
 #include "cli/svg.h"
 
@@ -47,6 +48,18 @@ void svg_esc(FILE *f, const char *s)
 		case '\'': fputs("&#39;", f); break;
 		default: fputc(*s, f);
 		}
+	}
+}
+
+void svg_esc_url(FILE *f, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    (c && strchr("-._~", c)))
+			fputc(c, f);
+		else
+			fprintf(f, "%%%02X", c);
 	}
 }
 

@@ -1,6 +1,6 @@
 /* svg.h (prefix svg_) - the inline SVG charts of report.html: a plot's
  * frame (axes, round ticks, labels), its data-to-pixel scales, and text
- * escaped for XML.  Writes to a caller's FILE; keeps nothing. */
+ * escaped for XML, a file name for a URL.  Writes to a caller's FILE; keeps nothing. */
 #ifndef ESMBATCH_SVG_H
 #define ESMBATCH_SVG_H
 
@@ -31,5 +31,8 @@ double svg_y(const svg_plot_t *p, double y);
 double svg_nice(double v);
 /* s with & < > " ' escaped, for text and attribute values */
 void   svg_esc(FILE *f, const char *s);
+/* the n bytes of s as one URL path segment: every byte but A-Z a-z 0-9
+ * - . _ ~ percent-encoded (so also safe in an attribute value) */
+void   svg_esc_url(FILE *f, const char *s, size_t n);
 
 #endif

@@ -480,25 +480,7 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3).  Before trimul_out
- * 69 (the triangle multiplication's output side as layernorm_out 2,
- * linear_z 2 and a gate_add op 4, and the incoming update on z
- * transposed in place and back, 4 more; those ops are gone since).
- * Before the transition was one op 80 (it was layernorm 2, fc1 with its
- * ReLU 5, fc2 + residual 6).  Before ln_linear
- * 124 (the layer norms apart from the linears: 2 more passes for the
- * sequence attention's bias, 6 for each triangle attention, and 4 for the
- * ending one's transposes; 13 for each triangle multiplication's input
- * side: its layer norm, four linears, two gates and linear_g in 18
- * passes).  Before the fusions
- * (the attention's gate a pass of its own after it, 3 each: 128;
- * before gate_add, gate and residual apart; the ReLU a pass of its own over
- * [L, L, 4 c_z]; on CUDA each channel-major projection's bias written
- * first by a k = 1 product and read back by the product with beta 1,
- * 22 passes for f and r where a gate_rows op made 14, and the product
- * transposed to channel-last, 2 more, before a layernorm_cm op did both;
- * gate_add, gate_rows and layernorm_cm gave way to trimul_out and
- * ln_linear and are gone) cpu 140, cuda 160. */
+ * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3). */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
 {

@@ -11,7 +11,7 @@
 
 /* one present atom of the clash search */
 typedef struct {
-	float   x[3];
+	double  x[3];   /* as written (qc_written) */
 	int     res, at;
 	int64_t cell[3];
 } qc_atom_t;
@@ -24,7 +24,30 @@ int qc_band(double p)
 	return QC_VERY_HIGH;
 }
 
-static double qc_dist2(const float *a, const float *b)
+/* a coordinate as the structure files write it (%.3f; the product is
+ * exact in double, and rint rounds half to even as printf does): the
+ * flags are the files' own, so a reader who recounts them from a PDB or
+ * mmCIF gets the same numbers (atoms 1.49996 A apart are 1.500 A apart
+ * there, no clash) */
+static double qc_written(float x)
+{
+	return rint((double)x * 1000.0) / 1000.0;
+}
+
+/* a pLDDT (0-1) as the files write it: 0-100, %.2f */
+static double qc_written_plddt(float p)
+{
+	return rint(100.0 * (double)p * 100.0) / 100.0;
+}
+
+/* atom k of residue i as written */
+static void qc_xyz(const qc_input_t *in, int i, int k, double x[3])
+{
+	const float *p = in->atom37 + ((size_t)i * RESIDUE_NUM_ATOM37 + k) * 3;
+	for (int c = 0; c < 3; c++) x[c] = qc_written(p[c]);
+}
+
+static double qc_dist2(const double *a, const double *b)
 {
 	double dx = a[0] - b[0], dy = a[1] - b[1], dz = a[2] - b[2];
 	return dx * dx + dy * dy + dz * dz;
@@ -76,7 +99,7 @@ static int64_t qc_clashes(const qc_input_t *in)
 		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
 			if (!qc_present(in, i, k)) continue;
 			qc_atom_t *t = &a[n++];
-			memcpy(t->x, in->atom37 + ((size_t)i * RESIDUE_NUM_ATOM37 + k) * 3, sizeof t->x);
+			qc_xyz(in, i, k, t->x);
 			t->res = i;
 			t->at = k;
 			for (int c = 0; c < 3; c++) t->cell[c] = (int64_t)floor(t->x[c] / QC_CLASH);
@@ -121,11 +144,13 @@ int qc_measure(const qc_input_t *in, qc_t *q)
 			prev = -1;
 			continue;
 		}
-		q->band[qc_band(100.0 * in->plddt[(size_t)i * RESIDUE_NUM_ATOM37 + ca])]++;
+		q->band[qc_band(qc_written_plddt(in->plddt[(size_t)i * RESIDUE_NUM_ATOM37 + ca]))]++;
 		if (prev >= 0 && prev == i - 1 && in->chain[prev] == in->chain[i] && qc_present(in, prev, ca) &&
 		    qc_present(in, i, ca)) {
-			double d2 = qc_dist2(in->atom37 + ((size_t)prev * RESIDUE_NUM_ATOM37 + ca) * 3,
-			                     in->atom37 + ((size_t)i * RESIDUE_NUM_ATOM37 + ca) * 3);
+			double a[3], b[3];
+			qc_xyz(in, prev, ca, a);
+			qc_xyz(in, i, ca, b);
+			double d2 = qc_dist2(a, b);
 			if (!(d2 >= lo2 && d2 <= hi2)) q->ca_breaks++;
 		}
 		prev = i;

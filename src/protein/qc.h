@@ -19,6 +19,10 @@
  *                       chain excluded), found on a grid of 1.5 A cells: a
  *                       pass over the atoms, not over their pairs
  *
+ * Measured on the values as the structure files write them (coordinates
+ * to 0.001 A, pLDDT to 0.01), so a reader who recounts a flag or a band
+ * from a PDB or mmCIF gets the same number.
+ *
  * Pure functions on host arrays; nothing is kept between calls.
  */
 #ifndef ESMBATCH_QC_H

@@ -298,6 +298,7 @@ static void sched_abandon(sched_t *s, int i)
 		x->state = SCHED_FAILED;
 		sched_item_end(x);
 		snprintf(x->reason, sizeof x->reason, "%s", s->it[i].reason);
+		x->unrun = s->it[i].unrun;
 	}
 }
 
@@ -354,7 +355,7 @@ static int sched_place(sched_t *s, int i, int c0)
 		sched_item_end(it);
 		if (s->nlive == 0) snprintf(it->reason, sizeof it->reason, "no device left: %s", s->lost);
 		else snprintf(it->reason, sizeof it->reason, "interrupted before it ran");
-		it->unstarted = s->nlive > 0;
+		it->unrun = 1;
 		sched_abandon(s, i);
 		return 1;
 	}
@@ -751,36 +752,69 @@ done:
 	free(open);
 }
 
-/* one worker on device di */
-static void sched_worker(sched_t *s, int di, int wi)
+/* one worker: its device and number, the device's model run on the
+ * worker's own backend where the device has per-worker ones (CUDA: stream,
+ * cuBLAS handle), its kept arena and the grant it holds for it */
+typedef struct {
+	int     di, wi;
+	model_t m;
+	be_t   *wbe;
+	arena_t arena;
+	int64_t hold;
+} sched_wk_t;
+
+static void sched_wk_init(sched_t *s, sched_wk_t *w, int di, int wi)
 {
 	sched_dev_t *d = &s->dev[di];
-	/* the device's model, run on this worker's own backend where the
-	 * device has per-worker ones (CUDA: stream, cuBLAS handle) */
-	model_t m = d->model;
-	be_t *wbe = d->be->worker ? d->be->worker(d->be) : NULL;
-	/* the worker's kept arena, and the grant it holds for it */
-	arena_t arena;
-	int64_t hold = 0;
 
-	if (wbe) m.be = wbe;
+	w->di = di;
+	w->wi = wi;
+	w->m = d->model;
+	w->wbe = d->be->worker ? d->be->worker(d->be) : NULL;
+	w->hold = 0;
+	if (w->wbe) w->m.be = w->wbe;
 	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
-	arena_init(&arena, m.be);
+	arena_init(&w->arena, w->m.be);
+}
+
+/* the worker's grant, arena and backend given back */
+static void sched_wk_free(sched_t *s, sched_wk_t *w)
+{
 	pthread_mutex_lock(&s->lock);
-	for (;;) {
+	s->dev[w->di].granted -= w->hold;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	arena_free(&w->arena);
+	be_free(w->wbe);
+}
+
+/* Worker w takes items until nothing more will come to it, or, once, for
+ * one turn: an item run, its arena given back, or nothing it can do now
+ * (where it would wait).  Returns 1 when it ran an item or gave its arena
+ * back. */
+static int sched_worker(sched_t *s, sched_wk_t *w, int once)
+{
+	const int di = w->di, wi = w->wi;
+	sched_dev_t *d = &s->dev[di];
+	int did = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (!once || !did) {
 		int any, i, retired = 0;
 		if (*s->o.stop || s->gone[di]) break;
-		i = sched_pick(s, d, hold, &any);
+		i = sched_pick(s, d, w->hold, &any);
 		if (i < 0) {
 			if (!any && s->running == 0) break;   /* nothing will ever come */
-			if (sched_hold(d, NULL, any, &hold)) {
+			if (sched_hold(d, NULL, any, &w->hold)) {
 				/* short of memory: the kept arena goes back first */
 				pthread_mutex_unlock(&s->lock);
-				arena_release(&arena);
+				arena_release(&w->arena);
 				pthread_mutex_lock(&s->lock);
 				pthread_cond_broadcast(&s->cond);
+				did = 1;
 				continue;
 			}
+			if (once) break;
 			pthread_cond_wait(&s->cond, &s->lock);
 			continue;
 		}
@@ -789,7 +823,7 @@ static void sched_worker(sched_t *s, int di, int wi)
 		it->dev = di;
 		it->worker = wi;
 		it->t0 = sched_now() - s->t_start;
-		sched_hold(d, it, 1, &hold);
+		sched_hold(d, it, 1, &w->hold);
 		s->running++;
 		/* the item's encoding and plan stay put while it runs; the item
 		 * array may move (another worker splitting): a copy for `done` */
@@ -799,13 +833,13 @@ static void sched_worker(sched_t *s, int di, int wi)
 		model_dump_t dump;
 		model_run_t run = sched_run_of(s, it, it->chunk, &dump);
 		pthread_mutex_unlock(&s->lock);
-		if (sched_keeps(d)) run.arena = &arena;
+		if (sched_keeps(d)) run.arena = &w->arena;
 
 		model_out_t out = { 0 };
 		mem_fig_t fig;
 		char err[256] = "";
 		double t0 = sched_now();
-		int rc = mem_fold(&m, &t, &run, &plan, &out, &fig, err, sizeof err);
+		int rc = mem_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
 		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
 		                         sizeof err) < 0)
 			rc = -1;
@@ -814,9 +848,9 @@ static void sched_worker(sched_t *s, int di, int wi)
 		pthread_mutex_lock(&s->lock);
 		it = &s->it[i];   /* the array may have grown */
 		it->t1 = sched_now() - s->t_start;
-		if (!sched_keeps(d) || !arena.base) {   /* none kept (or refused, lost) */
-			d->granted -= hold;
-			hold = 0;
+		if (!sched_keeps(d) || !w->arena.base) {   /* none kept (or refused, lost) */
+			d->granted -= w->hold;
+			w->hold = 0;
 		}
 		if (rc == 0) {
 			/* the record's files are final before its fold is logged as ok */
@@ -867,12 +901,20 @@ static void sched_worker(sched_t *s, int di, int wi)
 		pthread_mutex_unlock(&s->lock);
 		sched_drain(s);
 		pthread_mutex_lock(&s->lock);
+		did = 1;
 	}
-	d->granted -= hold;
-	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
-	arena_free(&arena);
-	be_free(wbe);
+	return did;
+}
+
+/* worker wi of device di from its start to its end (a thread of the team) */
+static void sched_worker_run(sched_t *s, int di, int wi)
+{
+	sched_wk_t w;
+
+	sched_wk_init(s, &w, di, wi);
+	sched_worker(s, &w, 0);
+	sched_wk_free(s, &w);
 }
 
 typedef struct {
@@ -995,6 +1037,28 @@ done:
 	return rc;
 }
 
+#ifndef _OPENMP
+/* Without OpenMP the one thread serves every device's workers in turn, a
+ * turn each (sched_worker once), until a round in which none of them had
+ * anything to do.  0, or -1 out of memory. */
+static int sched_serve(sched_t *s, int total)
+{
+	sched_wk_t *w = calloc((size_t)total, sizeof *w);
+	int more = 1;
+
+	if (!w) return -1;
+	for (int di = 0, k = 0; di < s->ndev; di++)
+		for (int j = 0; j < s->dev[di].workers; j++, k++) sched_wk_init(s, &w[k], di, k);
+	while (more) {
+		more = 0;
+		for (int k = 0; k < total; k++) more |= sched_worker(s, &w[k], 1);
+	}
+	for (int k = 0; k < total; k++) sched_wk_free(s, &w[k]);
+	free(w);
+	return 0;
+}
+#endif
+
 int sched_run(sched_t *s)
 {
 	int total = 0, stopped = 0;
@@ -1011,26 +1075,25 @@ int sched_run(sched_t *s)
 		fflush(s->o.jsonl);
 	}
 	if (total <= 1) {
-		sched_worker(s, 0, 0);
+		sched_worker_run(s, 0, 0);
 	} else {
+#ifdef _OPENMP
 		/* The workers are OpenMP threads, and each runs its ops' parallel
 		 * loops on a team of its own: the threads (--threads) shared out
 		 * evenly, at least one each (two levels of parallelism). */
-#ifdef _OPENMP
 		int share = omp_get_max_threads() / total;
 		omp_set_max_active_levels(2);
-#endif
 		#pragma omp parallel num_threads(total)
 		{
-			int w = 0, di = 0;
-#ifdef _OPENMP
-			w = omp_get_thread_num();
+			int w = omp_get_thread_num(), di = 0;
 			omp_set_num_threads(share > 1 ? share : 1);
-#endif
 			int k = w;
 			while (di < s->ndev && k >= s->dev[di].workers) k -= s->dev[di++].workers;
-			if (di < s->ndev) sched_worker(s, di, w);
+			if (di < s->ndev) sched_worker_run(s, di, w);
 		}
+#else
+		if (sched_serve(s, total) < 0) log_error("scheduler: out of memory for %d workers", total);
+#endif
 	}
 	sched_drain(s);   /* what the last workers queued */
 	for (int i = 0; i < s->n; i++)
@@ -1039,7 +1102,7 @@ int sched_run(sched_t *s)
 			s->it[i].state = SCHED_FAILED;
 			snprintf(s->it[i].reason, sizeof s->it[i].reason,
 			         *s->o.stop ? "interrupted before it ran" : "fits no device");
-			s->it[i].unstarted = *s->o.stop != 0;
+			s->it[i].unrun = *s->o.stop != 0;
 			stopped = 1;
 		}
 	return stopped && *s->o.stop ? -1 : 0;

@@ -23,7 +23,7 @@
  * fragments with it, no more halves made).  The waiting items are a
  * queue ordered by quota (waitq.h): a pick, a placement and a settled
  * record cost O(log n), not a scan of every item.  The stop flag is seen
- * between dry runs: the items not placed yet fail as interrupted.  A
+ * between dry runs: the items not placed yet fail as interrupted (unrun).  A
  * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
  * quota and is requeued the same way; other workers carry on.
  */
@@ -57,8 +57,10 @@ typedef struct {
 	sched_state_t state;
 	int           dev, worker;
 	double        t0, t1;     /* seconds since the run began */
-	int           unstarted;  /* failed as the run stopped before it ran */
 	char          reason[256];
+	int           unrun;      /* failed before it ran for no fault of its
+	                             own: the run was stopped, or no device was
+	                             left (a rerun folds it) */
 } sched_item_t;
 
 typedef struct {

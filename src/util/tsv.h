@@ -3,7 +3,7 @@
  * rule for every cell written, its decoding, and columns found by their
  * header's names.
  *
- * The rule (README: Output): a backslash is written "\\", a TAB "\t", a
+ * The rule (docs/output.md): a backslash is written "\\", a TAB "\t", a
  * newline "\n", a carriage return "\r"; any other control byte (0x00-0x1f,
  * 0x7f) and any byte that is not part of valid UTF-8 is "\xHH" (two
  * lower-case hex digits); and a cell that begins with '"', '=', '+', '@'

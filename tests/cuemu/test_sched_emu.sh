@@ -8,9 +8,11 @@
 #     that record is retried smaller, exit 0, every other PDB
 #     byte-identical to the clean run;
 #  3. one device, a sticky launch failure (CUEMU_FAIL_LAUNCH) in the third
-#     record: exit 3, a row for every record, the two records folded before
-#     it byte-identical to the clean run, the device retired in one line,
-#     the records not yet folded failed with the reason (no device left);
+#     record: exit 3, a row for every record in summary.partial.tsv (the
+#     records not run have no final outcome: no summary.tsv), the two
+#     records folded before it byte-identical to the clean run, the device
+#     retired in one line, the records not yet folded failed with the
+#     reason (no device left);
 #  4. two devices, a sticky launch failure on the second one's first record
 #     (CUEMU_FAIL_LAUNCH=N@1): the device is retired in one line, its record
 #     goes back and every record is folded on the other, exit 0, every PDB
@@ -96,7 +98,8 @@ done
 CUEMU_FAIL_LAUNCH=$nlaunch run -o "$tmp/sticky" --devices cuda:0 2> "$tmp/sticky.err"
 rc=$?
 [ $rc -eq 3 ] || fail "sticky launch failure $nlaunch: exit $rc, expected 3"
-[ "$(tail -n +2 "$tmp/sticky/summary.tsv" | wc -l)" -eq 5 ] || fail "sticky: rows missing"
+[ "$(tail -n +2 "$tmp/sticky/summary.partial.tsv" | wc -l)" -eq 5 ] || fail "sticky: rows missing"
+[ -e "$tmp/sticky/summary.tsv" ] && fail "sticky: summary.tsv written with records not run"
 nok=0
 for p in "$tmp"/sticky/*.pdb; do
 	[ -e "$p" ] || continue
@@ -105,7 +108,7 @@ for p in "$tmp"/sticky/*.pdb; do
 done
 [ $nok -ge 2 ] || fail "sticky: $nok records folded before the failure, expected 2"
 [ "$(grep -c 'retired' "$tmp/sticky.err")" -eq 1 ] || fail "sticky: not one line retiring the device"
-grep -q 'no device left' "$tmp/sticky/summary.tsv" || fail "sticky: no reason in the summary"
+grep -q 'no device left' "$tmp/sticky/summary.partial.tsv" || fail "sticky: no reason in the summary"
 grep -qi 'out of memory\|retrying smaller' "$tmp/sticky.err" && fail "sticky: treated as out of memory"
 
 # 4. two devices, a sticky launch failure on the second one's first record

@@ -38,7 +38,7 @@
 #     (reported), 90 s.
 # FLOPs of one fold (for TFLOP/s and the share of $PEAK_TFLOPS, default 790:
 # an H200's dense bf16) are esmfold_ref.py's count_flops, about 5.4e14 for
-# esmfold_v1 at L = 1024.  Targets (issue 8; reported, not held): at least
+# esmfold_v1 at L = 1024.  Targets (reported, not held): at least
 # 3x faster than the PyTorch reference and at most half its device memory
 # (total - free as the driver sees it, context and weights included, on
 # both sides).

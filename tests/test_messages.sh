@@ -24,7 +24,7 @@ for o in --names --devices --quota-table -i; do
 	"$bin" -o "$tmp/x" $o 2>"$tmp/o.err"
 	rc=$?
 	[ $rc -eq 2 ] || fail "$o without its argument: exit $rc"
-	grep -q "^esmbatch: error: option $o needs an argument (try --help)$" "$tmp/o.err" &&
+	grep -qE "^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} esmbatch: error: option $o needs an argument \(try --help\)$" "$tmp/o.err" &&
 		[ "$(tr -d '\000' <"$tmp/o.err" | wc -c)" -eq "$(wc -c <"$tmp/o.err")" ] ||
 		fail "$o without its argument: $(od -c "$tmp/o.err" | head -3)"
 done

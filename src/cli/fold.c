@@ -123,33 +123,6 @@ char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
 	return p;
 }
 
-/* Progress after a record ended: on a terminal the live status line,
- * else an info line at most every FOLD_SAY seconds.  On the output step. */
-#define FOLD_SAY 10.0
-static void fold_progress(fold_run_t *r, sched_t *s, const fold_rec_t *x)
-{
-	char line[256];
-	double now = sched_now(), dt = now - r->t_start, rate;
-	int n;
-
-	r->ended++;
-	r->res_ended += x->job.len;
-	rate = dt > 0 ? r->res_ended / dt : 0;
-	n = snprintf(line, sizeof line, "%ld/%ld records, %.0f residues/s, ETA ", r->ended, r->todo,
-	             rate);
-	if (rate > 0)
-		n += snprintf(line + n, sizeof line - n, "%.0f s", (r->res_todo - r->res_ended) / rate);
-	else
-		n += snprintf(line + n, sizeof line - n, "-");
-	for (int i = 0; i < r->ndev && n < (int)sizeof line; i++)
-		n += snprintf(line + n, sizeof line - n, ", %s %.1f/%.1f MiB", r->dev[i].be->name,
-		              sched_granted(s, i) / 1048576.0, r->dev[i].budget / 1048576.0);
-	if (log_status_line(line) < 0 && (now - r->t_said >= FOLD_SAY || r->ended == r->todo)) {
-		log_info("progress: %s", line);
-		r->t_said = now;
-	}
-}
-
 /* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
  * milliseconds longer (a slow file system), so tests can see that it holds
  * up no worker; 0 when not set */
@@ -175,7 +148,7 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) continue;
 	}
 	fold_finish(r, rec, v, n);
-	fold_progress(r, s, &r->rec[rec]);
+	fold_progress(r, s);
 	if (sched_now() - r->t_report >= report_every()) fold_report(r);
 }
 
@@ -443,8 +416,8 @@ int fold_main(const opt_t *o)
 	fflush(r.jsonl);
 	if (fold_summary_retract(&r) < 0) goto done;
 	r.t_start = r.t_said = r.t_report = sched_now();
+	fold_tick_start(&r, s);
 	stopped = sched_run(s) < 0;
-	log_status_line(NULL);
 
 	for (int i = 0; i < r.nrec; i++) {
 		sched_item_t *v;
@@ -454,6 +427,9 @@ int fold_main(const opt_t *o)
 		fold_finish(&r, i, v, n);
 		free(v);
 	}
+	fold_tick_stop(&r);
+	log_status_line(NULL);
+	stopped |= fold_stop && r.nunfinished > 0;   /* stopped while placing */
 	/* what can be written is written, whatever could not be before */
 	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
 	complete = !stopped && !r.nunfinished && !r.io_errors;
@@ -472,6 +448,7 @@ int fold_main(const opt_t *o)
 		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
 		          r.nunfinished, r.sfx, r.sfx);
 done:
+	fold_tick_stop(&r);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
 	sched_free(s);

@@ -193,7 +193,7 @@ int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok
 	}
 	if (rc == 0) rc = fold_write_files(o->outdir, base, ext, next, &pin, out, reason, cap);
 	if (rc == 0)
-		log_info("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
+		log_debug("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
 		         it->start + 1, it->start + it->len, d->be->name, meta.mean_plddt,
 		         out->ptm, secs);
 	pthread_mutex_lock(&r->lock);
@@ -251,7 +251,7 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 				free(from);
 			}
 		}
-		log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
+		fold_ended(r, x, v, n, why);
 		rc = fold_row(x, NULL, "failed", why);
 		r->nfailed++;
 		r->nunfinished += unrun;   /* not final: summary.partial.tsv */
@@ -304,13 +304,16 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
 			fold_io_error(r);
 		r->nfailed++;
+		fold_ended(r, x, v, n, "cannot rename its fragments (output error)");
 	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
 		fold_io_error(r);
 		r->nfailed++;
+		fold_ended(r, x, v, n, "out of memory for its summary row");
 	} else {
 		fold_journal(r, x);
 		if (n > 1) r->nsplit++;
 		else r->nok++;
+		fold_ended(r, x, v, n, NULL);
 	}
 	free(files);
 	free(ranges);

@@ -6,6 +6,8 @@
  *               outcome of its fragments, summary.tsv or summary.partial.tsv
  *   fold_dir.c  the output directory: its locks, the leftovers of a killed
  *               run, done.jsonl and what a rerun skips
+ *   fold_progress.c  what the run says as it goes: a line per record,
+ *               the progress line, the ticker thread
  * Private to src/cli/fold*.c.
  */
 #ifndef ESMBATCH_FOLD_RUN_H
@@ -70,11 +72,18 @@ typedef struct {
 	long         todo, ended;  /* records queued for this run; ended of them */
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
+	double       every;      /* the ticker's period (s); 0: none */
+	sched_t     *sched;      /* what the ticker reads */
+	pthread_t    ticker;
+	pthread_cond_t tick;     /* wakes the ticker to stop */
+	int          ticking, tick_quit;
 	double       t_report;   /* report.html last written (sched_now) */
 	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_done) from the workers;
-	                            finishing a record is the output step's */
+	                            finishing a record is the output step's;
+	                            ended, res_ended, t_said (the
+	                            ticker reads them) */
 } fold_run_t;
 
 /* The files this run writes per record (or fragment), as the extensions
@@ -118,6 +127,25 @@ int  fold_summary_retract(const fold_run_t *r);
  * summary.partial.tsv (summary.tsv removed).  Written atomically; 0 or
  * -1 (logged). */
 int  fold_summary(fold_run_t *r, int complete);
+
+/* fold_progress.c */
+/* Record x has ended (its items v[0..n)): counted, and one line, "[k/N]
+ * NAME: ..." (info), or with why (it failed) a warning, none for a record
+ * none of whose items ran (interrupted, no device left: the run's last
+ * line counts them, nunfinished).  From fold_finish. */
+void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
+/* The progress line as a record has ended: the live status line on a
+ * terminal, else a "progress:" info line at most every 10 s (or
+ * ESMBATCH_PROGRESS_EVERY if less) and after the last.  On the output
+ * step. */
+void fold_progress(fold_run_t *r, sched_t *s);
+/* Start the ticker on s (the scheduler about to run): the progress line
+ * again every ESMBATCH_PROGRESS_EVERY seconds (default 60 into a log, 1
+ * on a terminal; 0: none), so a long record shows in a log while it
+ * runs.  0, or -1 (no ticker, logged: the run goes on). */
+int  fold_tick_start(fold_run_t *r, sched_t *s);
+/* Stop and join the ticker; nothing when none runs. */
+void fold_tick_stop(fold_run_t *r);
 
 /* fold_dir.c */
 /* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */

@@ -541,6 +541,7 @@ static int sched_hold(sched_dev_t *d, sched_item_t *it, int any, int64_t *hold)
 	if (it) {
 		int64_t x = sched_extra(*hold, it->quota);
 		d->granted += x;
+		if (d->granted > d->seen) d->seen = d->granted;
 		*hold += x;
 		return 0;
 	}
@@ -583,9 +584,26 @@ int64_t sched_granted(sched_t *s, int dev)
 	int64_t g;
 
 	pthread_mutex_lock(&s->lock);
-	g = s->dev[dev].granted;
+	g = s->dev[dev].seen;
 	pthread_mutex_unlock(&s->lock);
 	return g;
+}
+
+int sched_running(sched_t *s, int *rec, double *secs)
+{
+	int n = 0, first = -1;
+
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < s->n; i++) {
+		if (s->it[i].state != SCHED_RUN) continue;
+		if (!n++ || s->it[i].t0 < s->it[first].t0) first = i;
+	}
+	if (n) {
+		*rec = s->it[first].rec;
+		*secs = sched_now() - s->t_start - s->it[first].t0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 /* queue an event for the output step.  Lock held. */
@@ -1007,7 +1025,7 @@ done:
 		it->dev = it->worker = -1;
 		wq_put(&s->wq, started[k], it->quota, it->len);
 	}
-	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = 0;
+	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = s->dev[i].seen = 0;
 	free(peak);
 	free(busy);
 	free(wdev);

@@ -71,6 +71,7 @@ typedef struct {
 	int64_t budget;          /* bytes jobs may hold at once */
 	int64_t granted;         /* quotas of running items, and the kept
 	                            arenas' holds (sched_run) */
+	int64_t seen;            /* the most granted at once (sched_run) */
 	int64_t overhead;        /* per worker, added to every quota */
 	int     workers;         /* 0: auto (sched_auto_workers) */
 } sched_dev_t;
@@ -160,8 +161,13 @@ const sched_item_t *sched_item(const sched_t *s, int i);
  * none); their count, or -1 when out of memory.  Not while sched_run runs
  * (its workers use it under the lock). */
 int                 sched_outcome(const sched_t *s, int rec, sched_item_t **v);
-/* Bytes device dev has granted now: running items, kept arenas (takes
- * the lock). */
+/* The most bytes device dev has had granted at once (running items, kept
+ * arenas) since the run began: on the CPU, whose worker gives its quota
+ * back as each fold ends, not 0 between folds (takes the lock). */
 int64_t             sched_granted(sched_t *s, int dev);
+/* How many items run now; *rec and *secs: the record of the one running
+ * longest and for how many seconds (untouched when none).  While
+ * sched_run runs, from any thread (takes the lock). */
+int                 sched_running(sched_t *s, int *rec, double *secs);
 
 #endif

@@ -9,7 +9,8 @@
 #   with -q, not one warning per record;
 # - on a terminal (a pty of 70 columns, two sim devices) the live line
 #   never reaches the last column, no redraw starts a new row, and the
-#   ETA reads in h/m/s.
+#   ETA reads in h/m/s;
+# - an interval that is not a number of seconds is a warning naming it.
 . "${srcdir:-.}/tests/lib.sh"
 args=(--weights "$demo" --num-recycles 0 -t 1)
 stamp='^[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2} esmbatch: (error|warning|info|debug): '
@@ -36,6 +37,13 @@ ESMBATCH_LOG_TIME=0 "$bin" -i "$tmp/three.fa" -o "$tmp/o" "${args[@]}" --devices
 	fail "ESMBATCH_LOG_TIME=0: exited $?"
 grep -qv '^esmbatch: ' "$tmp/nt.err" && fail "ESMBATCH_LOG_TIME=0: $(grep -v '^esmbatch: ' "$tmp/nt.err" | head -1)"
 grep -q '^esmbatch: info: ' "$tmp/nt.err" || fail "ESMBATCH_LOG_TIME=0: no info line"
+
+for v in ESMBATCH_PROGRESS_EVERY ESMBATCH_REPORT_EVERY; do
+	env ESMBATCH_LOG_TIME=0 "$v=5x" "$bin" -i "$tmp/three.fa" -o "$tmp/o" "${args[@]}" --devices cpu --force \
+		2>"$tmp/bad.err" || fail "$v=5x: exited $?"
+	[ "$(grep -cx "esmbatch: warning: $v=5x: not a number of seconds in \[0, 1e+06\]; [0-9.]* used" "$tmp/bad.err")" = 1 ] ||
+		fail "$v=5x: not one warning naming it: $(grep -c "$v" "$tmp/bad.err") lines"
+done
 
 # --- SIGTERM with -q: one line counting the records not started ---
 mkfa 42 "$tmp/many.fa" $(for i in $(seq 40); do echo "m$i=10"; done)

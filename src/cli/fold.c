@@ -149,7 +149,7 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 	}
 	fold_finish(r, rec, v, n);
 	fold_progress(r, s);
-	if (sched_now() - r->t_report >= report_every()) fold_report(r);
+	if (sched_now() - r->t_report >= r->report_every) fold_report(r);
 }
 
 static void fold_close(fold_run_t *r)
@@ -416,6 +416,7 @@ int fold_main(const opt_t *o)
 	fflush(r.jsonl);
 	if (fold_summary_retract(&r) < 0) goto done;
 	r.t_start = r.t_said = r.t_report = sched_now();
+	r.report_every = report_every();
 	fold_tick_start(&r, s);
 	stopped = sched_run(s) < 0;
 

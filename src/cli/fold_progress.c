@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli/fold_run.h"
+#include "util/env.h"
 #include "util/log.h"
 
 #define FOLD_SAY 10.0           /* least seconds between progress lines as records end */
@@ -125,29 +126,13 @@ static void *fold_ticker(void *arg)
 	return NULL;
 }
 
-/* ESMBATCH_PROGRESS_EVERY: seconds, a number >= 0 (0: no ticker); else
- * the default for stderr */
-static double fold_every(void)
-{
-	const char *e = getenv("ESMBATCH_PROGRESS_EVERY");
-	double dflt = log_on_terminal() ? FOLD_EVERY_TTY : FOLD_EVERY_LOG, v;
-	char *end;
-
-	if (!e || !*e) return dflt;
-	v = strtod(e, &end);
-	if (*end || !(v >= 0) || v > 1e6) {
-		log_warn("ESMBATCH_PROGRESS_EVERY=%s: not a number of seconds in [0, 1e6]; %g used", e, dflt);
-		return dflt;
-	}
-	return v;
-}
-
 int fold_tick_start(fold_run_t *r, sched_t *s)
 {
 	pthread_condattr_t ca;
 	int rc = 0;
 
-	r->every = fold_every();
+	r->every = env_seconds("ESMBATCH_PROGRESS_EVERY",
+	                       log_on_terminal() ? FOLD_EVERY_TTY : FOLD_EVERY_LOG, 1e6);
 	r->sched = s;
 	r->t_start = r->t_said = sched_now();
 	if (r->every <= 0) return 0;

@@ -78,6 +78,7 @@ typedef struct {
 	pthread_cond_t tick;     /* wakes the ticker to stop */
 	int          ticking, tick_quit;
 	double       t_report;   /* report.html last written (sched_now) */
+	double       report_every; /* seconds between its refreshes (report_every) */
 	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_done) from the workers;

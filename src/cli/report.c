@@ -12,6 +12,7 @@
 #include "io/atomic_file.h"
 #include "model/weights.h"
 #include "protein/qc.h"
+#include "util/env.h"
 #include "cli/report.h"
 #include "cli/report_run.h"
 #include "cli/report_table.h"
@@ -489,13 +490,7 @@ int report_run_event(FILE *jsonl, const opt_t *o, const weights_t *wt)
 
 double report_every(void)
 {
-	const char *e = getenv("ESMBATCH_REPORT_EVERY");
-	char *end;
-	double v;
-
-	if (!e || !*e) return REPORT_EVERY;
-	v = strtod(e, &end);
-	return *end || !(v >= 0) ? REPORT_EVERY : v;
+	return env_seconds("ESMBATCH_REPORT_EVERY", REPORT_EVERY, 1e6);
 }
 
 int report_main(const opt_t *o)

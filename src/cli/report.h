@@ -32,7 +32,8 @@
 #define REPORT_EVERY 180.0   /* seconds between refreshes during a run */
 
 /* Seconds between refreshes: $ESMBATCH_REPORT_EVERY when it is a number
- * >= 0 (0: after every record), else REPORT_EVERY. */
+ * in [0, 1e6] (0: after every record), else REPORT_EVERY (with a warning
+ * when it is set to anything else). */
 double report_every(void);
 
 /* One "run" line on run.jsonl: version, start time, host and the options

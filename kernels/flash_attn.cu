@@ -27,7 +27,7 @@
  * be_attn_t.g is given (the BE_GATE formula), once.  Only a [16, 64]
  * tile of scores exists per warp, never an [Lq, Lk] matrix.
  *
- * Shared memory (extern __shared__ __align__(128), byte offsets from
+ * Shared memory (CU_DYN_SHARED, on 128 bytes; byte offsets from
  * fa_layout), two stages of raw tiles then the converted ones:
  *   kraw, vraw [stage]: [rb, FA_BK, DP] fp32   cp.async, zero past D / Lk
  *   braw [stage]:       [FA_BQ, FA_BK] fp32    the bias tile, zero past Lq, Lk
@@ -85,11 +85,7 @@ template <int DP, int RB>
 static __global__ void __launch_bounds__(RB * 128)
 k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 {
-#ifdef __CUDACC__
-	extern __shared__ __align__(128) unsigned char fa_smem[];
-#else
-	unsigned char *fa_smem = (unsigned char *)cuemu_dyn_shared();
-#endif
+	CU_DYN_SHARED(unsigned char, fa_smem);
 	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8, KC = DP / 4;
 	const float L2E = 1.44269504088896341f;
 	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;

@@ -10,10 +10,14 @@
 
 /* CU_LAUNCH(grid, block, smem, stream, kernel)(args): kernel<<<...>>>(args)
  * under nvcc, the CPU emulator's launcher (tests/cuemu) otherwise;
- * CU_DYN_SHARED(type, name): the block's dynamic shared memory as type name[] */
+ * CU_DYN_SHARED(type, name): the block's dynamic shared memory as type
+ * name[], on 128 bytes (extern __shared__ __align__(128): a kernel takes
+ * its arrays at offsets from it, so that the compiler keeps the shared
+ * state space, LDS / STS / LDSM, never an address rebuilt from an integer,
+ * which it can only reach by generic LD / ST) */
 #ifdef __CUDACC__
 #define CU_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
-#define CU_DYN_SHARED(type, name) extern __shared__ type name[]
+#define CU_DYN_SHARED(type, name) extern __shared__ __align__(128) type name[]
 #else
 #define CU_LAUNCH(grid, block, smem, stream, ...) \
 	cuemu_launch_of(#__VA_ARGS__, __VA_ARGS__, grid, block, smem, stream)

@@ -18,19 +18,23 @@
  *   S = bias + q k^T             (mma m16n8k16; the accumulators start at
  *                                 the bias, ldmatrix of k)
  *   S += mask                    (only in tiles where a row drops keys)
- *   online softmax               (row max over the quad by shuffles, exp2,
- *                                 the running sum kept per lane)
+ *   online softmax               (row max over the quad by shuffles, exp2
+ *                                 of one FFMA; the stabiliser renewed,
+ *                                 and O rescaled, only in a tile where a
+ *                                 row's maximum exceeds it by more than
+ *                                 FA_SLACK, in log2 units)
  *   O = O exp(m_old - m_new) + P V   (P: S's accumulators rounded to bf16
  *                                 in place as A fragments, ldmatrix.trans
- *                                 of v)
+ *                                 of v; the row sums l = P 1 by mma too)
  * and at the end writes o = O / l, gated by 1 / (1 + exp(-g)) where
  * be_attn_t.g is given (the BE_GATE formula), once.  Only a [16, 64]
  * tile of scores exists per warp, never an [Lq, Lk] matrix.
  *
- * Shared memory (extern __shared__ __align__(128), byte offsets from
+ * Shared memory (CU_DYN_SHARED, on 128 bytes; byte offsets from
  * fa_layout), two stages of raw tiles then the converted ones:
  *   kraw, vraw [stage]: [rb, FA_BK, DP] fp32   cp.async, zero past D / Lk
  *   braw [stage]:       [FA_BQ, FA_BK] fp32    the bias tile, zero past Lq, Lk
+ *                                              (and throughout without a bias)
  *   kb, vb:             [rb, FA_BK, DP + 8] bf16   (rows of 16-byte multiples)
  *   madd:               [rb, FA_BK] fp32       0 for a live key, else -inf
  *   drop:               [rb] int               the tile drops a key of the row
@@ -49,6 +53,7 @@
 #define FA_BK 64       /* keys of a tile */
 #define FA_VEC_KV 1u   /* fa_vec bits: k and v by 16-byte copies */
 #define FA_VEC_BIAS 2u /* the bias by 16-byte copies */
+#define FA_SLACK 8.0f  /* log2 of the largest probability before the stabiliser is renewed */
 
 /* byte offsets of the shared arrays of one block (see the top); stage: the
  * size of one stage of raw tiles; bytes: the size to request */
@@ -85,11 +90,7 @@ template <int DP, int RB>
 static __global__ void __launch_bounds__(RB * 128)
 k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 {
-#ifdef __CUDACC__
-	extern __shared__ __align__(128) unsigned char fa_smem[];
-#else
-	unsigned char *fa_smem = (unsigned char *)cuemu_dyn_shared();
-#endif
+	CU_DYN_SHARED(unsigned char, fa_smem);
 	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8, KC = DP / 4;
 	const float L2E = 1.44269504088896341f;
 	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -107,24 +108,29 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	const int bsq = (int)a.bias_sq, nq = a.Lq - i0 < FA_BQ ? a.Lq - i0 : FA_BQ;
 
 	/* the 16-byte copies of this thread, the same in every tile: k / v
-	 * chunk i is row kj[i] (of the block's rb x FA_BK, key kj % FA_BK),
-	 * columns kc .. kc + 3, at kofs[i] / vofs[i] from the tile's base (-1:
-	 * a row past B or columns past D); bias chunk i is query row bq[i],
-	 * keys bc .. bc + 3, at bofs[i] (-1: past Lq) */
-	enum { NKV = KC / 2, NB = FA_BQ * FA_BK / 4 / (RB * 128) };
-	const int kc = tid % KC * 4, bc = tid % (FA_BK / 4) * 4;
-	int kj[NKV], kofs[NKV], vofs[NKV], bofs[NB];
+	 * chunk i is row kr0 + i KSTEP (of the block's rb x FA_BK), columns
+	 * kc .. kc + 3, at kofs[i] / vofs[i] from the tile's base; kjj[i] its
+	 * key in the tile, FA_BK where the row is past B or the columns past
+	 * D (then kofs, vofs 0: an address that is never read); bias chunk i
+	 * is query row bq0 + i BSTEP, keys bc .. bc + 3, at bofs[i] (0 past
+	 * Lq, where bit i of bok is clear) */
+	enum { NKV = KC / 2, NB = FA_BQ * FA_BK / 4 / (RB * 128), KSTEP = RB * 128 / KC,
+	       BSTEP = RB * 128 / (FA_BK / 4) };
+	const int kc = tid % KC * 4, bc = tid % (FA_BK / 4) * 4, kr0 = tid / KC, bq0 = tid / (FA_BK / 4);
+	int kjj[NKV], kofs[NKV], vofs[NKV], bofs[NB];
+	unsigned bok = 0;
 #pragma unroll
 	for (int i = 0; i < NKV; i++) {
-		int row = tid / KC + i * (RB * 128 / KC), rr = row / FA_BK, ok = rr < nrows && kc < D;
-		kj[i] = row;
-		kofs[i] = ok ? rr * ksb + row % FA_BK * ksl + kc : -1;
-		vofs[i] = ok ? rr * vsb + row % FA_BK * vsl + kc : -1;
+		int row = kr0 + i * KSTEP, rr = row / FA_BK, ok = rr < nrows && kc < D;
+		kjj[i] = ok ? row % FA_BK : FA_BK;
+		kofs[i] = ok ? rr * ksb + row % FA_BK * ksl + kc : 0;
+		vofs[i] = ok ? rr * vsb + row % FA_BK * vsl + kc : 0;
 	}
 #pragma unroll
 	for (int i = 0; i < NB; i++) {
-		int q = tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4));
-		bofs[i] = q < nq ? q * bsq + bc : -1;
+		int q = bq0 + i * BSTEP;
+		bofs[i] = q < nq ? q * bsq + bc : 0;
+		bok |= (unsigned)(q < nq) << i;
 	}
 
 	/* tile kt's raw k, v and bias into stage st, one cp.async group */
@@ -136,9 +142,9 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 			const float *kt0 = kbase + j0 * ksl, *vt0 = vbase + j0 * vsl;
 #pragma unroll
 			for (int i = 0; i < NKV; i++) {
-				int ok = kofs[i] >= 0 && kj[i] % FA_BK < nk;
-				cu_cp_async_16(kr + kj[i] * DP + kc, ok ? kt0 + kofs[i] : kbase, ok ? 16 : 0);
-				cu_cp_async_16(vr + kj[i] * DP + kc, ok ? vt0 + vofs[i] : vbase, ok ? 16 : 0);
+				int n = kjj[i] < nk ? 16 : 0;
+				cu_cp_async_16(kr + (kr0 + i * KSTEP) * DP + kc, kt0 + kofs[i], n);
+				cu_cp_async_16(vr + (kr0 + i * KSTEP) * DP + kc, vt0 + vofs[i], n);
 			}
 		} else {
 			for (int e = tid; e < rb * FA_BK * DP; e += nthr) {
@@ -152,11 +158,8 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 		if (bbase && (vec & FA_VEC_BIAS)) {
 			int n = bc < nk ? (nk - bc < 4 ? nk - bc : 4) * 4 : 0;
 #pragma unroll
-			for (int i = 0; i < NB; i++) {
-				int m = bofs[i] >= 0 ? n : 0;
-				cu_cp_async_16(br + (tid / (FA_BK / 4) + i * (RB * 128 / (FA_BK / 4))) * FA_BK + bc,
-				               m ? bbase + j0 + bofs[i] : bbase, m);
-			}
+			for (int i = 0; i < NB; i++)
+				cu_cp_async_16(br + (bq0 + i * BSTEP) * FA_BK + bc, bbase + j0 + bofs[i], bok >> i & 1 ? n : 0);
 		} else if (bbase) {
 			for (int e = tid; e < FA_BQ * FA_BK; e += nthr) {
 				int q = e / FA_BK, jj = e % FA_BK, ok = q < nq && jj < nk;
@@ -167,6 +170,9 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	};
 
 	const int nkt = (Lk + FA_BK - 1) / FA_BK;
+	if (!bbase)   /* no bias: both stages' bias tiles 0, never written again */
+		for (int e = tid; e < 2 * FA_BQ * FA_BK; e += nthr)
+			((float *)(fa_smem + e / (FA_BQ * FA_BK) * y.stage + y.braw))[e % (FA_BQ * FA_BK)] = 0.0f;
 	if (nkt > 0) issue(0, 0);
 
 	/* this warp's 16 queries as A fragments: register i of k-step ks holds
@@ -183,14 +189,18 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 			}
 	}
 	/* O: [16, DP] as NT accumulators (rows g, g + 8; columns 8 n + 2 t, + 1);
-	 * m, l: the running maximum and this lane's part of the sum of rows g, g + 8 */
-	float o[NT][4], m[2] = { -INFINITY, -INFINITY }, l[2] = { 0.0f, 0.0f };
+	 * l: the sums of rows g, g + 8 as an accumulator (every column the
+	 * same); mb: the stabilisers of rows g, g + 8 (log2 units; -inf until
+	 * the row has a live key), nb = -mb (0 until then) */
+	float o[NT][4], l[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+	float mb[2] = { -INFINITY, -INFINITY }, nb[2] = { 0.0f, 0.0f };
 	for (int n = 0; n < NT; n++)
 		for (int e = 0; e < 4; e++) o[n][e] = 0.0f;
 
 	uint16_t *kb = (uint16_t *)(fa_smem + y.kb), *vb = (uint16_t *)(fa_smem + y.vb);
 	float *madd = (float *)(fa_smem + y.madd);
 	int *drop = (int *)(fa_smem + y.drop);
+	const int cvr = tid / KC, cvc = tid % KC * 4;   /* this thread's first row and columns to convert */
 	for (int kt = 0; kt < nkt; kt++) {
 		const int st = kt & 1, j0 = kt * FA_BK;
 		cu_cp_async_wait<0>();
@@ -212,20 +222,16 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 				kd[1] = cu_bf16x2(k4[2], k4[3]);
 			}
 		} else {
-#pragma unroll
-			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
-				int row = e / KC, c = e % KC * 4;
-				const float *kx = kr + row * DP + c;
-				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
+			for (int row = cvr; row < rb * FA_BK; row += nthr / KC) {
+				const float *kx = kr + row * DP + cvc;
+				uint32_t *kd = (uint32_t *)(kb + row * LDK + cvc);
 				kd[0] = cu_bf16x2(kx[0], kx[1]);
 				kd[1] = cu_bf16x2(kx[2], kx[3]);
 			}
 		}
-#pragma unroll
-		for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
-			int row = e / KC, c = e % KC * 4;
-			const float *vx = vr + row * DP + c;
-			uint32_t *vd = (uint32_t *)(vb + row * LDK + c);
+		for (int row = cvr; row < rb * FA_BK; row += nthr / KC) {
+			const float *vx = vr + row * DP + cvc;
+			uint32_t *vd = (uint32_t *)(vb + row * LDK + cvc);
 			vd[0] = cu_bf16x2(vx[0], vx[1]);
 			vd[1] = cu_bf16x2(vx[2], vx[3]);
 		}
@@ -245,19 +251,24 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 		/* S = bias + Q K^T: FA_BK / 8 accumulators, key 8 n + 2 t (+1) */
 		float s[FA_BK / 8][4];
 		const float *br = (const float *)(fa_smem + st * y.stage + y.braw) + (qw * 16 + g) * FA_BK + 2 * t;
-		for (int n = 0; n < FA_BK / 8; n++)
-			for (int e = 0; e < 4; e++) s[n][e] = bbase ? br[(e / 2) * 8 * FA_BK + 8 * n + e % 2] : 0.0f;
+		for (int n = 0; n < FA_BK / 8; n++)   /* 8-byte loads: straight into the accumulators' pairs */
+			for (int rh = 0; rh < 2; rh++) {
+				float2 b2 = *(const float2 *)(br + rh * 8 * FA_BK + 8 * n);
+				s[n][2 * rh] = b2.x;
+				s[n][2 * rh + 1] = b2.y;
+			}
 		/* ldmatrix: lane 8 mi + ri addresses key 8 n + ri, columns 8 mi on */
 		const uint16_t *krow = kb + (r * FA_BK + lane % 8) * LDK + lane / 8 * 8;
 		for (int n = 0; n < FA_BK / 8; n++) {
+			const uint16_t *kn = krow + 8 * n * LDK;
 			if (KS == 1) {
 				uint32_t kf[2];
-				cu_ldmatrix_x2(kf, krow + 8 * n * LDK);
+				cu_ldmatrix_x2(kf, kn);
 				cu_mma_16816_bf16(s[n], qf[0], kf, s[n]);
 			} else {
 				for (int kp = 0; kp < KS / 2; kp++) {
 					uint32_t kf[4];
-					cu_ldmatrix_x4(kf, krow + 8 * n * LDK + 32 * kp);
+					cu_ldmatrix_x4(kf, kn + 32 * kp);
 					cu_mma_16816_bf16(s[n], qf[2 * kp], kf, s[n]);
 					cu_mma_16816_bf16(s[n], qf[2 * kp + 1], kf + 2, s[n]);
 				}
@@ -269,35 +280,46 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 				for (int e = 0; e < 4; e++) s[n][e] += mr[8 * n + e % 2];
 		}
 
-		/* online softmax of rows g (hr 0) and g + 8 (hr 1) */
-		float mb[2];   /* the new maximum (0 while a row has no live key), times log2 e */
+		/* online softmax of rows g (hr 0) and g + 8 (hr 1), in log2 units:
+		 * the stabiliser mb is renewed only in a tile where a row's
+		 * maximum exceeds it by more than FA_SLACK (P is then at most
+		 * 2^FA_SLACK: no overflow, the same relative roundings) */
+		float mx[2];
 		for (int hr = 0; hr < 2; hr++) {
-			float mx = m[hr];
-			for (int n = 0; n < FA_BK / 8; n++) mx = fmaxf(mx, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-			float mu = mx == -INFINITY ? 0.0f : mx, corr = cu_exp2((m[hr] - mu) * L2E);
-			m[hr] = mx;
-			mb[hr] = mu * L2E;
-			l[hr] *= corr;
-			for (int n = 0; n < NT; n++) {
-				o[n][2 * hr] *= corr;
-				o[n][2 * hr + 1] *= corr;
+			float v = -INFINITY;
+			for (int n = 0; n < FA_BK / 8; n++) v = fmaxf(v, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+			mx[hr] = v * L2E;
+		}
+		if (__any_sync(0xffffffffu, mx[0] > mb[0] + FA_SLACK || mx[1] > mb[1] + FA_SLACK)) {
+			for (int hr = 0; hr < 2; hr++) {
+				float mn = fmaxf(mb[hr], mx[hr]), mu = mn == -INFINITY ? 0.0f : mn;
+				float corr = cu_exp2(mb[hr] - mu);   /* 0 while the row had no live key */
+				mb[hr] = mn;
+				nb[hr] = -mu;
+				l[2 * hr] *= corr;
+				l[2 * hr + 1] *= corr;
+				for (int n = 0; n < NT; n++) {
+					o[n][2 * hr] *= corr;
+					o[n][2 * hr + 1] *= corr;
+				}
 			}
 		}
 		/* O += P V, P of keys 16 kk .. 16 kk + 15 as an A fragment:
-		 * accumulators 2 kk and 2 kk + 1 of S; ldmatrix.trans: lane 8 mi +
-		 * ri addresses key 16 kk + 8 (mi % 2) + ri, columns 8 (mi / 2) on */
+		 * accumulators 2 kk and 2 kk + 1 of S; l += P 1 (the row sums on the
+		 * tensor cores, of the rounded P that weighs v); ldmatrix.trans:
+		 * lane 8 mi + ri addresses key 16 kk + 8 (mi % 2) + ri, columns
+		 * 8 (mi / 2) on */
 		const uint16_t *vrow = vb + (r * FA_BK + lane % 8 + 8 * (lane / 8 % 2)) * LDK + lane / 16 * 8;
+		const uint32_t ones[2] = { 0x3f803f80u, 0x3f803f80u };   /* bf16 pairs of 1 */
 		for (int kk = 0; kk < FA_BK / 16; kk++) {
 			uint32_t pf[4];
 			for (int i = 0; i < 4; i++) {
 				const float *sv = s[2 * kk + i / 2] + 2 * (i % 2);
-				float p0 = cu_exp2(fmaf(sv[0], L2E, -mb[i % 2]));
-				float p1 = cu_exp2(fmaf(sv[1], L2E, -mb[i % 2]));
-				l[i % 2] += p0 + p1;
-				pf[i] = cu_bf16x2(p0, p1);
+				pf[i] = cu_bf16x2(cu_exp2(fmaf(sv[0], L2E, nb[i % 2])), cu_exp2(fmaf(sv[1], L2E, nb[i % 2])));
 			}
+			cu_mma_16816_bf16(l, pf, ones, l);
 			for (int dn = 0; dn < NT / 2; dn++) {
 				uint32_t vf[4];
 				cu_ldmatrix_x4_trans(vf, vrow + 16 * kk * LDK + 16 * dn);
@@ -309,9 +331,7 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 
 	/* o = O / l, gated, written once: rows g, g + 8, columns 8 n + 2 t (+1) */
 	for (int hr = 0; hr < 2; hr++) {
-		float ls = l[hr];
-		ls += __shfl_xor_sync(0xffffffffu, ls, 1);
-		ls += __shfl_xor_sync(0xffffffffu, ls, 2);
+		float ls = l[2 * hr];
 		int iq = i0 + qw * 16 + g + 8 * hr;
 		if (b >= B || iq >= a.Lq) continue;
 		float inv = ls > 0.0f ? 1.0f / ls : 0.0f;

@@ -8,7 +8,7 @@
  * each warp layer-norms rows of the tile (lanes over k, fp32 two-pass
  * statistics as norm.cu) into Xs.  Then, per 16-feature tile of each
  * group (and its gate's 16 features), in shared memory:
- *   bf16 weights (be->weights_bf16), tensor cores (bf16 WMMA, fp32
+ *   bf16 weights (be->weights_bf16), tensor cores (bf16 mma.sync, fp32
  *   accumulation), kp = k rounded up to 16, zero-padded:
  *     Xs: [LL_TM, kp + 8] bf16        the normed rows, rounded once
  *     Ws: [2, 16, kp + 8] bf16        the tile's weight rows (p; g)
@@ -16,20 +16,19 @@
  *   fp32 weights: SIMT, one thread per (row, feature), Xs: [LL_TM, k + 1]
  *   fp32, the weights read from global memory (the same row by a whole
  *   warp): the checking path of --precision fp32.
- * The leading dimensions keep every WMMA pointer on 32 bytes and ldm on 16
- * bytes.
+ * The leading dimensions keep every ldmatrix row address on 16 bytes
+ * (kernels/mma.cuh's tiles).
  */
 #include "common.cuh"
+#include "mma.cuh"
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
-#include <mma.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "ln_linear.cu: bf16 WMMA needs sm_80 or newer (configure --with-cuda-arch)"
+#error "ln_linear.cu: bf16 mma.sync needs sm_80 or newer (configure --with-cuda-arch)"
 #endif
 #endif
 
-using namespace nvcuda;
 typedef __nv_bfloat16 bf16;
 
 #define LL_WARPS 4
@@ -107,8 +106,8 @@ static __global__ void __launch_bounds__(LL_WARPS * 32) k_ln_linear_f32(be_ln_li
 	}
 }
 
-/* byte offsets of Xs, Ws, Cs from the first 128-byte boundary of the
- * dynamic shared memory, and the bytes to request */
+/* byte offsets of Xs, Ws, Cs in the dynamic shared memory (on 128 bytes),
+ * and the bytes to request */
 typedef struct { int w, c, bytes; } ll_layout_t;
 
 static __host__ __device__ int ll_up(int n) { return (n + 127) & ~127; }
@@ -118,19 +117,17 @@ static __host__ __device__ ll_layout_t ll_layout(int kp)
 	ll_layout_t y;
 	y.w = ll_up(LL_TM * (kp + 8) * 2);
 	y.c = y.w + ll_up(2 * 16 * (kp + 8) * 2);
-	y.bytes = y.c + LL_WARPS * 2 * 16 * LL_LDC * 4 + 112;   /* + the base's alignment */
+	y.bytes = y.c + LL_WARPS * 2 * 16 * LL_LDC * 4;
 	return y;
 }
 
 /* bf16 weights (p.w: [N, k] bf16), kp = k rounded up to 16 */
 static __global__ void __launch_bounds__(LL_WARPS * 32) k_ln_linear_bf16(be_ln_linear_t p, int64_t rows, int kp)
 {
-	CU_DYN_SHARED(float4, ll_smem4);
+	CU_DYN_SHARED(char, sm);
 	const int k = p.k, ldx = kp + 8, NT = LL_WARPS * 32;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int64_t r0 = (int64_t)blockIdx.x * LL_TM;
-	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
-	char *sm = (char *)(((uintptr_t)ll_smem4 + 127) & ~(uintptr_t)127);
 	const ll_layout_t y = ll_layout(kp);
 	bf16 *Xs = (bf16 *)sm, *Ws = (bf16 *)(sm + y.w);
 	float *Cs = (float *)(sm + y.c) + warp * 2 * 16 * LL_LDC;
@@ -149,16 +146,14 @@ static __global__ void __launch_bounds__(LL_WARPS * 32) k_ln_linear_bf16(be_ln_l
 			}
 			__syncthreads();
 			for (int m = 0; m < nm; m++) {
-				wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-				wmma::fill_fragment(acc, 0.0f);
+				float acc[2][4] = {};
 				for (int kt = 0; kt < kp / 16; kt++) {
-					wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> xf;
-					wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> wf;
-					wmma::load_matrix_sync(xf, Xs + warp * 16 * ldx + kt * 16, ldx);
-					wmma::load_matrix_sync(wf, Ws + m * 16 * ldx + kt * 16, ldx);
-					wmma::mma_sync(acc, xf, wf, acc);
+					uint32_t xf[4], wf[4];
+					cu_tile_a(xf, Xs + warp * 16 * ldx + kt * 16, ldx, lane);
+					cu_tile_bt(wf, Ws + m * 16 * ldx + kt * 16, ldx, lane);
+					cu_tile_mma(acc, xf, wf);
 				}
-				wmma::store_matrix_sync(Cs + m * 16 * LL_LDC, acc, LL_LDC, wmma::mem_row_major);
+				cu_tile_store(Cs + m * 16 * LL_LDC, LL_LDC, acc, lane);
 			}
 			__syncwarp();
 			/* consecutive lanes on consecutive addresses: features where

@@ -26,7 +26,19 @@
  * All of mma and ldmatrix are warp-collective: the 32 lanes take part.
  * Besides: cu_bf16x2(lo, hi), two floats rounded to bf16 (nearest even)
  * in one register, and cu_exp2(x), 2^x to about 2 ulp (ex2.approx; -inf
- * gives 0). */
+ * gives 0).
+ *
+ * On these, the 16 x 16 tiles of the GEMM kernels (ln_linear, transition,
+ * trimul_out), warp-collective, lane = the caller's lane: a tile's
+ * accumulators float c[2][4] are two m16n8 ones (c[j]: columns 8 j on);
+ *   cu_tile_a(a, A, lda, lane): the A fragment of A: [16, 16] bf16
+ *     row-major in shared memory (ldmatrix x4; lda a multiple of 8)
+ *   cu_tile_bt(b, Bt, ldb, lane): the B fragments of B = Bt^T, Bt:
+ *     [16, 16] bf16 row-major (a weight's rows) in shared memory
+ *   cu_tile_bt_global(b, Bt, ldb, lane): the same from global memory, by
+ *     32-bit loads (ldb even)
+ *   cu_tile_mma(c, a, b): c += A B (two mma)
+ *   cu_tile_store(C, ldc, c, lane): C: [16, 16] fp32 row-major = c */
 #ifndef ESMBATCH_MMA_CUH
 #define ESMBATCH_MMA_CUH
 
@@ -121,5 +133,34 @@ static inline float cu_exp2(float x)
 	return exp2f(x);
 }
 #endif
+
+static __device__ __forceinline__ void cu_tile_a(uint32_t a[4], const __nv_bfloat16 *A, int lda, int lane)
+{
+	cu_ldmatrix_x4(a, A + lane % 16 * lda + lane / 16 * 8);
+}
+
+static __device__ __forceinline__ void cu_tile_bt(uint32_t b[4], const __nv_bfloat16 *Bt, int ldb, int lane)
+{
+	cu_ldmatrix_x4(b, Bt + (lane % 8 + lane / 16 * 8) * ldb + lane / 8 % 2 * 8);
+}
+
+static __device__ __forceinline__ void cu_tile_bt_global(uint32_t b[4], const __nv_bfloat16 *Bt, int64_t ldb,
+                                                         int lane)
+{
+	const __nv_bfloat16 *p = Bt + lane / 4 * ldb + lane % 4 * 2;
+	for (int i = 0; i < 4; i++) b[i] = *(const uint32_t *)(p + i / 2 * 8 * ldb + i % 2 * 8);
+}
+
+static __device__ __forceinline__ void cu_tile_mma(float c[2][4], const uint32_t a[4], const uint32_t b[4])
+{
+	cu_mma_16816_bf16(c[0], a, b, c[0]);
+	cu_mma_16816_bf16(c[1], a, b + 2, c[1]);
+}
+
+static __device__ __forceinline__ void cu_tile_store(float *C, int ldc, const float c[2][4], int lane)
+{
+	float *p = C + lane / 4 * ldc + lane % 4 * 2;
+	for (int e = 0; e < 8; e++) p[e % 4 / 2 * 8 * ldc + e / 4 * 8 + e % 2] = c[e / 4][e % 4];
+}
 
 #endif

@@ -12,7 +12,8 @@
  *                                 relu(As w1^T + b1), fp32 then bf16
  *   Ws: [TR_WARPS, 16, 20] fp32 each warp's staging of one fragment
  * For each slice of the hidden layer the warps compute its 16x16 tiles
- * (WMMA, fp32 accumulation), then every warp adds Hs w2[:, slice]^T into
+ * (mma.sync, fp32 accumulation; the weights' fragments read from global
+ * memory), then every warp adds Hs w2[:, slice]^T into
  * its output fragments, held in registers across the slices.  The
  * epilogue writes x = (x + b2) + acc, the order of a cuBLAS product with
  * beta 1 after the bias prologue.  d and h multiples of 16, d <= 1024.
@@ -22,19 +23,18 @@
  * As: [bm, d], Hs: [bm, TR_HC], Os: [bm, d] the output accumulated over
  * the slices; bm rows as fit in TR_F32_SMEM bytes (at most 32).  Each
  * thread computes whole dot products in order (no split sums).  At bf16
- * As and Hs are rounded to bf16 as the WMMA kernel rounds them.
+ * As and Hs are rounded to bf16 as the tensor-core kernel rounds them.
  */
 #include "common.cuh"
+#include "mma.cuh"
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
-#include <mma.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "transition.cu: bf16 WMMA needs sm_80 or newer (configure --with-cuda-arch)"
+#error "transition.cu: bf16 mma.sync needs sm_80 or newer (configure --with-cuda-arch)"
 #endif
 #endif
 
-using namespace nvcuda;
 typedef __nv_bfloat16 bf16;
 
 #define TR_WARPS 8
@@ -81,10 +81,10 @@ static __device__ void tr_ln_tile(T *ys, int ld, const be_trans_t &t, int64_t r0
 	}
 }
 
-/* ---- bf16: WMMA ----------------------------------------------------------- */
+/* ---- bf16: mma.sync ------------------------------------------------------- */
 
 typedef struct {
-	int a, h, w, bytes;   /* byte offsets of As, Hs, Ws from a 128-byte base; size to ask */
+	int a, h, w, bytes;   /* byte offsets of As, Hs, Ws (the base on 128 bytes); size to ask */
 } tr_layout_t;
 
 static __host__ __device__ int tr_up(int n) { return (n + 127) & ~127; }
@@ -95,7 +95,7 @@ static __host__ __device__ tr_layout_t tr_layout(int d, int mt)
 	y.a = 0;
 	y.h = y.a + tr_up(16 * mt * (d + 8) * 2);
 	y.w = y.h + tr_up(16 * mt * (TR_HC + 8) * 2);
-	y.bytes = y.w + tr_up(TR_WARPS * 16 * TR_LDW * 4) + 112;   /* + the base's alignment */
+	y.bytes = y.w + tr_up(TR_WARPS * 16 * TR_LDW * 4);
 	return y;
 }
 
@@ -105,19 +105,16 @@ template <int NF>
 static __global__ void __launch_bounds__(TR_WARPS * 32)
 k_transition_bf16(be_trans_t t, int mt)
 {
-	CU_DYN_SHARED(float4, tr_smem4);
+	CU_DYN_SHARED(char, sm);
 	const int d = t.d, h = t.h, LDA = d + 8, LDH = TR_HC + 8, dt = d / 16, nout = mt * dt;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int64_t r0 = (int64_t)blockIdx.x * 16 * mt;
-	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
-	char *sm = (char *)(((uintptr_t)tr_smem4 + 127) & ~(uintptr_t)127);
 	const tr_layout_t y = tr_layout(d, mt);
 	bf16 *As = (bf16 *)(sm + y.a), *Hs = (bf16 *)(sm + y.h);
 	float *Ws = (float *)(sm + y.w) + warp * 16 * TR_LDW;
 	const bf16 *w1 = (const bf16 *)t.w1, *w2 = (const bf16 *)t.w2;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[NF];
+	float acc[NF][2][4] = {};
 
-	for (int i = 0; i < NF; i++) wmma::fill_fragment(acc[i], 0.0f);
 	tr_ln_tile<bf16>(As, LDA, t, r0, 16 * mt);
 	__syncthreads();
 
@@ -126,16 +123,14 @@ k_transition_bf16(be_trans_t t, int mt)
 		/* Hs = relu(As w1[h0.., :]^T + b1): [16 mt, d] x [d, 16 hc] */
 		for (int e = warp; e < mt * hc; e += TR_WARPS) {
 			const int m = e / hc, n = e % hc;
-			wmma::fragment<wmma::accumulator, 16, 16, 16, float> hf;
-			wmma::fill_fragment(hf, 0.0f);
+			float hf[2][4] = {};
 			for (int k0 = 0; k0 < d; k0 += 16) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> af;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
-				wmma::load_matrix_sync(af, As + m * 16 * LDA + k0, LDA);
-				wmma::load_matrix_sync(bf, w1 + (int64_t)(h0 + n * 16) * d + k0, d);
-				wmma::mma_sync(hf, af, bf, hf);
+				uint32_t af[4], bf[4];
+				cu_tile_a(af, As + m * 16 * LDA + k0, LDA, lane);
+				cu_tile_bt_global(bf, w1 + (int64_t)(h0 + n * 16) * d + k0, d, lane);
+				cu_tile_mma(hf, af, bf);
 			}
-			wmma::store_matrix_sync(Ws, hf, TR_LDW, wmma::mem_row_major);
+			cu_tile_store(Ws, TR_LDW, hf, lane);
 			__syncwarp();
 			for (int q = lane; q < 256; q += 32) {
 				int r = q / 16, c = q % 16, j = h0 + n * 16 + c;
@@ -150,11 +145,10 @@ k_transition_bf16(be_trans_t t, int mt)
 			const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
 			if (e >= nout) break;
 			for (int k = 0; k < hc; k++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> af;
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> bf;
-				wmma::load_matrix_sync(af, Hs + m * 16 * LDH + k * 16, LDH);
-				wmma::load_matrix_sync(bf, w2 + (int64_t)n * 16 * h + h0 + k * 16, h);
-				wmma::mma_sync(acc[i], af, bf, acc[i]);
+				uint32_t af[4], bf[4];
+				cu_tile_a(af, Hs + m * 16 * LDH + k * 16, LDH, lane);
+				cu_tile_bt_global(bf, w2 + (int64_t)n * 16 * h + h0 + k * 16, h, lane);
+				cu_tile_mma(acc[i], af, bf);
 			}
 		}
 		__syncthreads();   /* Hs read before the next slice overwrites it */
@@ -164,7 +158,7 @@ k_transition_bf16(be_trans_t t, int mt)
 	for (int i = 0; i < NF; i++) {
 		const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
 		if (e >= nout) break;
-		wmma::store_matrix_sync(Ws, acc[i], TR_LDW, wmma::mem_row_major);
+		cu_tile_store(Ws, TR_LDW, acc[i], lane);
 		__syncwarp();
 		for (int q = lane; q < 256; q += 32) {
 			int r = q / 16, c = n * 16 + q % 16;
@@ -193,7 +187,7 @@ static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
 
 /* grid: one block per bm rows; x: [R, d], w1: [h, d], w2: [d, h] of W
  * (float, or bf16: then the normed and the hidden rows are rounded to
- * bf16 as the WMMA kernel rounds them) */
+ * bf16 as the tensor-core kernel rounds them) */
 template <typename W>
 static __global__ void __launch_bounds__(TR_WARPS * 32)
 k_transition_simt(be_trans_t t, int bm)

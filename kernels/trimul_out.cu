@@ -10,28 +10,27 @@
  * block of the product is done; x, gv and z are read once and z written
  * once.
  *
- * bf16 (k_trimul_out_wmma): TO_WARPS warps; W is loaded once per block,
+ * bf16 (k_trimul_out_bf16): TO_WARPS warps; W is loaded once per block,
  * then each warp takes TO_TILES tiles of 16 rows in turn; shared memory
  *   Xs: [TO_WARPS * 16, CP + 8] bf16   the normalised tile, rounded
  *   Ws: [CP, CP + 8] bf16              W (out, in), zero-padded
  *   Cs: [TO_WARPS, 16, 20] fp32        each warp's 16 x 16 block of the
- *                                      product (WMMA, fp32 accumulation)
- * with CP = c rounded up to 16; the leading dimensions keep every WMMA
- * pointer on 32 bytes and ldm on 16 bytes.
+ *                                      product (mma.sync, fp32 accumulation)
+ * with CP = c rounded up to 16; the leading dimensions keep every
+ * ldmatrix row address on 16 bytes (kernels/mma.cuh's tiles).
  * fp32 (k_trimul_out_f32): TO_F32_ROWS rows per block, the normalised
  * tile in shared memory as fp32, one thread per output channel.
  */
 #include "common.cuh"
+#include "mma.cuh"
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
-#include <mma.h>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#error "trimul_out.cu: bf16 WMMA needs sm_80 or newer (configure --with-cuda-arch)"
+#error "trimul_out.cu: bf16 mma.sync needs sm_80 or newer (configure --with-cuda-arch)"
 #endif
 #endif
 
-using namespace nvcuda;
 typedef __nv_bfloat16 bf16;
 
 #define TO_WARPS 4
@@ -73,7 +72,7 @@ static __device__ __forceinline__ void to_epilogue(const be_trimul_out_t &t, int
 /* one warp's 16 rows from r0 (xw: their normalised, rounded tile):
  * z += (xw W^T + b) * sigmoid(gv), a 16 x 16 block of the product at a time
  * through Cs */
-static __device__ void to_wmma_tile(const be_trimul_out_t &t, int cp, int64_t r0, bf16 *xw, const bf16 *Ws,
+static __device__ void to_mma_tile(const be_trimul_out_t &t, int cp, int64_t r0, bf16 *xw, const bf16 *Ws,
                                     float *Cs, int lane)
 {
 	const int ldx = cp + 8, c = t.c;
@@ -91,16 +90,14 @@ static __device__ void to_wmma_tile(const be_trimul_out_t &t, int cp, int64_t r0
 	}
 	__syncwarp();
 	for (int nt = 0; nt < cp / 16; nt++) {
-		wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-		wmma::fill_fragment(acc, 0.0f);
+		float acc[2][4] = {};
 		for (int kt = 0; kt < cp / 16; kt++) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> xf;
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> wf;
-			wmma::load_matrix_sync(xf, xw + kt * 16, ldx);
-			wmma::load_matrix_sync(wf, Ws + nt * 16 * ldx + kt * 16, ldx);   /* W^T */
-			wmma::mma_sync(acc, xf, wf, acc);
+			uint32_t xf[4], wf[4];
+			cu_tile_a(xf, xw + kt * 16, ldx, lane);
+			cu_tile_bt(wf, Ws + nt * 16 * ldx + kt * 16, ldx, lane);   /* W^T */
+			cu_tile_mma(acc, xf, wf);
 		}
-		wmma::store_matrix_sync(Cs, acc, TO_LDC, wmma::mem_row_major);
+		cu_tile_store(Cs, TO_LDC, acc, lane);
 		__syncwarp();
 		for (int e = lane; e < 256; e += 32) {
 			int64_t r = r0 + e / 16;
@@ -112,13 +109,11 @@ static __device__ void to_wmma_tile(const be_trimul_out_t &t, int cp, int64_t r0
 }
 
 /* grid: one block per TO_WARPS * TO_TILES * 16 rows; cp: c rounded up to 16 */
-static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_trimul_out_t t, int cp)
+static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_bf16(be_trimul_out_t t, int cp)
 {
-	CU_DYN_SHARED(float4, to_smem4);
+	CU_DYN_SHARED(char, sm);
 	const int ldx = cp + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = t.c;
 	const int64_t b0 = (int64_t)blockIdx.x * TO_WARPS * TO_TILES * 16;
-	/* dynamic shared memory is only sure to be on 16 bytes: WMMA wants 32 */
-	char *sm = (char *)(((uintptr_t)to_smem4 + 127) & ~(uintptr_t)127);
 	bf16 *Xs = (bf16 *)sm, *Ws = Xs + TO_WARPS * 16 * ldx;
 	float *Cs = (float *)(Ws + cp * ldx) + warp * 16 * TO_LDC;
 	bf16 *xw = Xs + warp * 16 * ldx;
@@ -131,7 +126,7 @@ static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_wmma(be_tri
 	/* the warps' tiles interleaved, so that a short last block keeps them all busy */
 	for (int k = 0; k < TO_TILES; k++) {
 		int64_t r0 = b0 + (int64_t)(k * TO_WARPS + warp) * 16;
-		if (r0 < t.zr.n1 * t.zr.n2) to_wmma_tile(t, cp, r0, xw, Ws, Cs, lane);
+		if (r0 < t.zr.n1 * t.zr.n2) to_mma_tile(t, cp, r0, xw, Ws, Cs, lane);
 	}
 }
 
@@ -160,7 +155,7 @@ static __global__ void __launch_bounds__(TO_WARPS * 32) k_trimul_out_f32(be_trim
 
 extern "C" int cu_trimul_out_smem_init(int bytes)
 {
-	int rc = cu_smem_allow((const void *)k_trimul_out_wmma, bytes);
+	int rc = cu_smem_allow((const void *)k_trimul_out_bf16, bytes);
 	return rc ? rc : cu_smem_allow((const void *)k_trimul_out_f32, bytes);
 }
 
@@ -173,9 +168,9 @@ extern "C" int cu_trimul_out(cudaStream_t s, const be_trimul_out_t *t, int bf16)
 	if (bf16) {
 		int cp = (t->c + 15) / 16 * 16;
 		int64_t nb = (rows + TO_WARPS * TO_TILES * 16 - 1) / (TO_WARPS * TO_TILES * 16);
-		size_t smem = (size_t)(TO_WARPS * 16 + cp) * (cp + 8) * 2 + TO_WARPS * 16 * TO_LDC * 4 + 128;
+		size_t smem = (size_t)(TO_WARPS * 16 + cp) * (cp + 8) * 2 + TO_WARPS * 16 * TO_LDC * 4;
 		if (nb > 0x7fffffff) return -EINVAL;
-		CU_LAUNCH((unsigned)nb, TO_WARPS * 32, smem, s, k_trimul_out_wmma)(*t, cp);
+		CU_LAUNCH((unsigned)nb, TO_WARPS * 32, smem, s, k_trimul_out_bf16)(*t, cp);
 	} else {
 		int64_t nb = (rows + TO_F32_ROWS - 1) / TO_F32_ROWS;
 		size_t smem = (size_t)TO_F32_ROWS * t->c * 4;

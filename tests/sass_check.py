@@ -72,7 +72,7 @@ def blocks(ins):
     for k, (s, e) in enumerate(bl):
         a, op, body = ins[e]
         out = []
-        cond = body.startswith('@')
+        cond = body.startswith('@') or op.startswith('BRA.DIV')   # taken only when diverged
         m = re.search(r'0x([0-9a-f]+)', body)
         if base(op) == 'BRA' and m and int(m.group(1), 16) in addr:
             out.append(of[addr[int(m.group(1), 16)]])
@@ -82,16 +82,35 @@ def blocks(ins):
     return bl, succ
 
 
+def dominators(bl, succ, pred):
+    """{block: the set of blocks that dominate it} (from block 0)"""
+    everything = set(range(len(bl)))
+    dom = {b: set(everything) for b in everything}
+    dom[0] = {0}
+    changed = True
+    while changed:
+        changed = False
+        for b in range(1, len(bl)):
+            ps = [dom[p] for p in pred[b]]
+            new = (set.intersection(*ps) if ps else set()) | {b}
+            if new != dom[b]:
+                dom[b], changed = new, True
+    return dom
+
+
 def natural_loops(bl, succ):
-    """[(header, body)] of the back edges u -> h (h not after u)"""
+    """[(header, body)] of the back edges u -> h (h dominates u: a jump
+    back into code that does not enclose u, such as the divergent
+    fallback of a shuffle returning to its converged path, is no loop)"""
     pred = collections.defaultdict(list)
     for u, vs in succ.items():
         for v in vs:
             pred[v].append(u)
+    dom = dominators(bl, succ, pred)
     out = []
     for u, vs in succ.items():
         for h in vs:
-            if h > u:
+            if h not in dom[u]:
                 continue
             body, stack = {h, u}, [u]
             while stack:

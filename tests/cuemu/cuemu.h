@@ -117,6 +117,18 @@ static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 3
 	return cuemu_shfl(mask, v, CUEMU_SHFL_XOR, lane_mask, width);
 }
 
+/* the vote of CUDA: non-zero in every lane of mask if pred is in any of
+ * them (an OR over the lanes by xor shuffles, so the same checks: every
+ * lane of mask must call) */
+static inline int __any_sync(unsigned mask, int pred)
+{
+	int v = pred != 0;
+	for (int o = 1; o < 32; o <<= 1)
+		if (mask == 0xffffffffu) v |= __shfl_xor_sync(mask, v, o);
+		else cuemu_fail("__any_sync: only over the whole warp");
+	return v;
+}
+
 /* the typed overload of cuda_runtime.h (nvcc includes it implicitly) */
 template <class T>
 static inline cudaError_t cudaFuncSetAttribute(T *f, enum cudaFuncAttribute attr, int value)

@@ -18,6 +18,7 @@
  * memory.  A missing barrier is then a data race that TSan reports with
  * the two racing lines. */
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +70,8 @@ typedef struct {
 	int                 cap, n;
 	cuemu_fiber_t      *cur;
 	const cuemu_grid_t *g;
-	void               *smem;     /* [smem_cap] dynamic shared memory */
+	void               *smem;     /* [smem_cap] dynamic shared memory, on 128 bytes, not 256 */
+	void               *smem_raw; /* its allocation */
 	size_t              smem_cap;
 #if defined(__x86_64__)
 	void               *sp;
@@ -356,6 +358,21 @@ static void block_run(uint3 bid, int reverse)
 	if (tsan) __tsan_acquire(&sched.end_sync);
 }
 
+/* sched.smem of at least n bytes, on 128 bytes as extern __shared__
+ * __align__(128) (CU_DYN_SHARED) promises and, so that a kernel counting
+ * on more shows, never on 256; 0 or -ENOMEM */
+static int smem_reserve(size_t n)
+{
+	void *raw = aligned_alloc(256, (n + 128 + 255) / 256 * 256);
+
+	if (!raw) return -ENOMEM;
+	free(sched.smem_raw);
+	sched.smem_raw = raw;
+	sched.smem = (char *)raw + 128;
+	sched.smem_cap = n;
+	return 0;
+}
+
 void cuemu_grid_run(const cuemu_grid_t *g, int reverse)
 {
 	int64_t nb = (int64_t)g->grid.x * g->grid.y * g->grid.z;
@@ -364,7 +381,7 @@ void cuemu_grid_run(const cuemu_grid_t *g, int reverse)
 	sched.g = g;
 	sched.n = (int)(g->block.x * g->block.y * g->block.z);
 	if (fibers_reserve(sched.n) ||
-	    (g->smem > sched.smem_cap && !(sched.smem = realloc(sched.smem, sched.smem_cap = g->smem)))) {
+	    (g->smem > sched.smem_cap && smem_reserve(g->smem))) {
 		fprintf(stderr, "cuemu: out of host memory for kernel %s\n", g->name);
 		abort();
 	}

@@ -29,7 +29,8 @@
  * `esmbatch merge`.
  *
  * This file runs the command; a record's outputs are fold_out.c's, the
- * output directory (locks, leftovers, done.jsonl) fold_dir.c's (fold_run.h).
+ * output directory (file names, locks, leftovers, done.jsonl) fold_dir.c's
+ * (fold_run.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -59,14 +60,6 @@
 
 static volatile sig_atomic_t fold_stop;
 
-/* an output could not be written (logged by the caller) */
-void fold_io_error(fold_run_t *r)
-{
-	pthread_mutex_lock(&r->lock);
-	r->io_errors++;
-	pthread_mutex_unlock(&r->lock);
-}
-
 static void fold_on_signal(int sig)
 {
 	(void)sig;
@@ -94,33 +87,6 @@ static int fold_mkdirs(const char *dir)
 	}
 	free(p);
 	return rc;
-}
-
-char *fold_path(const char *dir, const char *name, const char *ext)
-{
-	char *p = NULL;
-	if (asprintf(&p, "%s/%s%s", dir, name, ext) < 0) return NULL;
-	return p;
-}
-
-/* the files of a record, as extensions (fold_run.h) */
-int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
-{
-	int n = 0;
-
-	if (o->formats & OPT_FMT_PDB) ext[n++] = ".pdb";
-	if (o->formats & OPT_FMT_CIF) ext[n++] = ".cif";
-	if (o->pae) ext[n++] = ".pae.json";
-	return n;
-}
-
-/* DIR/STEM.K-of-N.EXT when sharded, else DIR/STEM.EXT (summary, done,
- * run); ext starts with its dot */
-char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
-{
-	char *p = NULL;
-	if (asprintf(&p, "%s/%s%s%s", r->o->outdir, stem, r->sfx, ext) < 0) return NULL;
-	return p;
 }
 
 /* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS

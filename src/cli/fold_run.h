@@ -1,11 +1,12 @@
 /* fold_run.h (prefix fold_) - what the files of the `fold` command share:
  * a record's state (fold_rec_t), the run's (fold_run_t), and the functions
- * one of its files calls in another:
+ * one of its files calls in another, each calling only the ones below it:
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
  *               outcome of its fragments, summary.tsv or summary.partial.tsv
- *   fold_dir.c  the output directory: its locks, the leftovers of a killed
- *               run, done.jsonl and what a rerun skips
+ *   fold_dir.c  the output directory: the names of its files, outputs not
+ *               written, its locks, the leftovers of a killed run,
+ *               done.jsonl and what a rerun skips
  *   fold_progress.c  what the run says as it goes: a line per record,
  *               the progress line, the ticker thread
  * Private to src/cli/fold*.c.
@@ -96,16 +97,6 @@ typedef struct {
  * all but index, name, length and bucket */
 #define FOLD_ROW_TABS 16
 
-/* fold.c */
-/* an output could not be written (logged by the caller) */
-void  fold_io_error(fold_run_t *r);
-/* DIR/NAME EXT, or NULL */
-char *fold_path(const char *dir, const char *name, const char *ext);
-/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
-int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
-/* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
-char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
-
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
@@ -148,6 +139,14 @@ int  fold_tick_start(fold_run_t *r, sched_t *s);
 void fold_tick_stop(fold_run_t *r);
 
 /* fold_dir.c */
+/* an output could not be written (logged by the caller) */
+void  fold_io_error(fold_run_t *r);
+/* DIR/NAME EXT, or NULL */
+char *fold_path(const char *dir, const char *name, const char *ext);
+/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
+int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
+/* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
+char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
 /* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */
 int  fold_lock_dir(fold_run_t *r);
 /* remove a killed run's temporaries (with the locks held) */

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
-#include "sched/memory.h"
+#include "sched/scheduler.h"
 #include "model/model.h"
 #include "io/safetensors.h"
 #include "model/tokenizer.h"

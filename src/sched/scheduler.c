@@ -816,6 +816,64 @@ static void sched_wk_free(sched_t *s, sched_wk_t *w)
 	be_free(w->wbe);
 }
 
+/* What the end of item i's fold on device di makes of it (rc: the fold's
+ * status, err its error, fig its figures when ok): ok (its record settled
+ * when it was the last), out of memory (a smaller chunk, else halves, else
+ * failed), device lost (the device retired, the item placed again) or
+ * failed; its run.jsonl line and a settled record queued.  Lock held. */
+static void sched_fold_ended(sched_t *s, int i, int di, int rc, const char *err,
+                             const mem_fig_t *fig)
+{
+	sched_dev_t *d = &s->dev[di];
+	sched_item_t *it = &s->it[i];
+	int retired = 0;
+
+	if (rc == 0) {
+		/* the record's files are final before its fold is logged as ok */
+		it->state = SCHED_DONE;
+		sched_item_end(it);
+		if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
+		sched_log_fold(s, &s->it[i], fig, "ok");
+	} else if (rc == STATUS_OOM) {
+		/* out of memory: an event; smaller chunk, then halves */
+		log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
+		         it->start + 1, it->start + it->len, d->be->name, err);
+		sched_log_fold(s, it, NULL, "oom");
+		int c = sched_next_chunk(it->chunk, it->len);
+		if (c >= 0) {
+			it->state = SCHED_WAIT;
+			if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
+		} else if (s->o.no_split || it->len < 2) {
+			it->state = SCHED_FAILED;
+			sched_item_end(it);
+			snprintf(it->reason, sizeof it->reason, "%s", err);
+		} else if (sched_split(s, i) < 0) {
+			log_error("record %d: cannot queue its halves", s->it[i].rec);
+		}
+	} else if (rc == STATUS_DEVICE) {
+		/* not this record's fault: it goes back with the rest */
+		sched_log_fold(s, it, NULL, "lost");
+		it->state = SCHED_WAIT;
+		if (!s->gone[di]) {
+			sched_retire(s, di, err);
+			retired = 1;
+		} else if (sched_place(s, i, s->o.chunk) < 0) {
+			s->it[i].state = SCHED_FAILED;
+		}
+	} else {
+		if (rc == STATUS_PLAN)
+			log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
+			          it->rec, it->start + 1, it->start + it->len, d->be->name, err);
+		it->state = SCHED_FAILED;
+		sched_item_end(it);
+		snprintf(it->reason, sizeof it->reason, "%s", err);
+		sched_log_fold(s, it, NULL, "failed");
+	}
+	it = &s->it[i];
+	if (it->state == SCHED_FAILED && !retired && sched_settled(s, it->rec))
+		sched_log_settled(s, it->rec);
+}
+
 /* Worker w takes items until nothing more will come to it, or, once, for
  * one turn: an item run, its arena given back, or nothing it can do now
  * (where it would wait).  Returns 1 when it ran an item or gave its arena
@@ -828,7 +886,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 
 	pthread_mutex_lock(&s->lock);
 	while (!once || !did) {
-		int any, i, retired = 0;
+		int any, i;
 		if (*s->o.stop || s->gone[di]) break;
 		i = sched_pick(s, d, w->hold, &any);
 		if (i < 0) {
@@ -880,50 +938,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 			d->granted -= w->hold;
 			w->hold = 0;
 		}
-		if (rc == 0) {
-			/* the record's files are final before its fold is logged as ok */
-			it->state = SCHED_DONE;
-			sched_item_end(it);
-			if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
-			sched_log_fold(s, &s->it[i], &fig, "ok");
-		} else if (rc == STATUS_OOM) {
-			/* out of memory: an event; smaller chunk, then halves */
-			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
-			         it->start + 1, it->start + it->len, d->be->name, err);
-			sched_log_fold(s, it, NULL, "oom");
-			int c = sched_next_chunk(it->chunk, it->len);
-			if (c >= 0) {
-				it->state = SCHED_WAIT;
-				if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
-			} else if (s->o.no_split || it->len < 2) {
-				it->state = SCHED_FAILED;
-				sched_item_end(it);
-				snprintf(it->reason, sizeof it->reason, "%s", err);
-			} else if (sched_split(s, i) < 0) {
-				log_error("record %d: cannot queue its halves", s->it[i].rec);
-			}
-		} else if (rc == STATUS_DEVICE) {
-			/* not this record's fault: it goes back with the rest */
-			sched_log_fold(s, it, NULL, "lost");
-			it->state = SCHED_WAIT;
-			if (!s->gone[di]) {
-				sched_retire(s, di, err);
-				retired = 1;
-			} else if (sched_place(s, i, s->o.chunk) < 0) {
-				s->it[i].state = SCHED_FAILED;
-			}
-		} else {
-			if (rc == STATUS_PLAN)
-				log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
-				          it->rec, it->start + 1, it->start + it->len, d->be->name, err);
-			it->state = SCHED_FAILED;
-			sched_item_end(it);
-			snprintf(it->reason, sizeof it->reason, "%s", err);
-			sched_log_fold(s, it, NULL, "failed");
-		}
-		it = &s->it[i];
-		if (it->state == SCHED_FAILED && !retired && sched_settled(s, it->rec))
-			sched_log_settled(s, it->rec);
+		sched_fold_ended(s, i, di, rc, err, &fig);
 		s->running--;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);

@@ -54,6 +54,9 @@ typedef struct {
 	int          ndev;
 	fold_rec_t  *rec;
 	int          nrec;
+	fasta_t     *in;         /* the input, open from the first stage on */
+	const char **names;      /* [nrec + 1] the records' names (the dump's) */
+	sched_t     *s;          /* the scheduler, from the queue stage on */
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
 	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */

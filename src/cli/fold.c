@@ -104,7 +104,7 @@ static long fold_slowio_ms(void)
 static void fold_report(fold_run_t *r);
 
 /* sched_settled_fn: the output step of a record */
-static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
+static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
 {
 	fold_run_t *r = ctx;
 	long ms = fold_slowio_ms();
@@ -377,8 +377,8 @@ static int fold_queue(fold_run_t *r)
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
-	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_done,
-	                   .settled = fold_settled, .ctx = r, .dump = r->dump, .names = r->names };
+	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_write_outputs,
+	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
 	if (!(r->s = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
 	if (report_run_event(r->jsonl, o, r->wt) < 0)
 		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
@@ -409,9 +409,10 @@ static int fold_queue(fold_run_t *r)
 }
 
 /* run: the workers fold the queue (sched_run; each record's outputs on
- * the output step as it settles, fold_settled; the ticker's progress line
- * meanwhile), then the records that never settled are finished.
- * *stopped: interrupted (also while placing).  0 or an exit code */
+ * the output step as it settles, fold_record_settled; the ticker's
+ * progress line meanwhile), then the records that never settled are
+ * finished.  *stopped: interrupted (also while placing).  0 or an exit
+ * code */
 static int fold_run_workers(fold_run_t *r, int *stopped)
 {
 	fflush(r->jsonl);

@@ -84,9 +84,9 @@ typedef struct {
 	double       t_report;   /* report.html last written (sched_now) */
 	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
-	                            fragments (fold_done) from the workers;
-	                            finishing a record is the output step's;
-	                            ended, res_ended, t_said (the
+	                            fragments (fold_write_outputs) from the
+	                            workers; finishing a record is the output
+	                            step's; ended, res_ended, t_said (the
 	                            ticker reads them) */
 } fold_run_t;
 
@@ -104,9 +104,9 @@ typedef struct {
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
 /* sched_done_fn: write the files of one folded item */
-int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-               const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-               size_t cap);
+int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
+                        const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
+                        double secs, char *reason, size_t cap);
 /* the outcome of record k from its final items v[0..n): ok, split, failed */
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
 /* summary.tsv's header and rows (settled: only the rows made so far) */

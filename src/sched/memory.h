@@ -24,7 +24,7 @@
  * (safetensors_release), so the file-backed part is the binary and its libraries,
  * taken to be the same at the peak as after the fold.  RSS is per process:
  * with several CPU workers device_used and growth cover all of them.
- * A worker measures them around each fold (mem_fold, scheduler.c).
+ * A worker measures them around each fold (sched_fold, scheduler.c).
  */
 #ifndef ESMBATCH_MEM_H
 #define ESMBATCH_MEM_H

@@ -754,8 +754,8 @@ done:
 }
 
 /* model_fold with the figures measured around it (scheduler.h) */
-int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
-             model_out_t *out, mem_fig_t *fig, char *err, size_t errcap)
+int sched_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
+               model_out_t *out, mem_fig_t *fig, char *err, size_t errcap)
 {
 	int cpu = !m->be->mem_info, rc;
 	int64_t before = -1;
@@ -925,7 +925,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 		mem_fig_t fig;
 		char err[256] = "";
 		double t0 = sched_now();
-		int rc = mem_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
+		int rc = sched_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
 		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
 		                         sizeof err) < 0)
 			rc = -1;

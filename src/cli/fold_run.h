@@ -10,6 +10,23 @@
  *   fold_progress.c  what the run says as it goes: a line per record,
  *               the progress line, the ticker thread
  * Private to src/cli/fold*.c.
+ *
+ * The life of a record, the functions it passes through in order:
+ *   fold_main           cli/fold.c         the run's stages, each one below
+ *   fold_open_input     cli/fold.c         read from the FASTA into r->rec
+ *   fold_open_shard     cli/fold.c         kept when it is shard K's (--shard)
+ *   fold_queue          cli/fold.c         failed, skipped (done before) or queued:
+ *   sched_add           sched/scheduler.c  planned on each device, maybe halved
+ *   sched_run           sched/scheduler.c  the workers start
+ *   sched_worker        sched/scheduler.c  a worker takes it (the longest that fits)
+ *   sched_fold          sched/scheduler.c  folded, its memory measured (model_fold)
+ *   fold_write_outputs  cli/fold_out.c     its files written, on the worker
+ *   sched_fold_ended    sched/scheduler.c  ok, out of memory, device lost or failed
+ *   sched_drain         sched/scheduler.c  the output step: one thread, in order
+ *   fold_record_settled cli/fold.c         every item of it ended:
+ *   fold_finish         cli/fold_out.c     its row, fragments renamed, done.jsonl
+ *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
+ * (tests/test_life.sh checks that each is defined in the file named.)
  */
 #ifndef ESMBATCH_FOLD_RUN_H
 #define ESMBATCH_FOLD_RUN_H

@@ -28,9 +28,11 @@
  * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for
  * `esmbatch merge`.
  *
- * This file runs the command; a record's outputs are fold_out.c's, the
- * output directory (file names, locks, leftovers, done.jsonl) fold_dir.c's
- * (fold_run.h).
+ * This file runs the command, fold_main one stage after another (open
+ * the input, the shard, the directory's locks, done.jsonl, run.jsonl, the
+ * model; queue; run; close with the exit status; fold_run.h lists them
+ * in a record's life); a record's outputs are fold_out.c's, the output
+ * directory (file names, locks, leftovers, done.jsonl) fold_dir.c's.
  */
 #include <errno.h>
 #include <fcntl.h>

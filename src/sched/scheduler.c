@@ -1,4 +1,5 @@
-/* scheduler.c - devices, budgets, workers, halving (see scheduler.h). */
+/* scheduler.c - devices, budgets, workers and the folds they run
+ * (measured: sched_fold), halving (see scheduler.h). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

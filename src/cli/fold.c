@@ -123,7 +123,7 @@ static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item
 /* close: everything the run holds released, the directory's locks last */
 static void fold_close(fold_run_t *r)
 {
-	sched_free(r->s);
+	sched_free(r->sched);
 	free(r->names);
 	fasta_close(r->in);
 	/* the weights' buffers are released through their backends: close
@@ -381,7 +381,7 @@ static int fold_queue(fold_run_t *r)
 	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
 	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_write_outputs,
 	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
-	if (!(r->s = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
+	if (!(r->sched = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
 	if (report_run_event(r->jsonl, o, r->wt) < 0)
 		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
 	for (int i = 0; i < r->nrec; i++) {
@@ -395,15 +395,15 @@ static int fold_queue(fold_run_t *r)
 			x->skipped = 1;
 			r->nskipped++;
 			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
-		} else if (sched_add(r->s, i, x->job.seq) < 0) {
+		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
 			return EXIT_FATAL;
 		} else {
 			r->todo++;
 			r->res_todo += x->job.len;
 		}
 	}
-	sched_auto_workers(r->s);
-	fold_log_plan(r->s);
+	sched_auto_workers(r->sched);
+	fold_log_plan(r->sched);
 	if (r->nskipped)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r->nskipped, o->outdir);
@@ -420,14 +420,14 @@ static int fold_run_workers(fold_run_t *r, int *stopped)
 	fflush(r->jsonl);
 	if (fold_summary_retract(r) < 0) return EXIT_FATAL;
 	r->t_start = r->t_said = r->t_report = sched_now();
-	fold_tick_start(r, r->s);
-	*stopped = sched_run(r->s) < 0;
+	fold_tick_start(r, r->sched);
+	*stopped = sched_run(r->sched) < 0;
 
 	for (int i = 0; i < r->nrec; i++) {
 		sched_item_t *v;
 		int n;
 		if (r->rec[i].finished || r->rec[i].row) continue;
-		if ((n = sched_outcome(r->s, i, &v)) < 0) return EXIT_FATAL;
+		if ((n = sched_outcome(r->sched, i, &v)) < 0) return EXIT_FATAL;
 		fold_finish(r, i, v, n);
 		free(v);
 	}

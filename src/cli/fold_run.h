@@ -73,7 +73,6 @@ typedef struct {
 	int          nrec;
 	fasta_t     *in;         /* the input, open from the first stage on */
 	const char **names;      /* [nrec + 1] the records' names (the dump's) */
-	sched_t     *s;          /* the scheduler, from the queue stage on */
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
 	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
@@ -94,7 +93,8 @@ typedef struct {
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
 	double       every;      /* the ticker's period (s); 0: none */
-	sched_t     *sched;      /* what the ticker reads */
+	sched_t     *sched;      /* the scheduler, from the queue stage on (the
+	                            ticker reads it) */
 	pthread_t    ticker;
 	pthread_cond_t tick;     /* wakes the ticker to stop */
 	int          ticking, tick_quit;

@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "backend/backend.h"
-#include "sched/memory.h"
+#include "sched/scheduler.h"
 #include "model/model.h"
 #include "io/safetensors.h"
 #include "model/tokenizer.h"
@@ -106,7 +106,7 @@ static void test_exec_matches_plan(void **state)
 			assert_int_equal(tok_encode(&t, s, m.cfg), 0);
 			assert_int_equal(model_plan(&m, &t, &run, &p), 0);
 			size_t arena = p.arena, peak = p.peak_live;
-			assert_int_equal(mem_fold(&m, &t, &run, &p, &out, &fig, err, sizeof err), 0);
+			assert_int_equal(sched_fold(&m, &t, &run, &p, &out, &fig, err, sizeof err), 0);
 			assert_int_equal(out.arena, arena);
 			assert_int_equal(out.peak_live, peak);
 			assert_int_equal(out.exec_arena, arena);

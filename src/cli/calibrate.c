@@ -127,7 +127,7 @@ static int calib_fold(const model_t *m, const model_run_t *run, int L, calib_row
 		return -1;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (mem_fold(m, &t, run, NULL, &out, &row->fig, err, sizeof err) < 0) {
+	if (sched_fold(m, &t, run, NULL, &out, &row->fig, err, sizeof err) < 0) {
 		log_error("calibrate: length %d: %s", L, err);
 	} else {
 		clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -28,8 +28,11 @@
  * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for
  * `esmbatch merge`.
  *
- * This file runs the command; a record's outputs are fold_out.c's, the
- * output directory (locks, leftovers, done.jsonl) fold_dir.c's (fold_run.h).
+ * This file runs the command, fold_main one stage after another (open
+ * the input, the shard, the directory's locks, done.jsonl, run.jsonl, the
+ * model; queue; run; close with the exit status; fold_run.h lists them
+ * in a record's life); a record's outputs are fold_out.c's, the output
+ * directory (file names, locks, leftovers, done.jsonl) fold_dir.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,14 +61,6 @@
 #include "util/sysmem.h"
 
 static volatile sig_atomic_t fold_stop;
-
-/* an output could not be written (logged by the caller) */
-void fold_io_error(fold_run_t *r)
-{
-	pthread_mutex_lock(&r->lock);
-	r->io_errors++;
-	pthread_mutex_unlock(&r->lock);
-}
 
 static void fold_on_signal(int sig)
 {
@@ -96,33 +91,6 @@ static int fold_mkdirs(const char *dir)
 	return rc;
 }
 
-char *fold_path(const char *dir, const char *name, const char *ext)
-{
-	char *p = NULL;
-	if (asprintf(&p, "%s/%s%s", dir, name, ext) < 0) return NULL;
-	return p;
-}
-
-/* the files of a record, as extensions (fold_run.h) */
-int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
-{
-	int n = 0;
-
-	if (o->formats & OPT_FMT_PDB) ext[n++] = ".pdb";
-	if (o->formats & OPT_FMT_CIF) ext[n++] = ".cif";
-	if (o->pae) ext[n++] = ".pae.json";
-	return n;
-}
-
-/* DIR/STEM.K-of-N.EXT when sharded, else DIR/STEM.EXT (summary, done,
- * run); ext starts with its dot */
-char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
-{
-	char *p = NULL;
-	if (asprintf(&p, "%s/%s%s%s", r->o->outdir, stem, r->sfx, ext) < 0) return NULL;
-	return p;
-}
-
 /* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
  * milliseconds longer (a slow file system), so tests can see that it holds
  * up no worker; 0 when not set */
@@ -138,7 +106,7 @@ static long fold_slowio_ms(void)
 static void fold_report(fold_run_t *r);
 
 /* sched_settled_fn: the output step of a record */
-static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
+static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, int n)
 {
 	fold_run_t *r = ctx;
 	long ms = fold_slowio_ms();
@@ -152,8 +120,12 @@ static void fold_settled(void *ctx, sched_t *s, int rec, const sched_item_t *v, 
 	if (sched_now() - r->t_report >= r->report_every) fold_report(r);
 }
 
+/* close: everything the run holds released, the directory's locks last */
 static void fold_close(fold_run_t *r)
 {
+	sched_free(r->sched);
+	free(r->names);
+	fasta_close(r->in);
 	/* the weights' buffers are released through their backends: close
 	 * the weights before the devices free those */
 	weights_close(r->wt);
@@ -323,15 +295,183 @@ static int fold_shard_line(fold_run_t *r)
 	return rc;
 }
 
+/* open, the input: the FASTA, --shard's K/N, every record read.  0 or
+ * an exit code */
+static int fold_open_input(fold_run_t *r)
+{
+	const opt_t *o = r->o;
+
+	if (!(r->in = fasta_open(o->input, o->names, &fold_stop))) return EXIT_FATAL;
+	if (o->shard && shard_parse(o->shard, &r->shard) < 0) return EXIT_USAGE;
+	shard_suffix(&r->shard, r->sfx, sizeof r->sfx);
+	if (fold_read(r, r->in) < 0) return EXIT_FATAL;
+	if (r->nrec == 0) log_warn("%s: no records", o->input);
+	return 0;
+}
+
+/* open, the shard: only shard K's records kept (fold_shard); 0 or an
+ * exit code */
+static int fold_open_shard(fold_run_t *r)
+{
+	return r->shard.n && fold_shard(r) < 0 ? EXIT_FATAL : 0;
+}
+
+/* open, the output directory: made, --dump-tensors checked against it,
+ * its locks taken and a killed run's leftovers removed.  0 or an exit
+ * code */
+static int fold_open_locks(fold_run_t *r)
+{
+	const opt_t *o = r->o;
+	int rc;
+
+	if (fold_mkdirs(o->outdir) < 0) return EXIT_FATAL;
+	if (o->dump_tensors && fold_check_output(r, o->dump_tensors) < 0) return EXIT_USAGE;
+	if ((rc = fold_lock_dir(r)) < 0) return rc == DIR_LOCK_BUSY ? EXIT_BUSY : EXIT_FATAL;
+	fold_clean_tmp(r);
+	return 0;
+}
+
+/* open, done.jsonl: what earlier runs finished; 0 or an exit code */
+static int fold_open_journal(fold_run_t *r)
+{
+	return fold_journal_open(r) < 0 ? EXIT_FATAL : 0;
+}
+
+/* open, run.jsonl (run.K-of-N.jsonl); 0 or an exit code */
+static int fold_open_run_log(fold_run_t *r)
+{
+	char *jp = fold_file(r, "run", ".jsonl");
+
+	if (!jp) log_error("%s/run%s.jsonl: out of memory", r->o->outdir, r->sfx);
+	if (jp) r->jsonl = atomic_file_fopen(jp, O_WRONLY | O_CREAT | O_TRUNC, "w");
+	free(jp);
+	return r->jsonl ? 0 : EXIT_FATAL;
+}
+
+/* open, the model: the weights (a shard's first run.jsonl line names
+ * them), the quota table, the devices, the --dump-tensors writer.  0 or
+ * an exit code */
+static int fold_open_model(fold_run_t *r)
+{
+	const opt_t *o = r->o;
+	int64_t cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
+
+	if (!(r->wt = weights_open(o->weights))) return EXIT_FATAL;
+	if (r->shard.n && fold_shard_line(r) < 0) return EXIT_FATAL;
+	if (o->quota_table && !(r->qt = quota_read(o->quota_table))) return EXIT_FATAL;
+	if (setup_devs_open(o, r->wt, r->qt, 1, cpu_total, &r->dev, &r->ndev) < 0) return EXIT_FATAL;
+	for (int i = 0; r->qt && i < r->ndev; i++)
+		calib_table_check(r->qt, o->quota_table, r->dev[i].be->name, weights_fingerprint(r->wt),
+		                  r->dev[i].be->precision);
+	if (o->dump_tensors && !(r->dump = safetensors_writer_init())) return EXIT_FATAL;
+	return 0;
+}
+
+/* queue: the scheduler made, and every record failed (a bad one),
+ * skipped (done by an earlier run: fold_resumable) or queued (sched_add);
+ * the plan logged.  0 or an exit code */
+static int fold_queue(fold_run_t *r)
+{
+	const opt_t *o = r->o;
+
+	if (!(r->names = calloc(r->nrec + 1, sizeof *r->names))) return EXIT_FATAL;
+	for (int i = 0; i < r->nrec; i++) r->names[i] = r->rec[i].job.name;
+	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
+	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
+	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
+	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_write_outputs,
+	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
+	if (!(r->sched = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
+	if (report_run_event(r->jsonl, o, r->wt) < 0)
+		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
+	for (int i = 0; i < r->nrec; i++) {
+		fold_rec_t *x = &r->rec[i];
+		const char *row;
+		if (x->job.status != JOB_OK) {
+			if (fold_row(x, NULL, "failed", x->job.reason) < 0) return EXIT_FATAL;
+			r->nfailed++;
+		} else if ((row = fold_resumable(r, x))) {
+			if (!(x->row = strdup(row))) return EXIT_FATAL;
+			x->skipped = 1;
+			r->nskipped++;
+			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
+		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
+			return EXIT_FATAL;
+		} else {
+			r->todo++;
+			r->res_todo += x->job.len;
+		}
+	}
+	sched_auto_workers(r->sched);
+	fold_log_plan(r->sched);
+	if (r->nskipped)
+		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
+		         r->nskipped, o->outdir);
+	return 0;
+}
+
+/* run: the workers fold the queue (sched_run; each record's outputs on
+ * the output step as it settles, fold_record_settled; the ticker's
+ * progress line meanwhile), then the records that never settled are
+ * finished.  *stopped: interrupted (also while placing).  0 or an exit
+ * code */
+static int fold_run_workers(fold_run_t *r, int *stopped)
+{
+	fflush(r->jsonl);
+	if (fold_summary_retract(r) < 0) return EXIT_FATAL;
+	r->t_start = r->t_said = r->t_report = sched_now();
+	r->report_every = report_every();
+	fold_tick_start(r, r->sched);
+	*stopped = sched_run(r->sched) < 0;
+
+	for (int i = 0; i < r->nrec; i++) {
+		sched_item_t *v;
+		int n;
+		if (r->rec[i].finished || r->rec[i].row) continue;
+		if ((n = sched_outcome(r->sched, i, &v)) < 0) return EXIT_FATAL;
+		fold_finish(r, i, v, n);
+		free(v);
+	}
+	fold_tick_stop(r);
+	log_status_line(NULL);
+	*stopped |= fold_stop && r->nunfinished > 0;   /* stopped while placing */
+	return 0;
+}
+
+/* close: the dump, summary.tsv (summary.partial.tsv when not complete),
+ * report.html, the last log lines; the exit status */
+static int fold_exit_status(fold_run_t *r, int stopped)
+{
+	const opt_t *o = r->o;
+	int complete;
+
+	/* what can be written is written, whatever could not be before */
+	if (r->dump && safetensors_writer_save(r->dump, o->dump_tensors) < 0) r->io_errors++;
+	complete = !stopped && !r->nunfinished && !r->io_errors;
+	if (fold_summary(r, complete) < 0) r->io_errors++;
+	fold_report(r);
+	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s%s.tsv",
+	         r->nok, r->nsplit, r->nfailed, r->nskipped, o->outdir, complete ? "" : ".partial", r->sfx);
+	if (r->io_errors)
+		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
+		          "not all there is failed); rerun the same command once they can be",
+		          o->outdir, r->io_errors);
+	if (stopped || r->nunfinished)
+		log_error("%s: %ld record(s) not folded are marked failed in summary.partial%s.tsv; "
+		          "rerun the same command to fold only those (it writes summary%s.tsv once "
+		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
+		          r->nunfinished, r->sfx, r->sfx);
+	return stopped || r->io_errors ? EXIT_FATAL : r->nfailed ? EXIT_PARTIAL : EXIT_OK;
+}
+
+/* The stages of a run, in order (fold_run.h: the life of a record).  The
+ * input and the output directory come first: a bad one fails before the
+ * weights (14 GB for esmfold_v1) are loaded. */
 int fold_main(const opt_t *o)
 {
 	fold_run_t r = { .o = o, .lockfd = -1, .shardfd = -1 };
-	fasta_t *in = NULL;
-	sched_t *s = NULL;
-	const char **names = NULL;
 	struct sigaction sa = { .sa_handler = fold_on_signal }, old_int, old_term;
-	int code = EXIT_FATAL, stopped = 0, complete, rc;
-	int64_t cpu_total;
+	int code, stopped = 0;
 
 	pthread_mutex_init(&r.lock, NULL);
 	sysmem_policy();
@@ -339,122 +479,14 @@ int fold_main(const opt_t *o)
 	fold_stop = 0;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	/* the input and the output directory first: a bad one fails before
-	 * the weights (14 GB for esmfold_v1) are loaded */
-	if (!(in = fasta_open(o->input, o->names, &fold_stop))) goto done;
-	if (o->shard && shard_parse(o->shard, &r.shard) < 0) {
-		code = EXIT_USAGE;
-		goto done;
-	}
-	shard_suffix(&r.shard, r.sfx, sizeof r.sfx);
-	if (fold_read(&r, in) < 0) goto done;
-	if (r.nrec == 0) log_warn("%s: no records", o->input);
-	if (r.shard.n && fold_shard(&r) < 0) goto done;
-	if (fold_mkdirs(o->outdir) < 0) goto done;
-	if (o->dump_tensors && fold_check_output(&r, o->dump_tensors) < 0) {
-		code = EXIT_USAGE;
-		goto done;
-	}
-	if ((rc = fold_lock_dir(&r)) < 0) {
-		if (rc == DIR_LOCK_BUSY) code = EXIT_BUSY;
-		goto done;
-	}
-	fold_clean_tmp(&r);
-	if (fold_journal_open(&r) < 0) goto done;
-	{
-		char *jp = fold_file(&r, "run", ".jsonl");
-		if (!jp) log_error("%s/run%s.jsonl: out of memory", o->outdir, r.sfx);
-		if (!jp || !(r.jsonl = atomic_file_fopen(jp, O_WRONLY | O_CREAT | O_TRUNC, "w"))) {
-			free(jp);
-			goto done;
-		}
-		free(jp);
-	}
-	cpu_total = dev_cpu_memory(o->cpu_memory);   /* before the weights take their share */
-	if (!(r.wt = weights_open(o->weights))) goto done;
-	if (r.shard.n && fold_shard_line(&r) < 0) goto done;
-	if (o->quota_table && !(r.qt = quota_read(o->quota_table))) goto done;
-	if (setup_devs_open(o, r.wt, r.qt, 1, cpu_total, &r.dev, &r.ndev) < 0) goto done;
-	for (int i = 0; r.qt && i < r.ndev; i++)
-		calib_table_check(r.qt, o->quota_table, r.dev[i].be->name, weights_fingerprint(r.wt),
-		                  r.dev[i].be->precision);
-	if (o->dump_tensors && !(r.dump = safetensors_writer_init())) goto done;
-	if (!(names = calloc(r.nrec + 1, sizeof *names))) goto done;
-	for (int i = 0; i < r.nrec; i++) names[i] = r.rec[i].job.name;
-
-	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
-	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
-	                   .safety = r.qt ? r.qt->safety : CALIB_SAFETY, .qt = r.qt,
-	                   .jsonl = r.jsonl, .stop = &fold_stop, .done = fold_done,
-	                   .settled = fold_settled, .ctx = &r, .dump = r.dump, .names = names };
-	if (!(s = sched_init(r.dev, r.ndev, &so))) goto done;
-	if (report_run_event(r.jsonl, o, r.wt) < 0)
-		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
-	for (int i = 0; i < r.nrec; i++) {
-		fold_rec_t *x = &r.rec[i];
-		const char *row;
-		if (x->job.status != JOB_OK) {
-			if (fold_row(x, NULL, "failed", x->job.reason) < 0) goto done;
-			r.nfailed++;
-		} else if ((row = fold_resumable(&r, x))) {
-			if (!(x->row = strdup(row))) goto done;
-			x->skipped = 1;
-			r.nskipped++;
-			fprintf(r.jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
-		} else if (sched_add(s, i, x->job.seq) < 0) {
-			goto done;
-		} else {
-			r.todo++;
-			r.res_todo += x->job.len;
-		}
-	}
-	sched_auto_workers(s);
-	fold_log_plan(s);
-	if (r.nskipped)
-		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
-		         r.nskipped, o->outdir);
-	fflush(r.jsonl);
-	if (fold_summary_retract(&r) < 0) goto done;
-	r.t_start = r.t_said = r.t_report = sched_now();
-	r.report_every = report_every();
-	fold_tick_start(&r, s);
-	stopped = sched_run(s) < 0;
-
-	for (int i = 0; i < r.nrec; i++) {
-		sched_item_t *v;
-		int n;
-		if (r.rec[i].finished || r.rec[i].row) continue;
-		if ((n = sched_outcome(s, i, &v)) < 0) goto done;
-		fold_finish(&r, i, v, n);
-		free(v);
-	}
-	fold_tick_stop(&r);
-	log_status_line(NULL);
-	stopped |= fold_stop && r.nunfinished > 0;   /* stopped while placing */
-	/* what can be written is written, whatever could not be before */
-	if (r.dump && safetensors_writer_save(r.dump, o->dump_tensors) < 0) r.io_errors++;
-	complete = !stopped && !r.nunfinished && !r.io_errors;
-	if (fold_summary(&r, complete) < 0) r.io_errors++;
-	fold_report(&r);
-	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s%s.tsv",
-	         r.nok, r.nsplit, r.nfailed, r.nskipped, o->outdir, complete ? "" : ".partial", r.sfx);
-	code = stopped || r.io_errors ? EXIT_FATAL : r.nfailed ? EXIT_PARTIAL : EXIT_OK;
-	if (r.io_errors)
-		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
-		          "not all there is failed); rerun the same command once they can be",
-		          o->outdir, r.io_errors);
-	if (stopped || r.nunfinished)
-		log_error("%s: %ld record(s) not folded are marked failed in summary.partial%s.tsv; "
-		          "rerun the same command to fold only those (it writes summary%s.tsv once "
-		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
-		          r.nunfinished, r.sfx, r.sfx);
-done:
+	if (!(code = fold_open_input(&r)) && !(code = fold_open_shard(&r)) &&
+	    !(code = fold_open_locks(&r)) && !(code = fold_open_journal(&r)) &&
+	    !(code = fold_open_run_log(&r)) && !(code = fold_open_model(&r)) &&
+	    !(code = fold_queue(&r)) && !(code = fold_run_workers(&r, &stopped)))
+		code = fold_exit_status(&r, stopped);
 	fold_tick_stop(&r);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
-	sched_free(s);
-	free(names);
-	fasta_close(in);
 	fold_close(&r);
 	return code;
 }

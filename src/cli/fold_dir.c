@@ -1,6 +1,8 @@
-/* fold_dir.c - the output directory of a fold (fold_run.h): its locks,
- * the temporaries a killed run left, done.jsonl (read at the start,
- * appended per finished record) and which records a rerun skips.
+/* fold_dir.c - the output directory of a fold (fold_run.h): the names of
+ * its files, the count of outputs not written, its locks, the temporaries
+ * a killed run left, done.jsonl (read at the start, appended per finished
+ * record) and which records a rerun skips.  It calls neither fold.c nor
+ * fold_out.c.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -19,6 +21,42 @@
 #include "io/dir_lock.h"
 #include "io/journal.h"
 #include "util/log.h"
+
+/* an output could not be written (logged by the caller) */
+void fold_io_error(fold_run_t *r)
+{
+	pthread_mutex_lock(&r->lock);
+	r->io_errors++;
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* DIR/NAME EXT */
+char *fold_path(const char *dir, const char *name, const char *ext)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s%s", dir, name, ext) < 0) return NULL;
+	return p;
+}
+
+/* the files of a record, as extensions (fold_run.h) */
+int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
+{
+	int n = 0;
+
+	if (o->formats & OPT_FMT_PDB) ext[n++] = ".pdb";
+	if (o->formats & OPT_FMT_CIF) ext[n++] = ".cif";
+	if (o->pae) ext[n++] = ".pae.json";
+	return n;
+}
+
+/* DIR/STEM.K-of-N.EXT when sharded, else DIR/STEM.EXT (summary, done,
+ * run); ext starts with its dot */
+char *fold_file(const fold_run_t *r, const char *stem, const char *ext)
+{
+	char *p = NULL;
+	if (asprintf(&p, "%s/%s%s%s", r->o->outdir, stem, r->sfx, ext) < 0) return NULL;
+	return p;
+}
 
 /* 16 hex digits of the record's sequence */
 static void fold_seq_hash(const fold_rec_t *x, char out[17])

@@ -153,9 +153,9 @@ static int fold_write_files(const char *dir, const char *base, const char *const
 
 /* sched_done_fn: write the outputs of one folded item (a whole record, or
  * a fragment with the record's chains and residue numbers) */
-int fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-                     const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-                     size_t cap)
+int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                       const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                       size_t cap)
 {
 	fold_run_t *r = ctx;
 	const opt_t *o = r->o;

@@ -1,14 +1,32 @@
 /* fold_run.h (prefix fold_) - what the files of the `fold` command share:
  * a record's state (fold_rec_t), the run's (fold_run_t), and the functions
- * one of its files calls in another:
+ * one of its files calls in another, each calling only the ones below it:
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
  *               outcome of its fragments, summary.tsv or summary.partial.tsv
- *   fold_dir.c  the output directory: its locks, the leftovers of a killed
- *               run, done.jsonl and what a rerun skips
+ *   fold_dir.c  the output directory: the names of its files, outputs not
+ *               written, its locks, the leftovers of a killed run,
+ *               done.jsonl and what a rerun skips
  *   fold_progress.c  what the run says as it goes: a line per record,
  *               the progress line, the ticker thread
  * Private to src/cli/fold*.c.
+ *
+ * The life of a record, the functions it passes through in order:
+ *   fold_main           cli/fold.c         the run's stages, each one below
+ *   fold_open_input     cli/fold.c         read from the FASTA into r->rec
+ *   fold_open_shard     cli/fold.c         kept when it is shard K's (--shard)
+ *   fold_queue          cli/fold.c         failed, skipped (done before) or queued:
+ *   sched_add           sched/scheduler.c  planned on each device, maybe halved
+ *   sched_run           sched/scheduler.c  the workers start
+ *   sched_worker        sched/scheduler.c  a worker takes it (the longest that fits)
+ *   sched_fold          sched/scheduler.c  folded, its memory measured (model_fold)
+ *   fold_write_outputs  cli/fold_out.c     its files written, on the worker
+ *   sched_fold_ended    sched/scheduler.c  ok, out of memory, device lost or failed
+ *   sched_drain         sched/scheduler.c  the output step: one thread, in order
+ *   fold_record_settled cli/fold.c         every item of it ended:
+ *   fold_finish         cli/fold_out.c     its row, fragments renamed, done.jsonl
+ *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
+ * (tests/test_life.sh checks that each is defined in the file named.)
  */
 #ifndef ESMBATCH_FOLD_RUN_H
 #define ESMBATCH_FOLD_RUN_H
@@ -53,6 +71,8 @@ typedef struct {
 	int          ndev;
 	fold_rec_t  *rec;
 	int          nrec;
+	fasta_t     *in;         /* the input, open from the first stage on */
+	const char **names;      /* [nrec + 1] the records' names (the dump's) */
 	FILE        *jsonl;      /* run.jsonl */
 	FILE        *done;       /* done.jsonl, appended */
 	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
@@ -73,7 +93,8 @@ typedef struct {
 	int64_t      res_todo, res_ended;
 	double       t_start, t_said;   /* run start; last progress log line */
 	double       every;      /* the ticker's period (s); 0: none */
-	sched_t     *sched;      /* what the ticker reads */
+	sched_t     *sched;      /* the scheduler, from the queue stage on (the
+	                            ticker reads it) */
 	pthread_t    ticker;
 	pthread_cond_t tick;     /* wakes the ticker to stop */
 	int          ticking, tick_quit;
@@ -81,9 +102,9 @@ typedef struct {
 	double       report_every; /* seconds between its refreshes (report_every) */
 	long         io_errors;  /* outputs not written: the run goes on, exit 1 */
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
-	                            fragments (fold_done) from the workers;
-	                            finishing a record is the output step's;
-	                            ended, res_ended, t_said (the
+	                            fragments (fold_write_outputs) from the
+	                            workers; finishing a record is the output
+	                            step's; ended, res_ended, t_said (the
 	                            ticker reads them) */
 } fold_run_t;
 
@@ -97,23 +118,13 @@ typedef struct {
  * all but index, name, length and bucket */
 #define FOLD_ROW_TABS 16
 
-/* fold.c */
-/* an output could not be written (logged by the caller) */
-void  fold_io_error(fold_run_t *r);
-/* DIR/NAME EXT, or NULL */
-char *fold_path(const char *dir, const char *name, const char *ext);
-/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
-int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
-/* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
-char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
-
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
 /* sched_done_fn: write the files of one folded item */
-int  fold_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-               const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-               size_t cap);
+int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
+                        const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
+                        double secs, char *reason, size_t cap);
 /* the outcome of record k from its final items v[0..n): ok, split, failed */
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
 /* summary.tsv's header and rows (settled: only the rows made so far) */
@@ -149,6 +160,14 @@ int  fold_tick_start(fold_run_t *r, sched_t *s);
 void fold_tick_stop(fold_run_t *r);
 
 /* fold_dir.c */
+/* an output could not be written (logged by the caller) */
+void  fold_io_error(fold_run_t *r);
+/* DIR/NAME EXT, or NULL */
+char *fold_path(const char *dir, const char *name, const char *ext);
+/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
+int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
+/* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
+char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
 /* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */
 int  fold_lock_dir(fold_run_t *r);
 /* remove a killed run's temporaries (with the locks held) */

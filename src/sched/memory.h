@@ -24,14 +24,13 @@
  * (safetensors_release), so the file-backed part is the binary and its libraries,
  * taken to be the same at the peak as after the fold.  RSS is per process:
  * with several CPU workers device_used and growth cover all of them.
+ * A worker measures them around each fold (sched_fold, scheduler.c).
  */
 #ifndef ESMBATCH_MEM_H
 #define ESMBATCH_MEM_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "model/model.h"
 
 typedef struct {
 	size_t  predicted;
@@ -40,10 +39,5 @@ typedef struct {
 	int64_t device_used;   /* -1 unknown */
 	int64_t growth;        /* -1 unknown */
 } mem_fig_t;
-
-/* model_fold with the figures measured around it (on the CPU this
- * restarts the process's peak RSS count). */
-int mem_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
-             model_out_t *out, mem_fig_t *fig, char *err, size_t errcap);
 
 #endif

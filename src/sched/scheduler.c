@@ -1,4 +1,5 @@
-/* scheduler.c - devices, budgets, workers, halving (see scheduler.h). */
+/* scheduler.c - devices, budgets, workers and the folds they run
+ * (measured: sched_fold), halving (see scheduler.h). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "util/log.h"
 #include "sched/scheduler.h"
 #include "util/status.h"
+#include "util/sysmem.h"
 #include "sched/waitq.h"
 
 #define SCHED_MIN_CHUNK 8
@@ -752,6 +754,33 @@ done:
 	free(open);
 }
 
+/* model_fold with the figures measured around it (scheduler.h) */
+int sched_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
+               model_out_t *out, mem_fig_t *fig, char *err, size_t errcap)
+{
+	int cpu = !m->be->mem_info, rc;
+	int64_t before = -1;
+
+	memset(fig, 0, sizeof *fig);
+	fig->device_used = fig->growth = -1;
+	if (cpu && sysmem_peak_reset() == 0) before = sysmem_rss_anon();
+	rc = model_fold(m, t, r, p, out, err, errcap);
+	if (rc < 0) return rc;
+	fig->predicted = out->arena + m->be->workspace;
+	fig->allocated = out->exec_peak_live;
+	fig->reserved = out->exec_arena + m->be->workspace;
+	if (cpu) {
+		/* peak - (rss - anon) = the anonymous part at the peak */
+		int64_t peak = sysmem_rss_peak(), rss = sysmem_rss(), anon = sysmem_rss_anon();
+		fig->device_used = peak;
+		if (peak >= 0 && rss >= 0 && anon >= 0 && before >= 0)
+			fig->growth = peak - (rss - anon) - before;
+	} else {
+		fig->device_used = out->device_used;
+	}
+	return 0;
+}
+
 /* one worker: its device and number, the device's model run on the
  * worker's own backend where the device has per-worker ones (CUDA: stream,
  * cuBLAS handle), its kept arena and the grant it holds for it */
@@ -788,6 +817,64 @@ static void sched_wk_free(sched_t *s, sched_wk_t *w)
 	be_free(w->wbe);
 }
 
+/* What the end of item i's fold on device di makes of it (rc: the fold's
+ * status, err its error, fig its figures when ok): ok (its record settled
+ * when it was the last), out of memory (a smaller chunk, else halves, else
+ * failed), device lost (the device retired, the item placed again) or
+ * failed; its run.jsonl line and a settled record queued.  Lock held. */
+static void sched_fold_ended(sched_t *s, int i, int di, int rc, const char *err,
+                             const mem_fig_t *fig)
+{
+	sched_dev_t *d = &s->dev[di];
+	sched_item_t *it = &s->it[i];
+	int retired = 0;
+
+	if (rc == 0) {
+		/* the record's files are final before its fold is logged as ok */
+		it->state = SCHED_DONE;
+		sched_item_end(it);
+		if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
+		sched_log_fold(s, &s->it[i], fig, "ok");
+	} else if (rc == STATUS_OOM) {
+		/* out of memory: an event; smaller chunk, then halves */
+		log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
+		         it->start + 1, it->start + it->len, d->be->name, err);
+		sched_log_fold(s, it, NULL, "oom");
+		int c = sched_next_chunk(it->chunk, it->len);
+		if (c >= 0) {
+			it->state = SCHED_WAIT;
+			if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
+		} else if (s->o.no_split || it->len < 2) {
+			it->state = SCHED_FAILED;
+			sched_item_end(it);
+			snprintf(it->reason, sizeof it->reason, "%s", err);
+		} else if (sched_split(s, i) < 0) {
+			log_error("record %d: cannot queue its halves", s->it[i].rec);
+		}
+	} else if (rc == STATUS_DEVICE) {
+		/* not this record's fault: it goes back with the rest */
+		sched_log_fold(s, it, NULL, "lost");
+		it->state = SCHED_WAIT;
+		if (!s->gone[di]) {
+			sched_retire(s, di, err);
+			retired = 1;
+		} else if (sched_place(s, i, s->o.chunk) < 0) {
+			s->it[i].state = SCHED_FAILED;
+		}
+	} else {
+		if (rc == STATUS_PLAN)
+			log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
+			          it->rec, it->start + 1, it->start + it->len, d->be->name, err);
+		it->state = SCHED_FAILED;
+		sched_item_end(it);
+		snprintf(it->reason, sizeof it->reason, "%s", err);
+		sched_log_fold(s, it, NULL, "failed");
+	}
+	it = &s->it[i];
+	if (it->state == SCHED_FAILED && !retired && sched_settled(s, it->rec))
+		sched_log_settled(s, it->rec);
+}
+
 /* Worker w takes items until nothing more will come to it, or, once, for
  * one turn: an item run, its arena given back, or nothing it can do now
  * (where it would wait).  Returns 1 when it ran an item or gave its arena
@@ -800,7 +887,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 
 	pthread_mutex_lock(&s->lock);
 	while (!once || !did) {
-		int any, i, retired = 0;
+		int any, i;
 		if (*s->o.stop || s->gone[di]) break;
 		i = sched_pick(s, d, w->hold, &any);
 		if (i < 0) {
@@ -839,7 +926,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 		mem_fig_t fig;
 		char err[256] = "";
 		double t0 = sched_now();
-		int rc = mem_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
+		int rc = sched_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
 		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
 		                         sizeof err) < 0)
 			rc = -1;
@@ -852,50 +939,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 			d->granted -= w->hold;
 			w->hold = 0;
 		}
-		if (rc == 0) {
-			/* the record's files are final before its fold is logged as ok */
-			it->state = SCHED_DONE;
-			sched_item_end(it);
-			if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
-			sched_log_fold(s, &s->it[i], &fig, "ok");
-		} else if (rc == STATUS_OOM) {
-			/* out of memory: an event; smaller chunk, then halves */
-			log_warn("record %d (residues %d-%d) on %s: %s; retrying smaller", it->rec,
-			         it->start + 1, it->start + it->len, d->be->name, err);
-			sched_log_fold(s, it, NULL, "oom");
-			int c = sched_next_chunk(it->chunk, it->len);
-			if (c >= 0) {
-				it->state = SCHED_WAIT;
-				if (sched_place(s, i, c) < 0) s->it[i].state = SCHED_FAILED;
-			} else if (s->o.no_split || it->len < 2) {
-				it->state = SCHED_FAILED;
-				sched_item_end(it);
-				snprintf(it->reason, sizeof it->reason, "%s", err);
-			} else if (sched_split(s, i) < 0) {
-				log_error("record %d: cannot queue its halves", s->it[i].rec);
-			}
-		} else if (rc == STATUS_DEVICE) {
-			/* not this record's fault: it goes back with the rest */
-			sched_log_fold(s, it, NULL, "lost");
-			it->state = SCHED_WAIT;
-			if (!s->gone[di]) {
-				sched_retire(s, di, err);
-				retired = 1;
-			} else if (sched_place(s, i, s->o.chunk) < 0) {
-				s->it[i].state = SCHED_FAILED;
-			}
-		} else {
-			if (rc == STATUS_PLAN)
-				log_error("record %d (residues %d-%d) on %s: %s: a bug, please report it",
-				          it->rec, it->start + 1, it->start + it->len, d->be->name, err);
-			it->state = SCHED_FAILED;
-			sched_item_end(it);
-			snprintf(it->reason, sizeof it->reason, "%s", err);
-			sched_log_fold(s, it, NULL, "failed");
-		}
-		it = &s->it[i];
-		if (it->state == SCHED_FAILED && !retired && sched_settled(s, it->rec))
-			sched_log_settled(s, it->rec);
+		sched_fold_ended(s, i, di, rc, err, &fig);
 		s->running--;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);

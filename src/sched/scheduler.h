@@ -151,6 +151,12 @@ int      sched_run(sched_t *s);
  * what sched_plan takes a fold's duration to be proportional to, and what
  * shards are balanced by (shard.h). */
 int64_t  sched_cost(int len);
+/* model_fold with the memory figures (memory.h) measured around it (on
+ * the CPU this restarts the process's peak RSS count): a worker's fold,
+ * and calibrate's. */
+int      sched_fold(const model_t *m, const tok_t *t, const model_run_t *r,
+                    const model_plan_t *p, model_out_t *out, mem_fig_t *fig, char *err,
+                    size_t errcap);
 /* Seconds on the monotonic clock. */
 double   sched_now(void);
 /* Items, in the order made (a record's fragments: ascending start). */

@@ -43,7 +43,7 @@ static void run_fixture(const char *fixture)
 
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	assert_int_equal(lm_load(&lm, c, w, be), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
@@ -110,7 +110,7 @@ static void test_lm_tiny_b(void **state) { (void)state; run_fixture("tiny_b"); }
 static void test_lm_config_mismatch(void **state)
 {
 	char path[1024];
-	cfg_t c;
+	hparams_t c;
 	lm_t lm;
 	weights_t *w;
 
@@ -118,7 +118,7 @@ static void test_lm_config_mismatch(void **state)
 	snprintf(path, sizeof path, "%s/tiny_a/weights.safetensors", TEST_DATA);
 	assert_non_null(w = weights_open(path));
 	snprintf(path, sizeof path, "%s/tiny_b/config.json", TEST_DATA);
-	assert_int_equal(cfg_load(&c, path), 0);
+	assert_int_equal(hparams_load(&c, path), 0);
 	assert_true(lm_load(&lm, &c, w, NULL) < 0);
 	weights_close(w);
 }

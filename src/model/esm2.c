@@ -9,7 +9,7 @@
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */
 
 /* *inv_freq: the layer's own rotary frequencies [hd/2] in backend memory, or NULL */
-static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, int i,
+static int lm_load_layer(lm_layer_t *l, const hparams_t *c, weights_t *w, be_t *be, int i,
                          float **inv_freq)
 {
 	const char *p = "esm.encoder.layer";
@@ -28,7 +28,7 @@ static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, 
 	return rc ? -1 : 0;
 }
 
-int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
+int lm_load(lm_t *lm, const hparams_t *c, weights_t *w, be_t *be)
 {
 	int D = c->lm_dim, n = c->lm_layers, half = D / c->lm_heads / 2, rc = 0;
 	float *comb = NULL, *shared_freq = NULL, **own_freq = NULL;
@@ -103,7 +103,7 @@ static void lm_rope(fwd_t *fx, tensor_t rope, float *tab, const float *f)
 
 /* one pre-LayerNorm block; x: [T, D] updated in place; rope: [T, hd/2, 2]
  * the rotary table of its frequencies (lm_rope) */
-static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x, tensor_t rope)
+static void lm_layer(fwd_t *fx, const lm_layer_t *l, const hparams_t *c, tensor_t x, tensor_t rope)
 {
 	int T = (int)x.ne[0], D = c->lm_dim, H = c->lm_heads, hd = D / H;
 	tensor_t h = fwd_new2(fx, T, D);
@@ -141,7 +141,7 @@ static void lm_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidd
 	if (hidden) fwd_get(fx, x, hidden);
 }
 
-void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
+void lm_forward(fwd_t *fx, const lm_t *lm, const hparams_t *c, const int32_t *tokens,
                 const int *aatype, tensor_t s_s_0, float *hidden, float *combined)
 {
 	int L = (int)s_s_0.ne[0], T = L + 2, D = c->lm_dim, hd = D / c->lm_heads;

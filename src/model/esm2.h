@@ -42,13 +42,13 @@ typedef struct {
 } lm_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights. 0 or negative. */
-int  lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be);
+int  lm_load(lm_t *lm, const hparams_t *c, weights_t *w, be_t *be);
 void lm_free(lm_t *lm);
 
 /* tokens: host [L+2]; aatype: host [L]; s_s_0: [L, c_s] (written).
  * hidden: host [layers+1, L+2, D] and combined: host [L, D] receive the
  * intermediates when not NULL. */
-void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
+void lm_forward(fwd_t *fx, const lm_t *lm, const hparams_t *c, const int32_t *tokens,
                 const int *aatype, tensor_t s_s_0, float *hidden, float *combined);
 
 #endif

@@ -24,7 +24,7 @@
 
 int model_load(model_t *m, weights_t *w, be_t *be)
 {
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	static const char *const unused_ok[] = {
 		"esm.contact_head.", "af2_to_esm",   /* ESMFold never calls these */
 		"esm.lm_head.", NULL                 /* fair-esm ESM-2 files: the masked-LM head */
@@ -117,7 +117,7 @@ typedef struct {
 } model_host_t;
 
 /* lay out h for length L from base (NULL: only size it); its bytes */
-static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *base)
+static size_t model_host_layout(model_host_t *h, const hparams_t *c, int L, char *base)
 {
 	size_t n = (size_t)L, off = 0;
 	char *sm;
@@ -134,7 +134,7 @@ static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *ba
 /* the intermediates of the final pass that only a dump wants */
 static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, tensor_t s, tensor_t z, const model_host_t *h)
 {
-	const cfg_t *c = m->cfg;
+	const hparams_t *c = m->cfg;
 	int L = t->L, B = c->sm_blocks, A = c->sm_angles;
 	int64_t nb = c->sm_blocks;
 
@@ -173,7 +173,7 @@ static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, tensor
 static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
                           int passes, model_host_t *h)
 {
-	const cfg_t *c = m->cfg;
+	const hparams_t *c = m->cfg;
 	int L = t->L, D = c->lm_dim;
 	size_t nh = sizeof(float) * (size_t)(c->lm_layers + 1) * (L + 2) * D;
 	size_t nc = sizeof(float) * (size_t)L * D;

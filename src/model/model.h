@@ -27,7 +27,7 @@
 #include "model/weights.h"
 
 typedef struct {
-	const cfg_t *cfg;
+	const hparams_t *cfg;
 	be_t        *be;       /* the weights' backend; for a shapes-only model the
 	                          backend its passes are planned for (its ops decide
 	                          the trunk's form), or NULL (planned as on CUDA) */

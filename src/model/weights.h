@@ -45,7 +45,7 @@ void  weights_close(weights_t *w);
 int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
-const cfg_t *weights_cfg(const weights_t *w);
+const hparams_t *weights_cfg(const weights_t *w);
 /* The configuration's JSON text: config.json's, the metadata's, or the one
  * built from a checkpoint's cfg or the published defaults (owned by w). */
 const char  *weights_cfg_json(const weights_t *w);

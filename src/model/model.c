@@ -34,7 +34,7 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 	memset(m, 0, sizeof *m);
 	m->cfg = c;
 	m->be = be;
-	rc |= lm_load(&m->lm, c, w, be);
+	rc |= esm2_load(&m->lm, c, w, be);
 	rc |= trunk_load(&m->trunk, c, w, be);
 	rc |= structure_load(&m->sm, c, w, be);
 	rc |= heads_load(&m->heads, c, w, be);
@@ -49,7 +49,7 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 
 void model_free(model_t *m)
 {
-	lm_free(&m->lm);
+	esm2_free(&m->lm);
 	trunk_free(&m->trunk);
 	structure_free(&m->sm);
 	memset(m, 0, sizeof *m);
@@ -189,7 +189,7 @@ static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const mod
 		comb = fwd_host(fx, nc);
 	}
 	tensor_t s_s_0 = fwd_new2(fx, L, c->c_s);
-	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
+	esm2_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
 	if (hidden && comb && !fx->planning && !fx->err) {
 		fwd_emit_host(fx, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
 		fwd_emit_host(fx, "esm_s_combined", comb, 2, (int64_t[]){ L, D });

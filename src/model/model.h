@@ -31,7 +31,7 @@ typedef struct {
 	be_t        *be;       /* the weights' backend; for a shapes-only model the
 	                          backend its passes are planned for (its ops decide
 	                          the trunk's form), or NULL (planned as on CUDA) */
-	lm_t         lm;
+	esm2_t       lm;
 	trunk_t      trunk;
 	structure_t         sm;
 	heads_t      heads;

@@ -66,7 +66,7 @@ static size_t run_pass(fwd_t *fx, pass_t *p)
 		fwd_drop(fx, &st);
 	}
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
-	return fx->mp.high;
+	return fx->place.high;
 }
 
 static void plan_and_run(be_t *be, pass_t *p)

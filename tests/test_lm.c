@@ -68,7 +68,7 @@ static void run_fixture(const char *fixture)
 		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", name, fx.errmsg);
 		assert_int_equal(fx.err, 0);
-		size_t arena = fx.mp.high;
+		size_t arena = fx.place.high;
 		fwd_end(&fx);
 		assert_true(arena > 0);
 

@@ -57,7 +57,7 @@ static size_t run_pass(fwd_t *fx, const pass_t *p)
 	fwd_drop(fx, &s_z);
 	fwd_drop(fx, &s_s);
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
-	return fx->mp.high;
+	return fx->place.high;
 }
 
 static void run_fixture(const char *fixture)
@@ -234,7 +234,7 @@ static void test_sm_transfers(void **state)
 			}
 			fwd_drop(&fx, &z);
 			fwd_drop(&fx, &s);
-			arena = fx.mp.high;
+			arena = fx.place.high;
 			fwd_end(&fx);
 		}
 		structure_out_free(&out);

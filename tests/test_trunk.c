@@ -132,7 +132,7 @@ static size_t run_pass(const fixture_t *f, const float *prev_s, const float *pre
 		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", f->seq, fx.errmsg);
 		assert_int_equal(fx.err, 0);
-		if (!exec) high = fx.mp.high;
+		if (!exec) high = fx.place.high;
 		fwd_end(&fx);
 	}
 	free(zz);

@@ -261,9 +261,9 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_pla
 	fx.emit = r->emit;
 	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
-	p->arena = fx.mp.high;
-	p->peak_live = fx.mp.peak_live;
-	p->host = fx.hmp.high;
+	p->arena = fx.place.high;
+	p->peak_live = fx.place.peak_live;
+	p->host = fx.host_place.high;
 	rc = fx.err;
 	if (rc) log_error("planning failed: %s", fx.errmsg);
 	fwd_end(&fx);
@@ -309,9 +309,9 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	fx.emit = r->emit;
 	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, passes, &h);
-	out->exec_arena = fx.mp.high;
-	out->exec_peak_live = fx.mp.peak_live;
-	out->exec_host = fx.hmp.high;
+	out->exec_arena = fx.place.high;
+	out->exec_peak_live = fx.place.peak_live;
+	out->exec_host = fx.host_place.high;
 	out->device_used = -1;
 	if (m->be->mem_info && m->be->sync(m->be) == 0) {
 		size_t fr, tot;

@@ -564,7 +564,7 @@ static int trunk_plan_block(const hparams_t *c, be_t *be, int L, int chunk, size
 	trunk_block(&fx, &b, c, s, z, chunk);
 	fwd_drop(&fx, &z);
 	fwd_drop(&fx, &s);
-	*high = fx.mp.high;
+	*high = fx.place.high;
 	*traffic = fx.traffic;
 	rc = fx.err ? -1 : 0;
 	if (fx.err) log_error("trunk: planning failed: %s", fx.errmsg);

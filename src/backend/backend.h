@@ -10,8 +10,8 @@
  * (util/status.h) when the device itself is lost (CUDA: a sticky error),
  * so that the scheduler retires it instead of failing record after record.
  */
-#ifndef ESMBATCH_BE_H
-#define ESMBATCH_BE_H
+#ifndef ESMBATCH_BACKEND_BACKEND_H
+#define ESMBATCH_BACKEND_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
  * place, k contiguous); the CPU backend splits C into blocks and runs one
  * avx512_block per task, falling back to CBLAS where cpu_has_avx512() is 0.
  */
-#ifndef ESMBATCH_BE_CPU_GEMM_H
-#define ESMBATCH_BE_CPU_GEMM_H
+#ifndef ESMBATCH_BACKEND_CPU_AVX512_H
+#define ESMBATCH_BACKEND_CPU_AVX512_H
 
 #include <stdint.h>
 

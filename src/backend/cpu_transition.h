@@ -1,8 +1,8 @@
 /* cpu_transition.h (prefix cpu_transition) - the CPU backend's transition
  * (be_transition_t, backend.h): layer norm, two Linears and the residual add on
  * tiles of rows, the hidden layer held one tile per thread. */
-#ifndef ESMBATCH_BE_CPU_TRANSITION_H
-#define ESMBATCH_BE_CPU_TRANSITION_H
+#ifndef ESMBATCH_BACKEND_CPU_TRANSITION_H
+#define ESMBATCH_BACKEND_CPU_TRANSITION_H
 
 #include "backend/backend.h"
 

@@ -12,8 +12,8 @@
  * fx->err/errmsg and every later op is skipped; the caller checks fx->err
  * once at the end.
  */
-#ifndef ESMBATCH_FX_H
-#define ESMBATCH_FX_H
+#ifndef ESMBATCH_COMPUTE_FORWARD_H
+#define ESMBATCH_COMPUTE_FORWARD_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -6,8 +6,8 @@
  * but for Linear matrices held as bfloat16 (lin_t.bf16).
  * Shapes: [..., d] means any leading dimensions, flattened to rows.
  */
-#ifndef ESMBATCH_OP_H
-#define ESMBATCH_OP_H
+#ifndef ESMBATCH_COMPUTE_OPS_H
+#define ESMBATCH_COMPUTE_OPS_H
 
 #include "compute/forward.h"
 

@@ -7,8 +7,8 @@
  * representations (without <cls>/<eos>) are combined as they are produced by
  * softmax(esm_s_combine), then esm_s_mlp, plus the amino-acid embedding.
  */
-#ifndef ESMBATCH_LM_H
-#define ESMBATCH_LM_H
+#ifndef ESMBATCH_MODEL_ESM2_H
+#define ESMBATCH_MODEL_ESM2_H
 
 #include "model/hparams.h"
 #include "compute/ops.h"

@@ -10,8 +10,8 @@
  *
  * Struct fields carry their checkpoint names.
  */
-#ifndef ESMBATCH_HEADS_H
-#define ESMBATCH_HEADS_H
+#ifndef ESMBATCH_MODEL_HEADS_H
+#define ESMBATCH_MODEL_HEADS_H
 
 #include "model/hparams.h"
 #include "compute/forward.h"

@@ -4,8 +4,8 @@
  * the published esmfold_v1 run the same code.  Field comments give the
  * config.json key (esmfold_config.trunk... abbreviated as trunk.).
  */
-#ifndef ESMBATCH_CFG_H
-#define ESMBATCH_CFG_H
+#ifndef ESMBATCH_MODEL_HPARAMS_H
+#define ESMBATCH_MODEL_HPARAMS_H
 
 typedef struct {
 	/* ESM-2 language model */

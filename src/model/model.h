@@ -10,8 +10,8 @@
  * (results, recycle bins, index lists, dump staging) is planned with the
  * tensors (fwd_host): a fold allocates nothing else.
  */
-#ifndef ESMBATCH_MODEL_H
-#define ESMBATCH_MODEL_H
+#ifndef ESMBATCH_MODEL_MODEL_H
+#define ESMBATCH_MODEL_MODEL_H
 
 #include <stddef.h>
 

@@ -20,8 +20,8 @@
  *
  * Struct fields carry their checkpoint names; P = trunk.structure_module.
  */
-#ifndef ESMBATCH_SM_H
-#define ESMBATCH_SM_H
+#ifndef ESMBATCH_MODEL_STRUCTURE_H
+#define ESMBATCH_MODEL_STRUCTURE_H
 
 #include "model/hparams.h"
 #include "compute/forward.h"

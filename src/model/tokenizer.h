@@ -8,8 +8,8 @@
  * <cls>, the vocabulary id of each residue's letter ("X" for aatype 20),
  * <eos>.  A sequence without ':' encodes exactly as Hugging Face's infer().
  */
-#ifndef ESMBATCH_TOK_H
-#define ESMBATCH_TOK_H
+#ifndef ESMBATCH_MODEL_TOKENIZER_H
+#define ESMBATCH_MODEL_TOKENIZER_H
 
 #include <stdint.h>
 

@@ -14,8 +14,8 @@
  *
  * Struct fields carry their checkpoint names; N is the block index.
  */
-#ifndef ESMBATCH_TRUNK_H
-#define ESMBATCH_TRUNK_H
+#ifndef ESMBATCH_MODEL_TRUNK_H
+#define ESMBATCH_MODEL_TRUNK_H
 
 #include <stddef.h>
 #include <stdint.h>

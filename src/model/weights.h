@@ -16,8 +16,8 @@
  * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
-#ifndef ESMBATCH_WT_H
-#define ESMBATCH_WT_H
+#ifndef ESMBATCH_MODEL_WEIGHTS_H
+#define ESMBATCH_MODEL_WEIGHTS_H
 
 #include <stdint.h>
 

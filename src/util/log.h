@@ -4,8 +4,8 @@
  * Level: 0 error, 1 warning, 2 info (default), 3 debug.  -q lowers it by
  * one, -v raises it.
  */
-#ifndef ESMBATCH_LOG_H
-#define ESMBATCH_LOG_H
+#ifndef ESMBATCH_UTIL_LOG_H
+#define ESMBATCH_UTIL_LOG_H
 
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 

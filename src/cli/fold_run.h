@@ -8,8 +8,8 @@
  *               run, done.jsonl and what a rerun skips
  * Private to src/cli/fold*.c.
  */
-#ifndef ESMBATCH_FOLD_RUN_H
-#define ESMBATCH_FOLD_RUN_H
+#ifndef ESMBATCH_CLI_FOLD_RUN_H
+#define ESMBATCH_CLI_FOLD_RUN_H
 
 #include <pthread.h>
 #include <stdint.h>

@@ -25,8 +25,8 @@
  * taken to be the same at the peak as after the fold.  RSS is per process:
  * with several CPU workers device_used and growth cover all of them.
  */
-#ifndef ESMBATCH_MEM_H
-#define ESMBATCH_MEM_H
+#ifndef ESMBATCH_SCHED_MEMORY_H
+#define ESMBATCH_SCHED_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* test_mp.c - property tests of the placement planner (placement.h) and of the
- * plan-then-execute contract of the forward context (forward.h).
+/* test_placement.c - property tests of the placement planner (placement.h)
+ * and of the plan-then-execute contract of the forward context (forward.h).
  *
  * The planner is driven by long random sequences of place_alloc / place_release
  * (sizes including 0, 1 and exact multiples of PLACE_ALIGN, random lifetimes)

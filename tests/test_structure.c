@@ -1,4 +1,4 @@
-/* test_sm.c - golden test of the structure module and, on its output, the
+/* test_structure.c - golden test of the structure module and, on its output, the
  * lDDT head: for every fixture sequence with stored trunk outputs s_s and
  * s_z, run trunk2sm_s / trunk2sm_z, the structure module and lddt_head, and
  * compare frames, positions, angles, unnormalized_angles and states (where

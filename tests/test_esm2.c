@@ -1,4 +1,4 @@
-/* test_lm.c - golden test of the input encoding and the language model:
+/* test_esm2.c - golden test of the input encoding and the language model:
  * esm_tokens, aatype, residue_index, esm_hidden_states, esm_s_combined and
  * s_s_0 of every sequence of both public fixtures, within the fixtures'
  * tolerance rule; plus a weights file whose config does not match. */

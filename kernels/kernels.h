@@ -99,12 +99,12 @@ int cu_ipa_out(cudaStream_t s, float *cat, int64_t ldc, const float *op, const f
 int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, int L, float scale);
 
 /* --- transition.cu --- */
-/* the transition of be_trans_t in one kernel: x: [rows, d] read once and
+/* the transition of be_transition_t in one kernel: x: [rows, d] read once and
  * written once, the hidden layer in shared memory only.  t->bf16: on the
  * tensor cores (bf16 mma.sync, fp32 accumulation) where d and h are multiples
  * of 16 and d <= 1024, else with the same bf16 rounding on the CUDA
  * cores; fp32 weights: in fp32 on the CUDA cores.  d up to about 5000 */
-int cu_transition(cudaStream_t s, const be_trans_t *t);
+int cu_transition(cudaStream_t s, const be_transition_t *t);
 
 /* --- ln_linear.cu --- */
 /* the largest k (input features) cu_ln_linear accepts */

@@ -1,4 +1,4 @@
-/* transition.cu - the transition (be_trans_t, backend.h) in one kernel:
+/* transition.cu - the transition (be_transition_t, backend.h) in one kernel:
  *   x: [R, d] += relu(LN(x) w1^T + b1) w2^T + b2,  w1: [h, d], w2: [d, h]
  * reading x once and writing it once; the hidden layer [R, h] is held a
  * tile of it at a time in shared memory, never in global memory.
@@ -72,7 +72,7 @@ static __device__ void tr_ln_row(T *y, const float *x, int d, const float *w, co
 /* rows r0.. of x normed into ys: [nr, ld] (zeros past the last row of x),
  * one warp per row */
 template <typename T>
-static __device__ void tr_ln_tile(T *ys, int ld, const be_trans_t &t, int64_t r0, int nr)
+static __device__ void tr_ln_tile(T *ys, int ld, const be_transition_t &t, int64_t r0, int nr)
 {
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
 	for (int r = warp; r < nr; r += nw) {
@@ -103,7 +103,7 @@ static __host__ __device__ tr_layout_t tr_layout(int d, int mt)
  * bf16; NF: output fragments per warp, TR_WARPS NF >= mt d / 16 */
 template <int NF>
 static __global__ void __launch_bounds__(TR_WARPS * 32)
-k_transition_bf16(be_trans_t t, int mt)
+k_transition_bf16(be_transition_t t, int mt)
 {
 	CU_DYN_SHARED(char, sm);
 	const int d = t.d, h = t.h, LDA = d + 8, LDH = TR_HC + 8, dt = d / 16, nout = mt * dt;
@@ -173,7 +173,7 @@ k_transition_bf16(be_trans_t t, int mt)
 }
 
 template <int NF>
-static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
+static int tr_launch_bf16(cudaStream_t s, const be_transition_t *t, int mt)
 {
 	int64_t nblocks = (t->rows + 16 * mt - 1) / (16 * mt);
 	size_t smem = (size_t)tr_layout(t->d, mt).bytes;
@@ -190,7 +190,7 @@ static int tr_launch_bf16(cudaStream_t s, const be_trans_t *t, int mt)
  * bf16 as the tensor-core kernel rounds them) */
 template <typename W>
 static __global__ void __launch_bounds__(TR_WARPS * 32)
-k_transition_simt(be_trans_t t, int bm)
+k_transition_simt(be_transition_t t, int bm)
 {
 	CU_DYN_SHARED(float, tr_smemf);
 	const int d = t.d, h = t.h, nt = blockDim.x, rb = sizeof(W) == 2;
@@ -248,7 +248,7 @@ extern "C" int cu_transition_smem_init(int bytes)
 	return rc;
 }
 
-extern "C" int cu_transition(cudaStream_t s, const be_trans_t *t)
+extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
 {
 	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
 	if (t->rows == 0) return 0;

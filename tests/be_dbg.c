@@ -445,7 +445,7 @@ static int dbg_ipa_rigid(be_t *be, float *state, float *frame, const float *upd,
 	return dbg_leave(c, c->cpu->ipa_rigid(c->cpu, state, frame, upd, L, scale));
 }
 
-static int dbg_transition(be_t *be, const be_trans_t *t)
+static int dbg_transition(be_t *be, const be_transition_t *t)
 {
 	dbg_ctx_t *c = be->ctx;
 	int64_t n = t->rows * t->d, nw = (int64_t)t->h * t->d;

@@ -998,7 +998,7 @@ static uint16_t *bf16_weight(float *w, int64_t n)
  * the last term its own rounding to bf16 (ReLU is 1-Lipschitz); output c
  * by sum_j |w2_cj| e_j + (h + 64) v (|x_c| + |b2_c| + sum_j |w2_cj h_j|).
  * t, h: the row's normed values and hidden layer in double. */
-static double trans_bf16_bound(const be_trans_t *t, const float *w1, const float *w2, const float *lw,
+static double trans_bf16_bound(const be_transition_t *t, const float *w1, const float *w2, const float *lw,
                                const float *lb, const float *b1, const float *b2, const double *tn,
                                const double *hd, float x, int c, double *e)
 {
@@ -1036,7 +1036,7 @@ static void trans_case(int64_t R, int d, int biases)
 	float *x0 = malloc(sizeof *x0 * (size_t)(R * d + 1)), *got = malloc(sizeof *got * (size_t)(R * d + 1));
 	double *tn = malloc(sizeof *tn * (size_t)d), *hd = malloc(sizeof *hd * (size_t)h);
 	double *e = malloc(sizeof *e * (size_t)h), worst = 0.0, num = 0.0, den = 0.0;
-	be_trans_t t = { .rows = R, .d = d, .h = h, .eps = 1e-5f };
+	be_transition_t t = { .rows = R, .d = d, .h = h, .eps = 1e-5f };
 	char what[96];
 
 	assert_true(x0 && got && tn && hd && e);

@@ -24,7 +24,7 @@
 #include "model/weights.h"
 
 typedef struct {
-	const cfg_t *c;
+	const hparams_t *c;
 	const heads_t *hd;
 	int L, chunk;
 	const float *s_s;      /* [L, c_s] */
@@ -38,7 +38,7 @@ typedef struct {
 /* one planning or executing pass; returns the arena high-water mark */
 static size_t run_pass(fwd_t *fx, pass_t *p)
 {
-	const cfg_t *c = p->c;
+	const hparams_t *c = p->c;
 	int L = p->L;
 
 	tensor_t s_s = fwd_new2(fx, L, c->c_s), lm = fwd_new2(fx, L, HEADS_LM_TOKENS);
@@ -66,7 +66,7 @@ static size_t run_pass(fwd_t *fx, pass_t *p)
 		fwd_drop(fx, &st);
 	}
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
-	return fx->mp.high;
+	return fx->place.high;
 }
 
 static void plan_and_run(be_t *be, pass_t *p)
@@ -97,7 +97,7 @@ static void run_fixture(const char *fixture)
 	assert_non_null(be);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	assert_int_equal(heads_load(&hd, c, w, NULL), 0);   /* names and shapes only */
 	assert_int_equal(heads_load(&hd, c, w, be), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);

@@ -31,8 +31,8 @@ static json_t *published(void)
 	return c;
 }
 
-/* cfg_parse of root with stderr captured into log (NUL-terminated) */
-static int parse_logged(cfg_t *c, json_t *root, char *log, size_t n)
+/* hparams_parse of root with stderr captured into log (NUL-terminated) */
+static int parse_logged(hparams_t *c, json_t *root, char *log, size_t n)
 {
 	char *text = json_dumps(root, 0);
 	FILE *tmp = tmpfile();
@@ -43,7 +43,7 @@ static int parse_logged(cfg_t *c, json_t *root, char *log, size_t n)
 	assert_non_null(tmp);
 	fflush(stderr);
 	dup2(fileno(tmp), 2);
-	rc = cfg_parse(c, text, "cfg.json");
+	rc = hparams_parse(c, text, "cfg.json");
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -87,7 +87,7 @@ static void test_published_accepted(void **state)
 	(void)state;
 	json_t *root = published();
 	char log[4096];
-	cfg_t c;
+	hparams_t c;
 
 	assert_int_equal(parse_logged(&c, root, log, sizeof log), 0);
 	assert_string_equal(log, "");
@@ -99,7 +99,7 @@ static void test_published_accepted(void **state)
 	const char *files[] = { TEST_DATA "/tiny_a/config.json", TEST_DATA "/tiny_b/config.json",
 	                        TEST_DATA "/../../data/demo/config.json" };
 	for (size_t i = 0; i < sizeof files / sizeof *files; i++)
-		assert_int_equal(cfg_load(&c, files[i]), 0);
+		assert_int_equal(hparams_load(&c, files[i]), 0);
 }
 
 #define T "esmfold_config.trunk."
@@ -138,7 +138,7 @@ static const struct { const char *key; double v; } bad_real[] = {
 static void refused(json_t *root, const char *key)
 {
 	char log[4096];
-	cfg_t c;
+	hparams_t c;
 
 	assert_int_equal(parse_logged(&c, root, log, sizeof log), -1);
 	if (count_lines(log) != 1 || !strstr(log, key) || !strstr(log, "cfg.json"))

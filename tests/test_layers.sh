@@ -1,8 +1,11 @@
 #!/bin/sh
 # test_layers.sh - includes in src/ point only down the layers
 # (docs/hacking.md, Layout): a file may include its own folder and the
-# folders below it.
-# Prints every include that points up or sideways; exit 1 if any.
+# folders below it.  Each file's first line names it, a header's with its
+# prefix ("/* name.h (prefix x_) - ..."), and a header's include guard is
+# derived from its path (src/model/esm2.h: ESMBATCH_MODEL_ESM2_H).
+# Prints every include that points up or sideways, every first line and
+# guard that does not match; exit 1 if any.
 top=${srcdir:-.}/src
 order="util io protein backend compute model sched cli"
 rank() { i=0; for l in $order; do [ "$l" = "$1" ] && { echo $i; return; }; i=$((i + 1)); done; echo 99; }
@@ -20,4 +23,24 @@ for f in "$top"/*/*.[ch]; do
 done
 [ "$n" -gt 0 ] || { echo "no includes found under $top"; exit 1; }
 echo "$n folder includes checked"
+nh=0
+for f in "$top"/*.[ch] "$top"/*/*.[ch]; do
+	name=$(basename "$f") rel=${f#$top/}
+	case $f in
+	*.h) first="^/\* $name .*(prefix [^)]*" ;;
+	*) first="^/\* $name " ;;
+	esac
+	head -n 1 "$f" | grep -q "$first" || { echo "first line of $rel does not name it: $(head -n 1 "$f")"; bad=1; }
+	case $f in *.h) ;; *) continue ;; esac
+	nh=$((nh + 1))
+	want=ESMBATCH_$(echo "$rel" | tr 'a-z/.' 'A-Z__')
+	# the first #ifndef and the line after it, which defines the same name
+	guard=$(awk '/^#ifndef / { g = $2; getline; if ($0 != "#define " g) g = g " (not defined next)"; print g; exit }' "$f")
+	if [ "$guard" != "$want" ]; then
+		echo "include guard of $rel: ${guard:-none}, not $want"
+		bad=1
+	fi
+done
+[ "$nh" -gt 0 ] || { echo "no headers found under $top"; exit 1; }
+echo "$nh headers' first lines and include guards checked"
 exit $bad

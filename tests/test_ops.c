@@ -1070,7 +1070,7 @@ static void test_op_planning_no_touch(void **state)
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
 	assert_int_equal(spy_calls, 0);
-	size_t high = fx.mp.high;
+	size_t high = fx.place.high;
 	assert_true(high > 0);
 	fwd_end(&fx);
 
@@ -1083,7 +1083,7 @@ static void test_op_planning_no_touch(void **state)
 	fwd_plan_begin(&fx, cpu);
 	all_ops(&fx);
 	assert_int_equal(fx.err, 0);
-	assert_int_equal(fx.mp.high, high);
+	assert_int_equal(fx.place.high, high);
 	fwd_end(&fx);
 	assert_int_equal(fwd_exec_begin(&fx, cpu, high), 0);
 	all_ops(&fx);

@@ -47,11 +47,11 @@ static int n_encode, n_plan;
 static int plan_cap, plan_max_L, stop_after;
 static volatile sig_atomic_t *stop_flag;
 
-int  __real_tok_encode(tok_t *t, const char *seq, const cfg_t *c);
+int  __real_tok_encode(tok_t *t, const char *seq, const hparams_t *c);
 void __real_fwd_plan_begin(fwd_t *fx, be_t *be);
 int  __real_model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_plan_t *p);
 
-int __wrap_tok_encode(tok_t *t, const char *seq, const cfg_t *c)
+int __wrap_tok_encode(tok_t *t, const char *seq, const hparams_t *c)
 {
 	n_encode++;
 	return __real_tok_encode(t, seq, c);

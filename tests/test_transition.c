@@ -1,5 +1,5 @@
 /* test_transition.c - the CPU backend's transition (be->transition,
- * be_trans_t) against the three ops it fuses, run apart on the same
+ * be_transition_t) against the three ops it fuses, run apart on the same
  * backend: layernorm into t: [R, d], a GEMM with bias and ReLU into
  * h: [R, 4d], a GEMM with bias and beta 1 into x.  The fused op runs the
  * same entries on tiles of rows (cpu_transition.c): the norm is the same
@@ -38,8 +38,8 @@ static void trans_case(be_t *cpu, int64_t R, int d, int biases)
 	float *lw = xs_vec(&rng, d, 1.0f, 0.0f), *lb = xs_vec(&rng, d, 0.5f, 0.0f);
 	float *w1 = xs_vec(&rng, (int64_t)h * d, 1.0f / (float)d, 0.0f), *b1 = xs_vec(&rng, h, 0.2f, 0.0f);
 	float *w2 = xs_vec(&rng, (int64_t)d * h, 1.0f / (float)h, 0.0f), *b2 = xs_vec(&rng, d, 0.2f, 0.0f);
-	be_trans_t tr = { .x = x, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
-	                  .w1 = w1, .b1 = biases ? b1 : NULL, .w2 = w2, .b2 = biases ? b2 : NULL };
+	be_transition_t tr = { .x = x, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
+	                       .w1 = w1, .b1 = biases ? b1 : NULL, .w2 = w2, .b2 = biases ? b2 : NULL };
 	be_gemm_t g1 = { .transb = 1, .m = (int)R, .n = h, .k = d, .alpha = 1.0f, .a = t, .lda = d,
 	                 .b = w1, .ldb = d, .c = hid, .ldc = h, .batch = 1, .bias = tr.b1, .relu = 1 };
 	be_gemm_t g2 = { .transb = 1, .m = (int)R, .n = d, .k = h, .alpha = 1.0f, .beta = 1.0f,
@@ -94,8 +94,8 @@ static void test_transition_threads(void **state)
 	float *lw = xs_vec(&rng, d, 1.0f, 0.0f), *lb = xs_vec(&rng, d, 0.5f, 0.0f);
 	float *w1 = xs_vec(&rng, (int64_t)h * d, 1.0f / (float)d, 0.0f), *b1 = xs_vec(&rng, h, 0.2f, 0.0f);
 	float *w2 = xs_vec(&rng, (int64_t)d * h, 1.0f / (float)h, 0.0f), *b2 = xs_vec(&rng, d, 0.2f, 0.0f);
-	be_trans_t tr = { .x = x1, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
-	                  .w1 = w1, .b1 = b1, .w2 = w2, .b2 = b2 };
+	be_transition_t tr = { .x = x1, .rows = R, .d = d, .h = h, .ln_w = lw, .ln_b = lb, .eps = 1e-5f,
+	                       .w1 = w1, .b1 = b1, .w2 = w2, .b2 = b2 };
 
 	assert_non_null(x3);
 	memcpy(x3, x1, sizeof *x3 * (size_t)R * d);

@@ -21,7 +21,7 @@
 typedef struct {
 	be_t       *be;
 	weights_t       *w;
-	const cfg_t *c;
+	const hparams_t *c;
 	trunk_t     t;
 	safetensors_t       *exp;
 	json_t     *ej;
@@ -132,7 +132,7 @@ static size_t run_pass(const fixture_t *f, const float *prev_s, const float *pre
 		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", f->seq, fx.errmsg);
 		assert_int_equal(fx.err, 0);
-		if (!exec) high = fx.mp.high;
+		if (!exec) high = fx.place.high;
 		fwd_end(&fx);
 	}
 	free(zz);
@@ -268,7 +268,7 @@ static void test_plan(void **state)
  * few [64, L, c_z] slabs. */
 static void test_peak_esmfold_v1(void **state)
 {
-	cfg_t c = { 0 };
+	hparams_t c = { 0 };
 	int lens[] = { 256, 512, 1024, 1344 }, chunks[] = { 0, 128, 64, 32 };
 	be_t *cpu = be_cpu_init(1), gemm_only;
 
@@ -316,8 +316,8 @@ static void test_peak_esmfold_v1(void **state)
 #define TRUNK_PASSES_CUDA 57.0
 static void test_passes_esmfold_v1(void **state)
 {
-	cfg_t c = { .c_s = 1024, .c_z = 128, .seq_head_width = 32, .pair_head_width = 32,
-	            .position_bins = 32, .trunk_blocks = 48 };
+	hparams_t c = { .c_s = 1024, .c_z = 128, .seq_head_width = 32, .pair_head_width = 32,
+	                .position_bins = 32, .trunk_blocks = 48 };
 	be_t *cpu = be_cpu_init(1), gemm_only;
 	double heads = 2.0 * (1024 / 32 + 2 * (128 / 32)) / 128;
 

@@ -34,7 +34,7 @@ static void test_manifest_accepted(void **state)
 	model_t m;
 
 	assert_non_null(w);
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	assert_int_equal(c->lm_layers, 36);
 	assert_int_equal(c->lm_dim, 2560);
 	assert_int_equal(c->lm_heads, 40);

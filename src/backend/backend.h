@@ -10,8 +10,8 @@
  * (util/status.h) when the device itself is lost (CUDA: a sticky error),
  * so that the scheduler retires it instead of failing record after record.
  */
-#ifndef ESMBATCH_BE_H
-#define ESMBATCH_BE_H
+#ifndef ESMBATCH_BACKEND_BACKEND_H
+#define ESMBATCH_BACKEND_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -103,7 +103,7 @@ typedef struct {
 	const float *w1, *b1;
 	const float *w2, *b2;
 	int bf16;
-} be_trans_t;
+} be_transition_t;
 
 /* One output group of be_ln_linear_t: n features f of row (i, j), written
  * to y[i, j, f] at y + i*si + j*sj + f*sc (channel-last, channel-major
@@ -276,9 +276,9 @@ struct be {
 	 * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
 	 * state, or NULL.  upd NULL: state = identity (frame untouched). */
 	int (*ipa_rigid)(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
-	/* the transition of be_trans_t in one pass over x: read once, written
+	/* the transition of be_transition_t in one pass over x: read once, written
 	 * once */
-	int (*transition)(be_t *be, const be_trans_t *t);
+	int (*transition)(be_t *be, const be_transition_t *t);
 	/* layer norm and linears in one pass over x (be_ln_linear_t) */
 	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
 	/* the triangle multiplication's output side, fused (be_trimul_out_t):

@@ -821,7 +821,7 @@ be_t *be_cpu_init(int threads)
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 	openblas_set_num_threads(1);
 #endif
-	cpu_has_cg = avx512_usable() && !getenv("ESMBATCH_CPU_BLAS");
+	cpu_has_cg = cpu_has_avx512() && !getenv("ESMBATCH_CPU_BLAS");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,

@@ -31,7 +31,7 @@
 #define AVX512_NR 32   /* columns per packed panel: two vectors of 16 */
 #define AVX512_MR 12   /* rows per register tile */
 
-int avx512_usable(void)
+int cpu_has_avx512(void)
 {
 	__builtin_cpu_init();
 	return __builtin_cpu_supports("avx512f");
@@ -471,9 +471,9 @@ void avx512_trimul_block(float *x, const float *a, const float *b, int ni, int n
 	}
 }
 
-#else   /* no kernel for this CPU or compiler: avx512_usable() is 0, nothing else is called */
+#else   /* no kernel for this CPU or compiler: cpu_has_avx512() is 0, nothing else is called */
 
-int avx512_usable(void) { return 0; }
+int cpu_has_avx512(void) { return 0; }
 
 void avx512_pack_b(const be_gemm_t *g, int64_t b, int p, float *packed)
 {

@@ -1,13 +1,13 @@
-/* cpu_avx512.h (prefix avx512_) - the CPU backend's own float32 kernels (AVX-512F): GEMM,
- * the triangle-multiplication product, the attention's softmax step, the
- * gate and the layer norm.
+/* cpu_avx512.h (prefix avx512_; cpu_has_avx512) - the CPU backend's own float32
+ * kernels (AVX-512F): GEMM, the triangle-multiplication product, the
+ * attention's softmax step, the gate and the layer norm.
  *
  * For be_gemm_t products with A not transposed (the large operand read in
  * place, k contiguous); the CPU backend splits C into blocks and runs one
- * avx512_block per task, falling back to CBLAS where avx512_usable() is 0.
+ * avx512_block per task, falling back to CBLAS where cpu_has_avx512() is 0.
  */
-#ifndef ESMBATCH_BE_CPU_GEMM_H
-#define ESMBATCH_BE_CPU_GEMM_H
+#ifndef ESMBATCH_BACKEND_CPU_AVX512_H
+#define ESMBATCH_BACKEND_CPU_AVX512_H
 
 #include <stdint.h>
 
@@ -18,7 +18,7 @@
 #define AVX512_TRI_KB 64   /* k per block of the triangle product */
 
 /* 1 when this CPU runs the kernel (x86-64 with AVX-512F), else 0 */
-int avx512_usable(void);
+int cpu_has_avx512(void);
 
 /* panels of 32 columns in n columns; floats of a packed column block of
  * op(B): nj columns, all of k */

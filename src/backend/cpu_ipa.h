@@ -1,8 +1,8 @@
 /* cpu_ipa.h (prefix cpu_ipa_) - the CPU backend's bodies of the structure
  * module's point ops (be_t.ipa_in, ipa_out, ipa_rigid; see backend.h), in
  * cpu_ipa.c. */
-#ifndef ESMBATCH_CPU_IPA_H
-#define ESMBATCH_CPU_IPA_H
+#ifndef ESMBATCH_BACKEND_CPU_IPA_H
+#define ESMBATCH_BACKEND_CPU_IPA_H
 
 #include "backend/backend.h"
 

@@ -1,8 +1,8 @@
 /* cpu_ln_linear.h (prefix cpu_) - the CPU backend's layer norm fused into
  * the linears that consume it (be->ln_linear), and the per-thread scratch
  * of cpu.c it shares. */
-#ifndef ESMBATCH_BE_CPU_LNLIN_H
-#define ESMBATCH_BE_CPU_LNLIN_H
+#ifndef ESMBATCH_BACKEND_CPU_LN_LINEAR_H
+#define ESMBATCH_BACKEND_CPU_LN_LINEAR_H
 
 #include <stddef.h>
 

@@ -25,7 +25,7 @@
 #define CPU_TR_MAX 128
 
 /* rows r0..r0+nr-1 of x through the transition; tn: [nr, d], hb: [nr, h] scratch */
-static int cpu_transition_tile(be_t *be, const be_trans_t *t, int64_t r0, int nr, float *tn, float *hb)
+static int cpu_transition_tile(be_t *be, const be_transition_t *t, int64_t r0, int nr, float *tn, float *hb)
 {
 	float *x = t->x + r0 * t->d;
 	be_gemm_t g1 = {
@@ -45,7 +45,7 @@ static int cpu_transition_tile(be_t *be, const be_trans_t *t, int64_t r0, int nr
 	return rc;
 }
 
-int cpu_transition(be_t *be, const be_trans_t *t)
+int cpu_transition(be_t *be, const be_transition_t *t)
 {
 	int64_t tr = CPU_TR_FLOATS / (t->h > 0 ? t->h : 1), ntiles;
 	int fail = 0;

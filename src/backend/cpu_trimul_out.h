@@ -1,8 +1,8 @@
 /* cpu_trimul_out.h (prefix cpu_) - the CPU backend's fused
  * triangle-multiplication output side (be->trimul_out; see backend.h),
  * composed of the backend's own entries on row tiles. */
-#ifndef ESMBATCH_CPU_TRIMUL_OUT_H
-#define ESMBATCH_CPU_TRIMUL_OUT_H
+#ifndef ESMBATCH_BACKEND_CPU_TRIMUL_OUT_H
+#define ESMBATCH_BACKEND_CPU_TRIMUL_OUT_H
 
 #include "backend/backend.h"
 

@@ -317,7 +317,7 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
-static int be_cuda_transition(be_t *be, const be_trans_t *t)
+static int be_cuda_transition(be_t *be, const be_transition_t *t)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	return be_cuda_k(c, cu_transition(c->stream, t), t->bf16 ? "transition (bf16)" : "transition");

@@ -1,6 +1,6 @@
 /* cuda.h (prefix be_cuda_) - options of the CUDA backend beyond the be_t contract. */
-#ifndef ESMBATCH_BE_CUDA_H
-#define ESMBATCH_BE_CUDA_H
+#ifndef ESMBATCH_BACKEND_CUDA_H
+#define ESMBATCH_BACKEND_CUDA_H
 
 #include "backend/backend.h"
 

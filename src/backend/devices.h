@@ -9,8 +9,8 @@
  *               exactly as a card's driver would; mem_info reports it
  * A list is comma-separated: "sim:32G,sim:24G", "cuda:0,cuda:1".
  */
-#ifndef ESMBATCH_DEV_H
-#define ESMBATCH_DEV_H
+#ifndef ESMBATCH_BACKEND_DEVICES_H
+#define ESMBATCH_BACKEND_DEVICES_H
 
 #include <stdint.h>
 

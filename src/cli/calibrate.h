@@ -13,8 +13,8 @@
  * Rows: max_len = the calibrated length, peak allocated, peak reserved,
  * device used, quota = ceil(reserved x safety) + worker_overhead.
  */
-#ifndef ESMBATCH_CALIB_H
-#define ESMBATCH_CALIB_H
+#ifndef ESMBATCH_CLI_CALIBRATE_H
+#define ESMBATCH_CLI_CALIBRATE_H
 
 #include <stdio.h>
 

@@ -2,8 +2,8 @@
  * safetensors file and its config.json) and `esmbatch version --weights`
  * (what a weights file is: fingerprint, dtypes, parameters, which published
  * checkpoint it matches). */
-#ifndef ESMBATCH_CONVERT_H
-#define ESMBATCH_CONVERT_H
+#ifndef ESMBATCH_CLI_CONVERT_H
+#define ESMBATCH_CLI_CONVERT_H
 
 #include <stdio.h>
 

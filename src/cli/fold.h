@@ -1,7 +1,7 @@
 /* fold.h (prefix fold_) - the `fold` subcommand: the main job.  Implemented in fold.c
  * (model, scheduling, output); main.c only calls this after opt_validate(). */
-#ifndef ESMBATCH_FOLD_H
-#define ESMBATCH_FOLD_H
+#ifndef ESMBATCH_CLI_FOLD_H
+#define ESMBATCH_CLI_FOLD_H
 
 #include "cli/options.h"
 

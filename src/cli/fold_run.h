@@ -28,8 +28,8 @@
  *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
  * (tests/test_life.sh checks that each is defined in the file named.)
  */
-#ifndef ESMBATCH_FOLD_RUN_H
-#define ESMBATCH_FOLD_RUN_H
+#ifndef ESMBATCH_CLI_FOLD_RUN_H
+#define ESMBATCH_CLI_FOLD_RUN_H
 
 #include <pthread.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * (summary.K-of-N.tsv), after checking from each shard's run.K-of-N.jsonl
  * that all folded the same input, with the same weights, into the same N
  * shards.  Idempotent: the same shards give the same summary.tsv. */
-#ifndef ESMBATCH_MERGE_H
-#define ESMBATCH_MERGE_H
+#ifndef ESMBATCH_CLI_MERGE_H
+#define ESMBATCH_CLI_MERGE_H
 
 #include "cli/options.h"
 

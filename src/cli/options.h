@@ -6,8 +6,8 @@
  * Strings in opt_t are owned by it (copied from argv / the environment)
  * and released by opt_free().
  */
-#ifndef ESMBATCH_OPT_H
-#define ESMBATCH_OPT_H
+#ifndef ESMBATCH_CLI_OPTIONS_H
+#define ESMBATCH_CLI_OPTIONS_H
 
 #include <stdint.h>
 #include <stdio.h>

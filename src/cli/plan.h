@@ -1,8 +1,8 @@
 /* plan.h (prefix plan_) - `esmbatch plan`: read the input, print per length bucket
  * the records, residues, longest and quota (from --quota-table) as TSV on
  * stdout.  The per-device plan joins it with the scheduler. */
-#ifndef ESMBATCH_PLAN_CMD_H
-#define ESMBATCH_PLAN_CMD_H
+#ifndef ESMBATCH_CLI_PLAN_H
+#define ESMBATCH_CLI_PLAN_H
 
 #include <stdio.h>
 

@@ -21,8 +21,8 @@
  * seconds during one (from the output step, with the rows settled so
  * far); `esmbatch report -o DIR` rebuilds it from the files.
  */
-#ifndef ESMBATCH_REPORT_H
-#define ESMBATCH_REPORT_H
+#ifndef ESMBATCH_CLI_REPORT_H
+#define ESMBATCH_CLI_REPORT_H
 
 #include <stdio.h>
 

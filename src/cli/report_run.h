@@ -5,8 +5,8 @@
  * A merged directory (`esmbatch merge`: summary.tsv, no run.jsonl) is
  * read with its shards' run.K-of-N.jsonl and done.K-of-N.jsonl: the
  * settings of the first, the time and skips of all. */
-#ifndef ESMBATCH_REPORT_RUN_H
-#define ESMBATCH_REPORT_RUN_H
+#ifndef ESMBATCH_CLI_REPORT_RUN_H
+#define ESMBATCH_CLI_REPORT_RUN_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -16,8 +16,8 @@
  * pLDDT, lowest first (the records to look at first; a failed one, which
  * has none, before all).
  */
-#ifndef ESMBATCH_REPORT_TABLE_H
-#define ESMBATCH_REPORT_TABLE_H
+#ifndef ESMBATCH_CLI_REPORT_TABLE_H
+#define ESMBATCH_CLI_REPORT_TABLE_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* setup.h (prefix setup_) - what fold, plan and calibrate share: the
  * devices a command line names, opened with the model on each. */
-#ifndef ESMBATCH_SETUP_H
-#define ESMBATCH_SETUP_H
+#ifndef ESMBATCH_CLI_SETUP_H
+#define ESMBATCH_CLI_SETUP_H
 
 #include "cli/options.h"
 #include "sched/quota.h"

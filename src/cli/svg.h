@@ -1,8 +1,8 @@
 /* svg.h (prefix svg_) - the inline SVG charts of report.html: a plot's
  * frame (axes, round ticks, labels), its data-to-pixel scales, and text
  * escaped for XML, a file name for a URL.  Writes to a caller's FILE; keeps nothing. */
-#ifndef ESMBATCH_SVG_H
-#define ESMBATCH_SVG_H
+#ifndef ESMBATCH_CLI_SVG_H
+#define ESMBATCH_CLI_SVG_H
 
 #include <stdio.h>
 

@@ -9,8 +9,8 @@
  * worker keeps as granted to it: scheduler.h).  The arena owns its block;
  * the backend it was made for must outlive it.
  */
-#ifndef ESMBATCH_ARENA_H
-#define ESMBATCH_ARENA_H
+#ifndef ESMBATCH_COMPUTE_ARENA_H
+#define ESMBATCH_COMPUTE_ARENA_H
 
 #include <stddef.h>
 

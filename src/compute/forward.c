@@ -19,8 +19,8 @@ void fwd_plan_begin(fwd_t *fx, be_t *be)
 	memset(fx, 0, sizeof *fx);
 	fx->be = be;
 	fx->planning = 1;
-	place_init(&fx->mp, 0);
-	place_init(&fx->hmp, 0);
+	place_init(&fx->place, 0);
+	place_init(&fx->host_place, 0);
 }
 
 /* ESMBATCH_FAULT=KIND:N: the Nth event of KIND in the process (1-based)
@@ -52,8 +52,8 @@ static int fwd_exec_arena(fwd_t *fx, be_t *be, arena_t *kept, size_t arena_size)
 
 	memset(fx, 0, sizeof *fx);
 	fx->be = be;
-	place_init(&fx->mp, arena_size);
-	place_init(&fx->hmp, 0);
+	place_init(&fx->place, arena_size);
+	place_init(&fx->host_place, 0);
 	if (fwd_fault("oom")) {
 		if (kept) arena_release(kept);   /* as a refused reservation leaves it */
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte arena on %s (ESMBATCH_FAULT)",
@@ -92,8 +92,8 @@ int fwd_exec_host(fwd_t *fx, size_t host_size)
 {
 	void *p = NULL;
 
-	place_free(&fx->hmp);
-	place_init(&fx->hmp, host_size);
+	place_free(&fx->host_place);
+	place_init(&fx->host_place, host_size);
 	if (host_size && posix_memalign(&p, 64, host_size) != 0)
 		return fwd_fail(fx, STATUS_OOM, "cannot reserve a %zu-byte host arena", host_size);
 	fx->host = p;
@@ -107,8 +107,8 @@ void fwd_end(fwd_t *fx)
 	free(fx->host);
 	fx->arena = NULL;
 	fx->host = NULL;
-	place_free(&fx->mp);
-	place_free(&fx->hmp);
+	place_free(&fx->place);
+	place_free(&fx->host_place);
 }
 
 /* 1: host buffers lie in the arena (backend memory is host memory) */
@@ -120,7 +120,7 @@ static int fwd_host_shared(const fwd_t *fx)
 void *fwd_host(fwd_t *fx, size_t nbytes)
 {
 	int shared = fwd_host_shared(fx);
-	place_t *mp = shared ? &fx->mp : &fx->hmp;
+	place_t *mp = shared ? &fx->place : &fx->host_place;
 	size_t cap = shared ? fx->arena_size : fx->host_size, off;
 
 	if (fx->err) return NULL;
@@ -137,7 +137,7 @@ void fwd_host_drop(fwd_t *fx, void *p, size_t nbytes)
 	int shared = fwd_host_shared(fx);
 	const char *base = fx->planning ? FWD_FAKE_BASE : shared ? fx->arena : fx->host;
 
-	if (p && place_release(shared ? &fx->mp : &fx->hmp, (size_t)((char *)p - base), nbytes) < 0)
+	if (p && place_release(shared ? &fx->place : &fx->host_place, (size_t)((char *)p - base), nbytes) < 0)
 		fwd_fail(fx, -1, "out of memory in the placement bookkeeping");
 }
 
@@ -194,8 +194,8 @@ tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne)
 	t.nd = nd;
 	memcpy(t.ne, ne, nd * sizeof *ne);
 	if (n == 0) return t;
-	/* executing, the arena is the bound (mp's limit 0 would mean unbounded) */
-	if (place_alloc(&fx->mp, n, &t.off) < 0 || (!fx->planning && t.off + n > fx->arena_size)) {
+	/* executing, the arena is the bound (place's limit 0 would mean unbounded) */
+	if (place_alloc(&fx->place, n, &t.off) < 0 || (!fx->planning && t.off + n > fx->arena_size)) {
 		fwd_fail(fx, STATUS_PLAN, "arena of %zu bytes exhausted by a %zu-byte tensor (planner mismatch)",
 		        fx->arena_size, n);
 		return (tensor_t){ 0 };
@@ -208,7 +208,7 @@ tensor_t fwd_new(fwd_t *fx, int nd, const int64_t *ne)
 int fwd_owns(const fwd_t *fx, const void *p)
 {
 	uintptr_t base = (uintptr_t)(fx->planning ? FWD_FAKE_BASE : fx->arena), q = (uintptr_t)p;
-	size_t size = fx->planning ? fx->mp.high : fx->arena_size;
+	size_t size = fx->planning ? fx->place.high : fx->arena_size;
 
 	return base && q >= base && q - base < size;
 }
@@ -231,25 +231,25 @@ static size_t fwd_max(size_t a, size_t b) { return a > b ? a : b; }
 
 int fwd_memo_begin(fwd_t *fx, fwd_memo_t *m)
 {
-	size_t high = fx->mp.high, peak = fx->mp.peak_live;
+	size_t high = fx->place.high, peak = fx->place.peak_live;
 
 	if (!fx->planning || fx->err) return 0;
-	if (m->valid && !fx->no_memo && place_same(&fx->mp, &m->in)) {
-		if (place_copy(&fx->mp, &m->out) < 0) {
+	if (m->valid && !fx->no_memo && place_same(&fx->place, &m->in)) {
+		if (place_copy(&fx->place, &m->out) < 0) {
 			fwd_fail(fx, -1, "out of memory in the placement bookkeeping");
 			return 1;
 		}
-		fx->mp.high = fwd_max(high, m->high);
-		fx->mp.peak_live = fwd_max(peak, m->peak);
+		fx->place.high = fwd_max(high, m->high);
+		fx->place.peak_live = fwd_max(peak, m->peak);
 		return 1;
 	}
 	m->valid = 0;
-	if (place_copy(&m->in, &fx->mp) < 0) return 0;
+	if (place_copy(&m->in, &fx->place) < 0) return 0;
 	/* measure the step alone: its own highest top and live bytes */
 	m->saved_high = high;
 	m->saved_peak = peak;
-	fx->mp.high = fx->mp.top;
-	fx->mp.peak_live = fx->mp.live;
+	fx->place.high = fx->place.top;
+	fx->place.peak_live = fx->place.live;
 	m->valid = -1;   /* recording */
 	return 0;
 }
@@ -257,11 +257,11 @@ int fwd_memo_begin(fwd_t *fx, fwd_memo_t *m)
 void fwd_memo_end(fwd_t *fx, fwd_memo_t *m)
 {
 	if (m->valid != -1) return;
-	m->high = fx->mp.high;
-	m->peak = fx->mp.peak_live;
-	fx->mp.high = fwd_max(m->saved_high, m->high);
-	fx->mp.peak_live = fwd_max(m->saved_peak, m->peak);
-	m->valid = !fx->err && place_copy(&m->out, &fx->mp) == 0;
+	m->high = fx->place.high;
+	m->peak = fx->place.peak_live;
+	fx->place.high = fwd_max(m->saved_high, m->high);
+	fx->place.peak_live = fwd_max(m->saved_peak, m->peak);
+	m->valid = !fx->err && place_copy(&m->out, &fx->place) == 0;
 }
 
 tensor_t fwd_new1(fwd_t *fx, int64_t a) { return fwd_new(fx, 1, (int64_t[]){ a }); }
@@ -274,7 +274,7 @@ tensor_t fwd_new4(fwd_t *fx, int64_t a, int64_t b, int64_t c, int64_t d)
 
 void fwd_drop(fwd_t *fx, tensor_t *t)
 {
-	if (t->nbytes && place_release(&fx->mp, t->off, t->nbytes) < 0)
+	if (t->nbytes && place_release(&fx->place, t->off, t->nbytes) < 0)
 		fwd_fail(fx, -1, "out of memory in the placement bookkeeping");
 	memset(t, 0, sizeof *t);
 }

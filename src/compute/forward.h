@@ -2,8 +2,8 @@
  *
  * A forward pass is written once and run twice.  Planning (fwd_plan_begin):
  * every tensor gets a shape and an offset from the placement allocator (placement.h)
- * but no memory, and ops only check shapes; at the end mp.high is the arena
- * the pass needs and mp.peak_live its peak allocated bytes.  Executing
+ * but no memory, and ops only check shapes; at the end place.high is the arena
+ * the pass needs and place.peak_live its peak allocated bytes.  Executing
  * (fwd_exec_begin): the arena is reserved once from the backend at that size
  * and the same sequence of fwd_new/fwd_drop calls replays the same offsets, so
  * nothing is allocated inside the pass.
@@ -12,8 +12,8 @@
  * fx->err/errmsg and every later op is skipped; the caller checks fx->err
  * once at the end.
  */
-#ifndef ESMBATCH_FX_H
-#define ESMBATCH_FX_H
+#ifndef ESMBATCH_COMPUTE_FORWARD_H
+#define ESMBATCH_COMPUTE_FORWARD_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,12 +43,12 @@ typedef struct {
 	be_t   *be;
 	int     planning;     /* 1: shapes and placement only */
 	int     no_memo;      /* 1: fwd_memo_begin never skips (tests) */
-	place_t    mp;
+	place_t place;        /* tensors in the arena */
 	char   *arena;        /* executing: arena base in backend memory */
 	arena_t *kept;        /* executing in a worker's kept arena (not
 	                         released by fwd_end), or NULL */
 	size_t  arena_size;
-	place_t    hmp;          /* host buffers where backend memory is not host memory */
+	place_t host_place;   /* host buffers where backend memory is not host memory */
 	char   *host;         /* executing: their host arena (fwd_exec_host) */
 	size_t  host_size;
 	fwd_emit_fn emit;     /* or NULL; set after fwd_plan_begin/fwd_exec_begin, the
@@ -72,7 +72,7 @@ int  fwd_fault(const char *kind);
 /* Start a planning pass: no memory, ops check shapes only. */
 void fwd_plan_begin(fwd_t *fx, be_t *be);
 /* Start an executing pass in an arena of arena_size bytes reserved from the
- * backend (the mp.high of a planning pass).  Returns 0, or STATUS_OOM when the
+ * backend (the place.high of a planning pass).  Returns 0, or STATUS_OOM when the
  * backend refuses the reservation (an out-of-memory event, not a crash).
  * ESMBATCH_FAULT=oom:N in the environment refuses the Nth reservation of
  * the process (a test hook). */
@@ -83,7 +83,7 @@ int  fwd_exec_begin(fwd_t *fx, be_t *be, size_t arena_size);
  * included) leaves it holding nothing. */
 int  fwd_exec_begin_kept(fwd_t *fx, arena_t *kept, size_t arena_size);
 /* Reserve the host arena of an executing pass: host_size bytes of host
- * memory (the hmp.high of a planning pass; 0 where the backend's memory is
+ * memory (the host_place.high of a planning pass; 0 where the backend's memory is
  * host memory).  0, or STATUS_OOM when the host refuses it. */
 int  fwd_exec_host(fwd_t *fx, size_t host_size);
 /* Release the arenas (but not one handed over by fwd_host_keep) and the
@@ -93,7 +93,7 @@ void fwd_end(fwd_t *fx);
 /* Host memory of one pass (results, geometry, index lists, dump staging) is
  * planned like the tensors: placed by the same best-fit rule, in the arena
  * itself where the backend's memory is host memory (be->host_mem, the CPU),
- * else in a host arena placed by hmp and reserved by fwd_exec_host.  Either
+ * else in a host arena placed by host_place and reserved by fwd_exec_host.  Either
  * way a plan covers every byte a pass allocates.  While planning the pointer
  * is a placeholder, never to be dereferenced.  NULL (fx->err set) on
  * failure.  fwd_host_drop releases a buffer with the size it was given. */

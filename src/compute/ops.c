@@ -191,7 +191,7 @@ void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, cons
 		return;
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	be_trans_t t = {
+	be_transition_t t = {
 		.x = x.d, .rows = tensor_numel(x) / d, .d = d, .h = fc1->out,
 		.ln_w = ln->w, .ln_b = ln->b, .eps = ln->eps,
 		.w1 = fc1->w, .b1 = fc1->b, .w2 = fc2->w, .b2 = fc2->b, .bf16 = fc1->bf16,

@@ -6,8 +6,8 @@
  * but for Linear matrices held as bfloat16 (lin_t.bf16).
  * Shapes: [..., d] means any leading dimensions, flattened to rows.
  */
-#ifndef ESMBATCH_OP_H
-#define ESMBATCH_OP_H
+#ifndef ESMBATCH_COMPUTE_OPS_H
+#define ESMBATCH_COMPUTE_OPS_H
 
 #include "compute/forward.h"
 
@@ -55,7 +55,7 @@ void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, 
  * (tensor_t){ 0 }: state = identity frames. */
 void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float scale);
 /* x: [..., d] += fc2(relu(fc1(LayerNorm(x)))) in one pass over x (read
- * once, written once; be_trans_t): fc1 [h, d], fc2 [d, h], both bf16 or
+ * once, written once; be_transition_t): fc1 [h, d], fc2 [d, h], both bf16 or
  * neither */
 void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2);
 /* The triangle multiplication's output side in one pass over z: rows

@@ -9,8 +9,8 @@
  * placement, and the real pass replays it inside an arena of exactly that
  * size.
  */
-#ifndef ESMBATCH_MP_H
-#define ESMBATCH_MP_H
+#ifndef ESMBATCH_COMPUTE_PLACEMENT_H
+#define ESMBATCH_COMPUTE_PLACEMENT_H
 
 #include <stddef.h>
 

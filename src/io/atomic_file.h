@@ -25,8 +25,8 @@
  * Ownership: atomic_file_open fills a caller-owned atomic_file_t;
  * atomic_file_close releases it whatever happens.
  */
-#ifndef ESMBATCH_AF_H
-#define ESMBATCH_AF_H
+#ifndef ESMBATCH_IO_ATOMIC_FILE_H
+#define ESMBATCH_IO_ATOMIC_FILE_H
 
 #include <stdio.h>
 

@@ -5,8 +5,8 @@
  * the descriptor is open and released by the kernel however the process
  * ends.
  */
-#ifndef ESMBATCH_DIR_LOCK_H
-#define ESMBATCH_DIR_LOCK_H
+#ifndef ESMBATCH_IO_DIR_LOCK_H
+#define ESMBATCH_IO_DIR_LOCK_H
 
 #define DIR_LOCK_BUSY (-2)
 

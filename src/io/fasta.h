@@ -22,8 +22,8 @@
  * Ownership: the fasta_t owns its handle and buffers; fasta_next() fills a
  * caller-owned job_t (see job.h), freeing what it held before.
  */
-#ifndef ESMBATCH_FASTA_H
-#define ESMBATCH_FASTA_H
+#ifndef ESMBATCH_IO_FASTA_H
+#define ESMBATCH_IO_FASTA_H
 
 #include <signal.h>
 #include <stdint.h>

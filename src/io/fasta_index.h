@@ -16,8 +16,8 @@
  * An index that fails a check is stale: fidx_open says so in one warning
  * line, and the caller reads the whole file instead.
  */
-#ifndef ESMBATCH_FASTA_INDEX_H
-#define ESMBATCH_FASTA_INDEX_H
+#ifndef ESMBATCH_IO_FASTA_INDEX_H
+#define ESMBATCH_IO_FASTA_INDEX_H
 
 #include <signal.h>
 #include <stdint.h>

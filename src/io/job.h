@@ -8,8 +8,8 @@
  * job_t can be reused).  To keep a job beyond the next fasta_next(), copy
  * the struct and job_init() the source: the copy now owns the strings.
  */
-#ifndef ESMBATCH_JOB_H
-#define ESMBATCH_JOB_H
+#ifndef ESMBATCH_IO_JOB_H
+#define ESMBATCH_IO_JOB_H
 
 #include <stddef.h>
 #include <stdint.h>

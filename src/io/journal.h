@@ -7,8 +7,8 @@
  * the one it describes (journal_file_is), and its row only when it is one
  * summary line naming files in -o itself (journal_row_ok).
  */
-#ifndef ESMBATCH_JOURNAL_H
-#define ESMBATCH_JOURNAL_H
+#ifndef ESMBATCH_IO_JOURNAL_H
+#define ESMBATCH_IO_JOURNAL_H
 
 #include <stddef.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  * Ownership: the safetensors_t owns the mapping; tensor data pointers stay valid
  * until safetensors_close().  Names are owned by the safetensors_t.
  */
-#ifndef ESMBATCH_ST_H
-#define ESMBATCH_ST_H
+#ifndef ESMBATCH_IO_SAFETENSORS_H
+#define ESMBATCH_IO_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -32,8 +32,8 @@
  * Ownership: the torch_zip_t owns the mapping, the names and any inflated
  * storage; tensor data pointers stay valid until torch_zip_close().
  */
-#ifndef ESMBATCH_TORCH_ZIP_H
-#define ESMBATCH_TORCH_ZIP_H
+#ifndef ESMBATCH_IO_TORCH_ZIP_H
+#define ESMBATCH_IO_TORCH_ZIP_H
 
 #include "io/safetensors.h"
 

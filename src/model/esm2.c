@@ -9,8 +9,8 @@
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */
 
 /* *inv_freq: the layer's own rotary frequencies [hd/2] in backend memory, or NULL */
-static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, int i,
-                         float **inv_freq)
+static int esm2_load_layer(esm2_layer_t *l, const hparams_t *c, weights_t *w, be_t *be, int i,
+                           float **inv_freq)
 {
 	const char *p = "esm.encoder.layer";
 	int D = c->lm_dim, hd = c->lm_dim / c->lm_heads, rc = 0;
@@ -28,7 +28,7 @@ static int lm_load_layer(lm_layer_t *l, const cfg_t *c, weights_t *w, be_t *be, 
 	return rc ? -1 : 0;
 }
 
-int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
+int esm2_load(esm2_t *lm, const hparams_t *c, weights_t *w, be_t *be)
 {
 	int D = c->lm_dim, n = c->lm_layers, half = D / c->lm_heads / 2, rc = 0;
 	float *comb = NULL, *shared_freq = NULL, **own_freq = NULL;
@@ -38,7 +38,7 @@ int lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be)
 	if (!(lm->layers = calloc(n, sizeof *lm->layers)) || !(lm->combine = malloc(sizeof(float) * (n + 1))) ||
 	    !(lm->freq = calloc((size_t)n * half, sizeof *lm->freq)) || !(own_freq = calloc(n, sizeof *own_freq)))
 		goto fail;
-	for (int i = 0; i < n; i++) rc |= lm_load_layer(&lm->layers[i], c, w, be, i, &own_freq[i]);
+	for (int i = 0; i < n; i++) rc |= esm2_load_layer(&lm->layers[i], c, w, be, i, &own_freq[i]);
 	rc |= weights_get(w, be, (float **)&lm->embed, 0, 2, (int64_t[]){ c->vocab, D },
 	             "esm.embeddings.word_embeddings.weight");
 	rc |= weights_ln(w, be, &lm->final_ln, D, c->lm_ln_eps, "esm.encoder.emb_layer_norm_after");
@@ -72,11 +72,11 @@ done:
 	return 0;
 fail:
 	free(own_freq);
-	lm_free(lm);
+	esm2_free(lm);
 	return -1;
 }
 
-void lm_free(lm_t *lm)
+void esm2_free(esm2_t *lm)
 {
 	free(lm->layers);
 	free(lm->combine);
@@ -87,7 +87,7 @@ void lm_free(lm_t *lm)
 /* rope: [T, hd/2, 2] = (cos, sin) of ESM-2's rotary angles t f[d] for the
  * positions t < T and frequencies f: host [hd/2], each evaluated in double
  * and rounded (be_attn_t.rope); staged in tab: host [T, hd] */
-static void lm_rope(fwd_t *fx, tensor_t rope, float *tab, const float *f)
+static void esm2_rope(fwd_t *fx, tensor_t rope, float *tab, const float *f)
 {
 	int T = (int)rope.ne[0], half = (int)rope.ne[1] / 2;
 
@@ -102,8 +102,8 @@ static void lm_rope(fwd_t *fx, tensor_t rope, float *tab, const float *f)
 }
 
 /* one pre-LayerNorm block; x: [T, D] updated in place; rope: [T, hd/2, 2]
- * the rotary table of its frequencies (lm_rope) */
-static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x, tensor_t rope)
+ * the rotary table of its frequencies (esm2_rope) */
+static void esm2_layer(fwd_t *fx, const esm2_layer_t *l, const hparams_t *c, tensor_t x, tensor_t rope)
 {
 	int T = (int)x.ne[0], D = c->lm_dim, H = c->lm_heads, hd = D / H;
 	tensor_t h = fwd_new2(fx, T, D);
@@ -135,14 +135,14 @@ static void lm_layer(fwd_t *fx, const lm_layer_t *l, const cfg_t *c, tensor_t x,
 }
 
 /* acc: [L, D] += w * rows 1..L of x: [L+2, D]; also copy x out for a dump */
-static void lm_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidden)
+static void esm2_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidden)
 {
 	op_axpby(fx, acc, tensor_rows(x, 1, acc.ne[0]), w, 1.0f);
 	if (hidden) fwd_get(fx, x, hidden);
 }
 
-void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
-                const int *aatype, tensor_t s_s_0, float *hidden, float *combined)
+void esm2_forward(fwd_t *fx, const esm2_t *lm, const hparams_t *c, const int32_t *tokens,
+                  const int *aatype, tensor_t s_s_0, float *hidden, float *combined)
 {
 	int L = (int)s_s_0.ne[0], T = L + 2, D = c->lm_dim, hd = D / c->lm_heads;
 	size_t hs = (size_t)T * D;
@@ -155,18 +155,18 @@ void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens
 
 	op_gather(fx, x, lm->embed, tokens, scale);
 	op_fill(fx, acc, 0.0f);
-	lm_collect(fx, acc, x, lm->combine[0], hidden);
+	esm2_collect(fx, acc, x, lm->combine[0], hidden);
 	/* every layer makes the same placement calls (see fwd_memo_t) */
 	fwd_memo_t memo;
 	fwd_memo_init(&memo);
 	for (int i = 0; i < lm->nlayers; i++) {
 		const float *f = lm->freq + (size_t)i * (hd / 2);
-		if (i == 0 || memcmp(f - hd / 2, f, sizeof *f * (hd / 2))) lm_rope(fx, rope, tab, f);
+		if (i == 0 || memcmp(f - hd / 2, f, sizeof *f * (hd / 2))) esm2_rope(fx, rope, tab, f);
 		if (fwd_memo_begin(fx, &memo)) continue;
-		lm_layer(fx, &lm->layers[i], c, x, rope);
+		esm2_layer(fx, &lm->layers[i], c, x, rope);
 		fwd_memo_end(fx, &memo);
 		if (i == lm->nlayers - 1) op_layernorm(fx, x, x, &lm->final_ln);
-		lm_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
+		esm2_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
 	}
 	fwd_memo_free(&memo);
 	fwd_host_drop(fx, tab, sizeof *tab * T * hd);

@@ -1,4 +1,4 @@
-/* esm2.h (prefix lm_) - the ESM-2 language model and ESMFold's projection of its layers to
+/* esm2.h (prefix esm2_) - the ESM-2 language model and ESMFold's projection of its layers to
  * the trunk input s_s_0.
  *
  * tokens -> embedding (token-dropout rescaling) -> N pre-LayerNorm blocks
@@ -7,8 +7,8 @@
  * representations (without <cls>/<eos>) are combined as they are produced by
  * softmax(esm_s_combine), then esm_s_mlp, plus the amino-acid embedding.
  */
-#ifndef ESMBATCH_LM_H
-#define ESMBATCH_LM_H
+#ifndef ESMBATCH_MODEL_ESM2_H
+#define ESMBATCH_MODEL_ESM2_H
 
 #include "model/hparams.h"
 #include "compute/ops.h"
@@ -21,11 +21,11 @@ typedef struct {
 	ln_t  ffn_ln;           /* esm.encoder.layer.N.LayerNorm */
 	lin_t fc1;              /* esm.encoder.layer.N.intermediate.dense [ffn, D] */
 	lin_t fc2;              /* esm.encoder.layer.N.output.dense [D, ffn] */
-} lm_layer_t;
+} esm2_layer_t;
 
 typedef struct {
 	int          nlayers;
-	lm_layer_t  *layers;
+	esm2_layer_t *layers;
 	const float *embed;     /* esm.embeddings.word_embeddings.weight [vocab, D] */
 	ln_t         final_ln;  /* esm.encoder.emb_layer_norm_after */
 	float       *combine;   /* softmax of esm_s_combine [layers + 1], host */
@@ -39,16 +39,16 @@ typedef struct {
 	 * ESM-2 builds them; the attention rotates q and k as it loads them
 	 * (be_attn_t.rope) */
 	float       *freq;
-} lm_t;
+} esm2_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights. 0 or negative. */
-int  lm_load(lm_t *lm, const cfg_t *c, weights_t *w, be_t *be);
-void lm_free(lm_t *lm);
+int  esm2_load(esm2_t *lm, const hparams_t *c, weights_t *w, be_t *be);
+void esm2_free(esm2_t *lm);
 
 /* tokens: host [L+2]; aatype: host [L]; s_s_0: [L, c_s] (written).
  * hidden: host [layers+1, L+2, D] and combined: host [L, D] receive the
  * intermediates when not NULL. */
-void lm_forward(fwd_t *fx, const lm_t *lm, const cfg_t *c, const int32_t *tokens,
-                const int *aatype, tensor_t s_s_0, float *hidden, float *combined);
+void esm2_forward(fwd_t *fx, const esm2_t *lm, const hparams_t *c, const int32_t *tokens,
+                  const int *aatype, tensor_t s_s_0, float *hidden, float *combined);
 
 #endif

@@ -9,7 +9,7 @@
 #define HEADS_LN_EPS 1e-5f     /* nn.LayerNorm default */
 #define HEADS_TM_EPS 1e-8      /* compute_tm's eps */
 
-int heads_load(heads_t *hd, const cfg_t *c, weights_t *w, be_t *be)
+int heads_load(heads_t *hd, const hparams_t *c, weights_t *w, be_t *be)
 {
 	int C = c->sm_c_s, hid = c->lddt_hidden, rc = 0;
 

@@ -10,8 +10,8 @@
  *
  * Struct fields carry their checkpoint names.
  */
-#ifndef ESMBATCH_HEADS_H
-#define ESMBATCH_HEADS_H
+#ifndef ESMBATCH_MODEL_HEADS_H
+#define ESMBATCH_MODEL_HEADS_H
 
 #include "model/hparams.h"
 #include "compute/forward.h"
@@ -34,7 +34,7 @@ typedef struct {
 } heads_t;
 
 /* Load (be != NULL) or only check (be == NULL) the weights.  0 or negative. */
-int heads_load(heads_t *hd, const cfg_t *c, weights_t *w, be_t *be);
+int heads_load(heads_t *hd, const hparams_t *c, weights_t *w, be_t *be);
 
 /* pLDDT per atom37 slot: softmax(lddt_head(states)) . bin centres.
  * states: [L, sm_c_s] (the structure module's last state)

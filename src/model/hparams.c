@@ -12,7 +12,7 @@
 #include "util/log.h"
 
 /* the value at a dotted path below root, or NULL */
-static json_t *cfg_at(json_t *v, const char *path)
+static json_t *hparams_at(json_t *v, const char *path)
 {
 	char key[128];
 
@@ -30,10 +30,10 @@ static json_t *cfg_at(json_t *v, const char *path)
 /* integer (or boolean) at a dotted path, in lo..hi; -1 and one logged
  * error naming the key if absent or out of range (checked before the
  * conversion to int, so 2^31 does not wrap) */
-static int cfg_int(json_t *root, const char *path, const char *what, long long lo, long long hi,
-                   int *out)
+static int hparams_int(json_t *root, const char *path, const char *what, long long lo, long long hi,
+                       int *out)
 {
-	json_t *v = cfg_at(root, path);
+	json_t *v = hparams_at(root, path);
 	long long x;
 
 	if (json_is_boolean(v)) x = json_is_true(v);
@@ -51,10 +51,10 @@ static int cfg_int(json_t *root, const char *path, const char *what, long long l
 }
 
 /* number at a dotted path, finite and in lo..hi (so it fits a float) */
-static int cfg_real(json_t *root, const char *path, const char *what, double lo, double hi,
-                    float *out)
+static int hparams_real(json_t *root, const char *path, const char *what, double lo, double hi,
+                        float *out)
 {
-	json_t *v = cfg_at(root, path);
+	json_t *v = hparams_at(root, path);
 	double x;
 
 	if (!json_is_number(v)) {
@@ -70,7 +70,7 @@ static int cfg_real(json_t *root, const char *path, const char *what, double lo,
 	return 0;
 }
 
-int cfg_parse(cfg_t *c, const char *text, const char *what)
+int hparams_parse(hparams_t *c, const char *text, const char *what)
 {
 	json_error_t err;
 	json_t *root = json_loads(text, 0, &err), *vl;
@@ -85,8 +85,8 @@ int cfg_parse(cfg_t *c, const char *text, const char *what)
 	/* ranges: the published esmfold_v1 value (in brackets) well inside;
 	 * the upper bounds keep products of two sizes below 2^31 and
 	 * layer / block / recycle counts to what finishes */
-#define I(path, field, lo, hi) rc |= cfg_int(root, path, what, lo, hi, &c->field)
-#define R(path, field, lo, hi) rc |= cfg_real(root, path, what, lo, hi, &c->field)
+#define I(path, field, lo, hi) rc |= hparams_int(root, path, what, lo, hi, &c->field)
+#define R(path, field, lo, hi) rc |= hparams_real(root, path, what, lo, hi, &c->field)
 #define T "esmfold_config.trunk."
 #define SM "esmfold_config.trunk.structure_module."
 	I("num_hidden_layers", lm_layers, 1, 256);               /* [36] */
@@ -167,7 +167,7 @@ int cfg_parse(cfg_t *c, const char *text, const char *what)
 	return rc ? -1 : 0;
 }
 
-int cfg_load(cfg_t *c, const char *path)
+int hparams_load(hparams_t *c, const char *path)
 {
 	json_error_t err;
 	json_t *root = NULL;
@@ -196,14 +196,14 @@ int cfg_load(cfg_t *c, const char *path)
 	text = json_dumps(root, 0);
 	json_decref(root);
 	if (!text) return -1;
-	rc = cfg_parse(c, text, path);
+	rc = hparams_parse(c, text, path);
 	free(text);
 	return rc;
 }
 
 /* facebook/esmfold_v1's config.json (its Hugging Face repository), the
  * fields esmbatch reads: the configuration of checkpoints that carry none */
-static const char cfg_esmfold_v1[] =
+static const char hparams_esmfold_v1[] =
 	"{\"architectures\":[\"EsmForProteinFolding\"],\"model_type\":\"esm\",\"vocab_size\":33,\"hidden_size\""
 	":2560,\"num_hidden_layers\":36,\"num_attention_heads\":40,\"intermediate_size\":10240,\"layer_nor"
 	"m_eps\":1e-05,\"position_embedding_type\":\"rotary\",\"emb_layer_norm_before\":false,\"token_dropo"
@@ -220,4 +220,4 @@ static const char cfg_esmfold_v1[] =
 	"A\",\"G\",\"V\",\"S\",\"E\",\"R\",\"T\",\"I\",\"D\",\"P\",\"K\",\"Q\",\"N\",\"F\",\"Y\",\"M\",\"H\",\"W\",\"C\",\"X\",\"B\",\"U\",\"Z\""
 	",\"O\",\".\",\"-\",\"<null_1>\",\"<mask>\"]}";
 
-const char *cfg_published_json(void) { return cfg_esmfold_v1; }
+const char *hparams_published_json(void) { return hparams_esmfold_v1; }

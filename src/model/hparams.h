@@ -1,11 +1,11 @@
-/* hparams.h (prefix cfg_) - model hyper-parameters, from a Hugging Face ESMFold config.json.
+/* hparams.h (prefix hparams_) - model hyper-parameters, from a Hugging Face ESMFold config.json.
  *
  * Every size the engine uses comes from here, so the tiny test models and
  * the published esmfold_v1 run the same code.  Field comments give the
  * config.json key (esmfold_config.trunk... abbreviated as trunk.).
  */
-#ifndef ESMBATCH_CFG_H
-#define ESMBATCH_CFG_H
+#ifndef ESMBATCH_MODEL_HPARAMS_H
+#define ESMBATCH_MODEL_HPARAMS_H
 
 typedef struct {
 	/* ESM-2 language model */
@@ -47,16 +47,16 @@ typedef struct {
 	float sm_trans_scale;   /* trunk.structure_module.trans_scale_factor */
 	float sm_eps;           /* trunk.structure_module.epsilon */
 	float sm_inf;           /* trunk.structure_module.inf */
-} cfg_t;
+} hparams_t;
 
 /* Parse config.json text / file.  0, or negative with one logged line naming
- * the file and the key; cfg_load refuses a path that is not a regular file
+ * the file and the key; hparams_load refuses a path that is not a regular file
  * (a FIFO, a device) without waiting on it. */
-int cfg_parse(cfg_t *c, const char *json_text, const char *what);
-int cfg_load(cfg_t *c, const char *path);
+int hparams_parse(hparams_t *c, const char *json_text, const char *what);
+int hparams_load(hparams_t *c, const char *path);
 
 /* The published facebook/esmfold_v1 config.json (the fields read here), for
  * checkpoints that carry no configuration of their own (static text). */
-const char *cfg_published_json(void);
+const char *hparams_published_json(void);
 
 #endif

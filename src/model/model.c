@@ -24,7 +24,7 @@
 
 int model_load(model_t *m, weights_t *w, be_t *be)
 {
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	static const char *const unused_ok[] = {
 		"esm.contact_head.", "af2_to_esm",   /* ESMFold never calls these */
 		"esm.lm_head.", NULL                 /* fair-esm ESM-2 files: the masked-LM head */
@@ -34,7 +34,7 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 	memset(m, 0, sizeof *m);
 	m->cfg = c;
 	m->be = be;
-	rc |= lm_load(&m->lm, c, w, be);
+	rc |= esm2_load(&m->lm, c, w, be);
 	rc |= trunk_load(&m->trunk, c, w, be);
 	rc |= structure_load(&m->sm, c, w, be);
 	rc |= heads_load(&m->heads, c, w, be);
@@ -49,7 +49,7 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 
 void model_free(model_t *m)
 {
-	lm_free(&m->lm);
+	esm2_free(&m->lm);
 	trunk_free(&m->trunk);
 	structure_free(&m->sm);
 	memset(m, 0, sizeof *m);
@@ -117,7 +117,7 @@ typedef struct {
 } model_host_t;
 
 /* lay out h for length L from base (NULL: only size it); its bytes */
-static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *base)
+static size_t model_host_layout(model_host_t *h, const hparams_t *c, int L, char *base)
 {
 	size_t n = (size_t)L, off = 0;
 	char *sm;
@@ -134,7 +134,7 @@ static size_t model_host_layout(model_host_t *h, const cfg_t *c, int L, char *ba
 /* the intermediates of the final pass that only a dump wants */
 static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, tensor_t s, tensor_t z, const model_host_t *h)
 {
-	const cfg_t *c = m->cfg;
+	const hparams_t *c = m->cfg;
 	int L = t->L, B = c->sm_blocks, A = c->sm_angles;
 	int64_t nb = c->sm_blocks;
 
@@ -173,7 +173,7 @@ static void model_dump_final(fwd_t *fx, const model_t *m, const tok_t *t, tensor
 static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const model_run_t *r,
                           int passes, model_host_t *h)
 {
-	const cfg_t *c = m->cfg;
+	const hparams_t *c = m->cfg;
 	int L = t->L, D = c->lm_dim;
 	size_t nh = sizeof(float) * (size_t)(c->lm_layers + 1) * (L + 2) * D;
 	size_t nc = sizeof(float) * (size_t)L * D;
@@ -189,7 +189,7 @@ static void model_forward(fwd_t *fx, const model_t *m, const tok_t *t, const mod
 		comb = fwd_host(fx, nc);
 	}
 	tensor_t s_s_0 = fwd_new2(fx, L, c->c_s);
-	lm_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
+	esm2_forward(fx, &m->lm, c, t->tokens, t->aatype, s_s_0, hidden, comb);
 	if (hidden && comb && !fx->planning && !fx->err) {
 		fwd_emit_host(fx, "esm_hidden_states", hidden, 3, (int64_t[]){ c->lm_layers + 1, L + 2, D });
 		fwd_emit_host(fx, "esm_s_combined", comb, 2, (int64_t[]){ L, D });
@@ -261,9 +261,9 @@ int model_plan(const model_t *m, const tok_t *t, const model_run_t *r, model_pla
 	fx.emit = r->emit;
 	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, model_passes(m, r), &h);
-	p->arena = fx.mp.high;
-	p->peak_live = fx.mp.peak_live;
-	p->host = fx.hmp.high;
+	p->arena = fx.place.high;
+	p->peak_live = fx.place.peak_live;
+	p->host = fx.host_place.high;
 	rc = fx.err;
 	if (rc) log_error("planning failed: %s", fx.errmsg);
 	fwd_end(&fx);
@@ -309,9 +309,9 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	fx.emit = r->emit;
 	fx.emit_ctx = r->emit_ctx;
 	model_forward(&fx, m, t, r, passes, &h);
-	out->exec_arena = fx.mp.high;
-	out->exec_peak_live = fx.mp.peak_live;
-	out->exec_host = fx.hmp.high;
+	out->exec_arena = fx.place.high;
+	out->exec_peak_live = fx.place.peak_live;
+	out->exec_host = fx.host_place.high;
 	out->device_used = -1;
 	if (m->be->mem_info && m->be->sync(m->be) == 0) {
 		size_t fr, tot;

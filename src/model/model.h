@@ -10,8 +10,8 @@
  * (results, recycle bins, index lists, dump staging) is planned with the
  * tensors (fwd_host): a fold allocates nothing else.
  */
-#ifndef ESMBATCH_MODEL_H
-#define ESMBATCH_MODEL_H
+#ifndef ESMBATCH_MODEL_MODEL_H
+#define ESMBATCH_MODEL_MODEL_H
 
 #include <stddef.h>
 
@@ -27,11 +27,11 @@
 #include "model/weights.h"
 
 typedef struct {
-	const cfg_t *cfg;
+	const hparams_t *cfg;
 	be_t        *be;       /* the weights' backend; for a shapes-only model the
 	                          backend its passes are planned for (its ops decide
 	                          the trunk's form), or NULL (planned as on CUDA) */
-	lm_t         lm;
+	esm2_t       lm;
 	trunk_t      trunk;
 	structure_t         sm;
 	heads_t      heads;

@@ -13,8 +13,8 @@
  * when no config.json lies beside the file) together with
  * __metadata__["esmbatch_random_seed"], labelling the weights as random.
  */
-#ifndef ESMBATCH_WR_H
-#define ESMBATCH_WR_H
+#ifndef ESMBATCH_MODEL_RANDOM_WEIGHTS_H
+#define ESMBATCH_MODEL_RANDOM_WEIGHTS_H
 
 #include <stdint.h>
 

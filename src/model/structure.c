@@ -27,7 +27,7 @@
 
 #define STRUCTURE_LN_EPS 1e-5f   /* nn.LayerNorm default, every LayerNorm here */
 
-int structure_load(structure_t *sm, const cfg_t *c, weights_t *w, be_t *be)
+int structure_load(structure_t *sm, const hparams_t *c, weights_t *w, be_t *be)
 {
 	const char *P = "trunk.structure_module";
 	int C = c->sm_c_s, Z = c->sm_c_z, H = c->sm_heads, d = c->sm_ipa_dim;
@@ -82,7 +82,7 @@ void structure_free(structure_t *sm)
 	memset(sm, 0, sizeof *sm);
 }
 
-size_t structure_out_layout(structure_out_t *o, const cfg_t *c, int L, char *base)
+size_t structure_out_layout(structure_out_t *o, const hparams_t *c, int L, char *base)
 {
 	size_t B = (size_t)c->sm_blocks, n = (size_t)L, A = (size_t)c->sm_angles, off = 0;
 
@@ -102,7 +102,7 @@ size_t structure_out_layout(structure_out_t *o, const cfg_t *c, int L, char *bas
 	return off;
 }
 
-int structure_out_alloc(structure_out_t *o, const cfg_t *c, int L)
+int structure_out_alloc(structure_out_t *o, const hparams_t *c, int L)
 {
 	void *p = NULL;
 
@@ -127,7 +127,7 @@ void structure_out_free(structure_out_t *o)
  * atom14 positions; after the last block atom37 and the atom masks.
  * out->{frames, unnorm_angles} -> out->{angles, sidechain, positions,
  * atom37, atom14_mask, atom37_mask}.  0, or -1 on a bad aatype. */
-static int structure_host_out(const cfg_t *c, const int *aatype, structure_out_t *out)
+static int structure_host_out(const hparams_t *c, const int *aatype, structure_out_t *out)
 {
 	int L = out->L, A = c->sm_angles;
 
@@ -157,7 +157,7 @@ static int structure_host_out(const cfg_t *c, const int *aatype, structure_out_t
 
 /* s += IPA(s, z, frames).  s: [L, c]; z: [L, L, c_z] (normalised);
  * state: [L, 7] the current backbone frames */
-static void structure_ipa(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
+static void structure_ipa(fwd_t *fx, const structure_t *sm, const hparams_t *c, tensor_t s, tensor_t z,
                           tensor_t state)
 {
 	int L = (int)s.ne[0], H = c->sm_heads, d = c->sm_ipa_dim, Z = c->sm_c_z;
@@ -277,7 +277,7 @@ static void sm_angles(fwd_t *fx, const structure_t *sm, tensor_t s, tensor_t ain
 	fwd_drop(fx, &a);
 }
 
-void structure_forward(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
+void structure_forward(fwd_t *fx, const structure_t *sm, const hparams_t *c, tensor_t s, tensor_t z,
                 const int *aatype, structure_out_t *out)
 {
 	int L = (int)s.ne[0], C = c->sm_c_s, B = c->sm_blocks, A2 = 2 * c->sm_angles;

@@ -20,8 +20,8 @@
  *
  * Struct fields carry their checkpoint names; P = trunk.structure_module.
  */
-#ifndef ESMBATCH_SM_H
-#define ESMBATCH_SM_H
+#ifndef ESMBATCH_MODEL_STRUCTURE_H
+#define ESMBATCH_MODEL_STRUCTURE_H
 
 #include "model/hparams.h"
 #include "compute/forward.h"
@@ -80,14 +80,14 @@ typedef struct {
 
 /* Load (be != NULL) or only check (be == NULL) the weights.  0 or negative
  * (each bad tensor logged). */
-int  structure_load(structure_t *sm, const cfg_t *c, weights_t *w, be_t *be);
+int  structure_load(structure_t *sm, const hparams_t *c, weights_t *w, be_t *be);
 void structure_free(structure_t *sm);
 
 /* Lay out the outputs of length L from base (frames first, at base), or
  * with base NULL only size them; returns the block's bytes. */
-size_t structure_out_layout(structure_out_t *o, const cfg_t *c, int L, char *base);
+size_t structure_out_layout(structure_out_t *o, const hparams_t *c, int L, char *base);
 /* 0, or negative when out of memory (then nothing is held). */
-int  structure_out_alloc(structure_out_t *o, const cfg_t *c, int L);
+int  structure_out_alloc(structure_out_t *o, const hparams_t *c, int L);
 void structure_out_free(structure_out_t *o);
 
 /* One pass.
@@ -97,7 +97,7 @@ void structure_out_free(structure_out_t *o);
  *   aatype: host [L] (0..20);
  *   out: host results (laid out for this L), filled when executing.
  * Three downloads in all, after the last block.  Errors are recorded in fx. */
-void structure_forward(fwd_t *fx, const structure_t *sm, const cfg_t *c, tensor_t s, tensor_t z,
+void structure_forward(fwd_t *fx, const structure_t *sm, const hparams_t *c, tensor_t s, tensor_t z,
                 const int *aatype, structure_out_t *out);
 
 #endif

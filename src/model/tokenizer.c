@@ -7,14 +7,14 @@
 #include "model/tokenizer.h"
 
 /* vocabulary id of a one-letter token, or -1 */
-static int tok_vocab_id(const cfg_t *c, char letter)
+static int tok_vocab_id(const hparams_t *c, char letter)
 {
 	for (int i = 0; i < c->vocab; i++)
 		if (c->vocab_list[i][0] == letter && c->vocab_list[i][1] == 0) return i;
 	return -1;
 }
 
-int tok_encode(tok_t *t, const char *seq, const cfg_t *c)
+int tok_encode(tok_t *t, const char *seq, const hparams_t *c)
 {
 	int esm_of[RESIDUE_NUM_RESTYPES];
 	int nres = 0, nchains = 1, L, chain = 0, at = 0;

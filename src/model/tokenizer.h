@@ -8,8 +8,8 @@
  * <cls>, the vocabulary id of each residue's letter ("X" for aatype 20),
  * <eos>.  A sequence without ':' encodes exactly as Hugging Face's infer().
  */
-#ifndef ESMBATCH_TOK_H
-#define ESMBATCH_TOK_H
+#ifndef ESMBATCH_MODEL_TOKENIZER_H
+#define ESMBATCH_MODEL_TOKENIZER_H
 
 #include <stdint.h>
 
@@ -37,7 +37,7 @@ static inline int64_t tok_model_len(int64_t residues, int nchains)
 
 /* Encode seq (upper case, chains split by ':').  0, or negative on an empty
  * chain, a vocabulary without the needed letters, or no memory. */
-int  tok_encode(tok_t *t, const char *seq, const cfg_t *c);
+int  tok_encode(tok_t *t, const char *seq, const hparams_t *c);
 
 /* The chains and residue numbers a structure file gives the residues of
  * t, the encoding of the characters record[start..] of a whole record

@@ -69,7 +69,7 @@ static int trunk_load_mlp(trunk_mlp_t *m, int d, weights_t *w, be_t *be, int n, 
 }
 
 /* w NULL: sizes only */
-static int trunk_load_block(trunk_block_t *b, const cfg_t *c, weights_t *w, be_t *be, int n)
+static int trunk_load_block(trunk_block_t *b, const hparams_t *c, weights_t *w, be_t *be, int n)
 {
 	int cs = c->c_s, cz = c->c_z;
 	int hs = cs / c->seq_head_width, hz = cz / c->pair_head_width;
@@ -95,7 +95,7 @@ static int trunk_load_block(trunk_block_t *b, const cfg_t *c, weights_t *w, be_t
 }
 
 /* the head counts must divide the widths, and the pair width split in two */
-static int trunk_check_cfg(const cfg_t *c)
+static int trunk_check_cfg(const hparams_t *c)
 {
 	if (c->seq_head_width <= 0 || c->c_s % c->seq_head_width || c->pair_head_width <= 0 ||
 	    c->c_z % c->pair_head_width || c->c_z % 2 || c->position_bins <= 0) {
@@ -106,7 +106,7 @@ static int trunk_check_cfg(const cfg_t *c)
 	return 0;
 }
 
-int trunk_load(trunk_t *t, const cfg_t *c, weights_t *w, be_t *be)
+int trunk_load(trunk_t *t, const hparams_t *c, weights_t *w, be_t *be)
 {
 	float *p = NULL;
 	int rc;
@@ -202,7 +202,7 @@ static void trunk_mlp(fwd_t *fx, const trunk_mlp_t *m, tensor_t x)
 
 /* s: [L, c_s] += gated self-attention of layernorm_1(s) with the pair bias
  * pair_to_sequence(z); z: [L, L, c_z] */
-static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int n)
+static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int n)
 {
 	int L = (int)s.ne[0], cs = c->c_s, hw = c->seq_head_width, H = cs / hw;
 	tensor_t bias = fwd_new3(fx, H, L, L);
@@ -388,7 +388,7 @@ static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int out
  * linear(layer_norm(z)) is shared by all rows; in one chunk (n = L) the
  * layer norm, the bias and the q, k, v, g projections are one pass over z
  * (ln_linear), else the bias is a pass of its own before the chunks. */
-static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, tensor_t z, int n, int ending)
+static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf, tensor_t z, int n, int ending)
 {
 	int L = (int)z.ne[0], c = (int)z.ne[2], hw = cf->pair_head_width, H = c / hw;
 	int64_t sb = (int64_t)L * c, zi = ending ? c : sb, zj = ending ? sb : c;   /* z's rows, columns */
@@ -482,7 +482,7 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const cfg_t *cf, te
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
  * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3). */
 
-void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk)
+void trunk_block(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int chunk)
 {
 	int L = (int)s.ne[0], n = trunk_rows(chunk, L);
 
@@ -502,7 +502,7 @@ void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, 
 	trunk_mlp(fx, &b->mlp_pair, tensor_reshape2(z, (int64_t)L * L, c->c_z));
 }
 
-void trunk_iter(fwd_t *fx, const trunk_t *t, const cfg_t *c, tensor_t s, tensor_t z,
+void trunk_iter(fwd_t *fx, const trunk_t *t, const hparams_t *c, tensor_t s, tensor_t z,
                 const int32_t *residx, int chunk)
 {
 	int L = (int)z.ne[0], n = trunk_rows(chunk, L), bins = c->position_bins;
@@ -552,7 +552,7 @@ void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tenso
 
 /* plans one block at length L: its arena high-water mark and the floats
  * its ops read and write (fwd_t.traffic); -1 when planning fails */
-static int trunk_plan_block(const cfg_t *c, be_t *be, int L, int chunk, size_t *high, int64_t *traffic)
+static int trunk_plan_block(const hparams_t *c, be_t *be, int L, int chunk, size_t *high, int64_t *traffic)
 {
 	trunk_block_t b;
 	fwd_t fx;
@@ -564,7 +564,7 @@ static int trunk_plan_block(const cfg_t *c, be_t *be, int L, int chunk, size_t *
 	trunk_block(&fx, &b, c, s, z, chunk);
 	fwd_drop(&fx, &z);
 	fwd_drop(&fx, &s);
-	*high = fx.mp.high;
+	*high = fx.place.high;
 	*traffic = fx.traffic;
 	rc = fx.err ? -1 : 0;
 	if (fx.err) log_error("trunk: planning failed: %s", fx.errmsg);
@@ -572,7 +572,7 @@ static int trunk_plan_block(const cfg_t *c, be_t *be, int L, int chunk, size_t *
 	return rc;
 }
 
-size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk)
+size_t trunk_block_peak(const hparams_t *c, be_t *be, int L, int chunk)
 {
 	size_t high;
 	int64_t traffic;
@@ -580,7 +580,7 @@ size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk)
 	return trunk_plan_block(c, be, L, chunk, &high, &traffic) < 0 ? 0 : high;
 }
 
-double trunk_block_passes(const cfg_t *c, be_t *be, int L, int chunk)
+double trunk_block_passes(const hparams_t *c, be_t *be, int L, int chunk)
 {
 	size_t high;
 	int64_t traffic;

@@ -14,8 +14,8 @@
  *
  * Struct fields carry their checkpoint names; N is the block index.
  */
-#ifndef ESMBATCH_TRUNK_H
-#define ESMBATCH_TRUNK_H
+#ifndef ESMBATCH_MODEL_TRUNK_H
+#define ESMBATCH_MODEL_TRUNK_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -93,17 +93,17 @@ typedef struct {
 /* Load every trunk tensor with the shape cfg implies.  be NULL: check names
  * and shapes only (pointers stay NULL).  0, or negative (each bad tensor
  * logged). */
-int  trunk_load(trunk_t *t, const cfg_t *c, weights_t *w, be_t *be);
+int  trunk_load(trunk_t *t, const hparams_t *c, weights_t *w, be_t *be);
 void trunk_free(trunk_t *t);
 
 /* One trunk pass: z += relpos(residx), then every block.
  * s: [L, c_s], z: [L, L, c_z], both updated in place; residx: host int32 [L].
  * chunk: 0 = whole rows at once, else rows per chunk of every pair op. */
-void trunk_iter(fwd_t *fx, const trunk_t *t, const cfg_t *c, tensor_t s, tensor_t z,
+void trunk_iter(fwd_t *fx, const trunk_t *t, const hparams_t *c, tensor_t s, tensor_t z,
                 const int32_t *residx, int chunk);
 
 /* One block.  s: [L, c_s], z: [L, L, c_z] in place; chunk as trunk_iter. */
-void trunk_block(fwd_t *fx, const trunk_block_t *b, const cfg_t *c, tensor_t s, tensor_t z, int chunk);
+void trunk_block(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int chunk);
 
 /* Recycling input of a pass:
  *   s = s_s_0 + recycle_s_norm(prev_s)
@@ -118,13 +118,13 @@ void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tenso
  * length L with this chunk on backend be (whose ops decide the form of the
  * triangle multiplication), s and z included; weights need not be loaded.
  * 0 when planning fails. */
-size_t trunk_block_peak(const cfg_t *c, be_t *be, int L, int chunk);
+size_t trunk_block_peak(const hparams_t *c, be_t *be, int L, int chunk);
 
 /* Memory traffic of one block at length L with this chunk on backend be,
  * in pair-tensor passes: the activation floats its ops read and write
  * (fwd_t.traffic, each operand once per op), over L L c_z; the sequence
  * track's small tensors are included.  The table in trunk.c breaks it
  * down.  -1 when planning fails. */
-double trunk_block_passes(const cfg_t *c, be_t *be, int L, int chunk);
+double trunk_block_passes(const hparams_t *c, be_t *be, int L, int chunk);
 
 #endif

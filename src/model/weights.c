@@ -46,7 +46,7 @@ struct wt {
 	weights_entry_t *e;         /* manifest or recorded entries */
 	int         ne, cape;
 	int         recording; /* weights_open_record: e[].name owned, appended */
-	cfg_t       cfg;
+	hparams_t   cfg;
 	char       *cfg_json;  /* the configuration's text */
 	char       *cfg_from;  /* where it came from, for messages: a config.json's path, or NULL:
 	                          the checkpoints' cfg or the published one (cfg_json says) */
@@ -183,7 +183,7 @@ static int weights_cfg_from_checkpoints(const weights_t *w, char **text)
 		{ "encoder_layers", "num_hidden_layers" }, { "encoder_embed_dim", "hidden_size" },
 		{ "encoder_ffn_embed_dim", "intermediate_size" }, { "encoder_attention_heads", "num_attention_heads" },
 	};
-	json_t *root = json_loads(cfg_published_json(), 0, NULL), *c, *m;
+	json_t *root = json_loads(hparams_published_json(), 0, NULL), *c, *m;
 	int found = 0;
 
 	*text = NULL;
@@ -223,10 +223,10 @@ static int weights_load_cfg(weights_t *w, const char *first)
 	slash = strrchr(dir, '/');
 	if (slash) slash[1] = 0;
 	if (asprintf(&cpath, "%sconfig.json", slash ? dir : "") < 0) cpath = NULL;
-	/* there (whatever it is: cfg_load refuses all but a regular file) or absent */
+	/* there (whatever it is: hparams_load refuses all but a regular file) or absent */
 	if (cpath && (stat(cpath, &cs) == 0 || errno != ENOENT)) {
 		json_t *j;
-		rc = cfg_load(&w->cfg, cpath);
+		rc = hparams_load(&w->cfg, cpath);
 		w->cfg_from = cpath;
 		cpath = NULL;
 		if (rc == 0 && (j = json_load_file(w->cfg_from, 0, NULL))) {
@@ -234,21 +234,21 @@ static int weights_load_cfg(weights_t *w, const char *first)
 			json_decref(j);
 		}
 	} else if (w->st && (meta = safetensors_meta(w->st, "config"))) {
-		rc = cfg_parse(&w->cfg, meta, w->path);
+		rc = hparams_parse(&w->cfg, meta, w->path);
 		w->cfg_json = strdup(meta);
 	} else if (w->st) {
 		log_error("%s: no config.json beside the weights and no \"config\" in its metadata", w->path);
 	} else if (weights_cfg_from_checkpoints(w, &text) == 0) {
 		log_info("%s: no config.json beside it: configuration from the checkpoint's cfg (the rest as published esmfold_v1)",
 		         w->path);
-		rc = cfg_parse(&w->cfg, text, w->path);
+		rc = hparams_parse(&w->cfg, text, w->path);
 		w->cfg_json = text;
 		text = NULL;
 	} else {
 		log_info("%s: no config.json beside it and no cfg in the checkpoint that esmbatch reads: "
 		         "the published esmfold_v1 configuration", w->path);
-		rc = cfg_parse(&w->cfg, cfg_published_json(), w->path);
-		w->cfg_json = strdup(cfg_published_json());
+		rc = hparams_parse(&w->cfg, hparams_published_json(), w->path);
+		w->cfg_json = strdup(hparams_published_json());
 	}
 	free(text);
 	free(cpath);
@@ -373,7 +373,7 @@ static uint64_t weights_digest(const weights_t *w, char *const *files, int nf)
  * one line, not one per tensor.  0 or -1. */
 static int weights_cfg_fits(const weights_t *w)
 {
-	const cfg_t *c = &w->cfg;
+	const hparams_t *c = &w->cfg;
 	const struct { const char *name; int nd; int64_t d0, d1; } key[] = {
 		{ "esm.embeddings.word_embeddings.weight", 2, c->vocab, c->lm_dim },
 		{ "esm.encoder.layer.0.intermediate.dense.weight", 2, c->lm_ffn, c->lm_dim },
@@ -393,7 +393,7 @@ static int weights_cfg_fits(const weights_t *w)
 			else
 				log_error("%s: tensor '%s' does not fit the configuration (%s): put the model's "
 				          "config.json beside the weights", w->path, key[i].name,
-				          w->cfg_json && strcmp(w->cfg_json, cfg_published_json()) ?
+				          w->cfg_json && strcmp(w->cfg_json, hparams_published_json()) ?
 				          "the checkpoint's cfg" : "the published esmfold_v1 one");
 			return -1;
 		}
@@ -456,7 +456,7 @@ static weights_t *weights_open_files(const char *path, int fingerprint)
 	if (weights_load_cfg(w, files[0]) < 0) goto fail;
 	if (!w->st && weights_cfg_fits(w) < 0) goto fail;
 	/* fingerprint: the tensors (weights_tensor_digest), then the effective
-	 * config (the parsed cfg_t, wherever it came from) */
+	 * config (the parsed hparams_t, wherever it came from) */
 	if (fingerprint) {
 		uint64_t h = hash_bytes(weights_digest(w, files, nf), &w->cfg, sizeof w->cfg);
 		snprintf(w->fp, sizeof w->fp, "%016llx", (unsigned long long)h);
@@ -493,7 +493,7 @@ weights_t *weights_open_manifest(const char *path)
 		log_error("%s: manifest needs \"tensors\" and \"config\"", path);
 		goto fail;
 	}
-	if (!(ctext = json_dumps(cfgj, 0)) || cfg_parse(&w->cfg, ctext, path) < 0) goto fail;
+	if (!(ctext = json_dumps(cfgj, 0)) || hparams_parse(&w->cfg, ctext, path) < 0) goto fail;
 	if (!(w->e = calloc(json_array_size(tl) + 1, sizeof *w->e))) goto fail;
 	json_array_foreach(tl, i, e) {
 		json_t *sh = json_object_get(e, "shape"), *d;
@@ -524,7 +524,7 @@ weights_t *weights_open_record(const char *cfg_json, const char *what)
 
 	if (!w || !(w->path = strdup(what))) goto fail;
 	w->recording = 1;
-	if (cfg_parse(&w->cfg, cfg_json, what) < 0) goto fail;
+	if (hparams_parse(&w->cfg, cfg_json, what) < 0) goto fail;
 	snprintf(w->fp, sizeof w->fp, "%016llx",
 	         (unsigned long long)weights_fnv(WEIGHTS_FNV_SEED, cfg_json, strlen(cfg_json)));
 	return w;
@@ -584,7 +584,7 @@ void weights_close(weights_t *w)
 	free(w);
 }
 
-const cfg_t *weights_cfg(const weights_t *w) { return &w->cfg; }
+const hparams_t *weights_cfg(const weights_t *w) { return &w->cfg; }
 const char  *weights_cfg_json(const weights_t *w) { return w->cfg_json; }
 int          weights_tensor_count(const weights_t *w) { return w->ntt; }
 

@@ -16,8 +16,8 @@
  * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
  */
-#ifndef ESMBATCH_WT_H
-#define ESMBATCH_WT_H
+#ifndef ESMBATCH_MODEL_WEIGHTS_H
+#define ESMBATCH_MODEL_WEIGHTS_H
 
 #include <stdint.h>
 
@@ -45,7 +45,7 @@ void  weights_close(weights_t *w);
 int         weights_count(const weights_t *w);
 const char *weights_entry(const weights_t *w, int i, int *nd, const int64_t **shape);
 
-const cfg_t *weights_cfg(const weights_t *w);
+const hparams_t *weights_cfg(const weights_t *w);
 /* The configuration's JSON text: config.json's, the metadata's, or the one
  * built from a checkpoint's cfg or the published defaults (owned by w). */
 const char  *weights_cfg_json(const weights_t *w);

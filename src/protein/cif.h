@@ -28,8 +28,8 @@
  * Valid against the PDBx and ModelCIF dictionaries, parent items included
  * (tests/test_modelcif.sh: gemmi validate -p).
  */
-#ifndef ESMBATCH_CIF_H
-#define ESMBATCH_CIF_H
+#ifndef ESMBATCH_PROTEIN_CIF_H
+#define ESMBATCH_PROTEIN_CIF_H
 
 #include <stdio.h>
 

@@ -14,8 +14,8 @@
  * runs the whole chain.  All functions compute in float and return 0, or
  * negative on bad arguments (L < 0, aatype outside 0..20).
  */
-#ifndef ESMBATCH_GEOM_H
-#define ESMBATCH_GEOM_H
+#ifndef ESMBATCH_PROTEIN_GEOMETRY_H
+#define ESMBATCH_PROTEIN_GEOMETRY_H
 
 typedef struct {
 	float r[3][3];   /* rotation, row-major */

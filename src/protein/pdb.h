@@ -25,8 +25,8 @@
  * The input and meta structs, their check and the chain walk are shared
  * with the mmCIF writer (cif.h).
  */
-#ifndef ESMBATCH_PDB_H
-#define ESMBATCH_PDB_H
+#ifndef ESMBATCH_PROTEIN_PDB_H
+#define ESMBATCH_PROTEIN_PDB_H
 
 #include <stdio.h>
 

@@ -25,8 +25,8 @@
  *
  * Pure functions on host arrays; nothing is kept between calls.
  */
-#ifndef ESMBATCH_QC_H
-#define ESMBATCH_QC_H
+#ifndef ESMBATCH_PROTEIN_QC_H
+#define ESMBATCH_PROTEIN_QC_H
 
 #include <stddef.h>
 #include <stdint.h>

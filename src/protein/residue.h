@@ -11,8 +11,8 @@
  * side chain).  Rigid groups: 0 backbone, 1 pre-omega, 2 phi, 3 psi,
  * 4..7 chi1..chi4.
  */
-#ifndef ESMBATCH_RC_H
-#define ESMBATCH_RC_H
+#ifndef ESMBATCH_PROTEIN_RESIDUE_H
+#define ESMBATCH_PROTEIN_RESIDUE_H
 
 #define RESIDUE_NUM_AA        20   /* standard amino acids */
 #define RESIDUE_NUM_RESTYPES  21   /* + X */

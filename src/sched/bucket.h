@@ -6,8 +6,8 @@
  * a smaller chunk size or halving.  A bucket_set_t is a plain value: no
  * allocation, nothing to free.
  */
-#ifndef ESMBATCH_BUCKET_H
-#define ESMBATCH_BUCKET_H
+#ifndef ESMBATCH_SCHED_BUCKET_H
+#define ESMBATCH_SCHED_BUCKET_H
 
 #include <stddef.h>
 #include <stdint.h>

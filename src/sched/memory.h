@@ -26,8 +26,8 @@
  * with several CPU workers device_used and growth cover all of them.
  * A worker measures them around each fold (sched_fold, scheduler.c).
  */
-#ifndef ESMBATCH_MEM_H
-#define ESMBATCH_MEM_H
+#ifndef ESMBATCH_SCHED_MEMORY_H
+#define ESMBATCH_SCHED_MEMORY_H
 
 #include <stddef.h>
 #include <stdint.h>

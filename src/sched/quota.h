@@ -17,8 +17,8 @@
  *
  * Ownership: a quota_table_t owns all its strings and rows.
  */
-#ifndef ESMBATCH_QUOTA_H
-#define ESMBATCH_QUOTA_H
+#ifndef ESMBATCH_SCHED_QUOTA_H
+#define ESMBATCH_SCHED_QUOTA_H
 
 #include <stdint.h>
 #include <stdio.h>

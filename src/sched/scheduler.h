@@ -27,8 +27,8 @@
  * fold that fails for memory (arena refused, ESMBATCH_FAULT) releases its
  * quota and is requeued the same way; other workers carry on.
  */
-#ifndef ESMBATCH_SCHED_H
-#define ESMBATCH_SCHED_H
+#ifndef ESMBATCH_SCHED_SCHEDULER_H
+#define ESMBATCH_SCHED_SCHEDULER_H
 
 #include <signal.h>
 #include <stdint.h>

@@ -8,8 +8,8 @@
  * function of the costs in input order and N only (integer arithmetic), so
  * every machine computes the same one.
  */
-#ifndef ESMBATCH_SHARD_H
-#define ESMBATCH_SHARD_H
+#ifndef ESMBATCH_SCHED_SHARD_H
+#define ESMBATCH_SCHED_SHARD_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -9,8 +9,8 @@
  * one walk from the root.  Priorities are a hash of the index, so the
  * same calls always build the same tree.
  */
-#ifndef ESMBATCH_WAITQ_H
-#define ESMBATCH_WAITQ_H
+#ifndef ESMBATCH_SCHED_WAITQ_H
+#define ESMBATCH_SCHED_WAITQ_H
 
 #include <stdint.h>
 

@@ -1,7 +1,7 @@
 /* finite.h (prefix finite_) - finding a NaN or an infinity in float data:
  * weights as they are loaded, a fold's outputs before they are written. */
-#ifndef ESMBATCH_FINITE_H
-#define ESMBATCH_FINITE_H
+#ifndef ESMBATCH_UTIL_FINITE_H
+#define ESMBATCH_UTIL_FINITE_H
 
 #include <stdint.h>
 

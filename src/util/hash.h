@@ -7,8 +7,8 @@
  * can make collisions.  Deterministic across runs and hosts of the same
  * byte order.
  */
-#ifndef ESMBATCH_HASH_H
-#define ESMBATCH_HASH_H
+#ifndef ESMBATCH_UTIL_HASH_H
+#define ESMBATCH_UTIL_HASH_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,8 +8,8 @@
  * read interrupted by a signal (EINTR) is retried unless the stop flag is
  * set, which makes it an error ("interrupted").  Memory: one line.
  */
-#ifndef ESMBATCH_LINES_H
-#define ESMBATCH_LINES_H
+#ifndef ESMBATCH_UTIL_LINES_H
+#define ESMBATCH_UTIL_LINES_H
 
 #include <signal.h>
 #include <stddef.h>

@@ -7,8 +7,8 @@
  * cluster job's log); ESMBATCH_LOG_TIME=1 or 0 stamps lines or not
  * whatever stderr is.
  */
-#ifndef ESMBATCH_LOG_H
-#define ESMBATCH_LOG_H
+#ifndef ESMBATCH_UTIL_LOG_H
+#define ESMBATCH_UTIL_LOG_H
 
 enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 

@@ -3,8 +3,8 @@
  * cast of a NaN, an infinity or a value beyond the integer's range
  * undefined, so every such cast goes through num_to_i64.
  */
-#ifndef ESMBATCH_NUM_H
-#define ESMBATCH_NUM_H
+#ifndef ESMBATCH_UTIL_NUM_H
+#define ESMBATCH_UTIL_NUM_H
 
 #include <math.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* status.h (prefix STATUS_) - what functions return: 0 on success, negative
  * on error, and by name the errors a caller acts on differently. */
-#ifndef ESMBATCH_STATUS_H
-#define ESMBATCH_STATUS_H
+#ifndef ESMBATCH_UTIL_STATUS_H
+#define ESMBATCH_UTIL_STATUS_H
 
 enum {
 	STATUS_OK   = 0,

@@ -1,8 +1,8 @@
 /* sysmem.h (prefix sysmem_) - the process's memory as Linux reports it
  * (/proc/self/status, /proc/meminfo, its cgroup's memory limit) and the
  * malloc policy for measuring. */
-#ifndef ESMBATCH_SYSMEM_H
-#define ESMBATCH_SYSMEM_H
+#ifndef ESMBATCH_UTIL_SYSMEM_H
+#define ESMBATCH_UTIL_SYSMEM_H
 
 #include <stdint.h>
 

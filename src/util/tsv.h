@@ -12,8 +12,8 @@
  * from it.  Everything else is written as it is, so a cell is one line of
  * valid UTF-8 without TABs.
  */
-#ifndef ESMBATCH_TSV_H
-#define ESMBATCH_TSV_H
+#ifndef ESMBATCH_UTIL_TSV_H
+#define ESMBATCH_UTIL_TSV_H
 
 #include <stddef.h>
 #include <stdio.h>

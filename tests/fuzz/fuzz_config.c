@@ -11,13 +11,13 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
 {
 	char *text = malloc(n + 1);
-	cfg_t c;
+	hparams_t c;
 
 	if (!text) return 0;
 	memcpy(text, data, n);
 	text[n] = 0;
 	log_set_level(-1);
-	if (cfg_parse(&c, text, "fuzz") == 0) {
+	if (hparams_parse(&c, text, "fuzz") == 0) {
 		/* what the model relies on */
 		if (c.lm_heads <= 0 || c.lm_dim % c.lm_heads || c.seq_head_width <= 0 ||
 		    c.c_s % c.seq_head_width || c.pair_head_width <= 0 || c.c_z % c.pair_head_width ||

@@ -1,5 +1,5 @@
-/* test_mp.c - property tests of the placement planner (placement.h) and of the
- * plan-then-execute contract of the forward context (forward.h).
+/* test_placement.c - property tests of the placement planner (placement.h)
+ * and of the plan-then-execute contract of the forward context (forward.h).
  *
  * The planner is driven by long random sequences of place_alloc / place_release
  * (sizes including 0, 1 and exact multiples of PLACE_ALIGN, random lifetimes)
@@ -295,7 +295,7 @@ static void test_mp_policy(void **state)
 	place_free(&mp);
 }
 
-/* ---- the forward context: plan once, execute in exactly mp.high --------- */
+/* ---- the forward context: plan once, execute in exactly place.high ------ */
 
 #define FWD_MAX_TENSORS 256
 
@@ -395,7 +395,7 @@ static void fwd_model_free(fwd_model_t *m)
 	free(m->lw); free(m->lb); free(m->in);
 }
 
-/* Planning then executing the same pass in an arena of exactly mp.high
+/* Planning then executing the same pass in an arena of exactly place.high
  * bytes: every tensor lands at the planned offset, inside the arena, the
  * execution's peaks equal the plan's, and the result is finite. */
 static void test_fx_plan_then_execute(void **state)
@@ -417,16 +417,16 @@ static void test_fx_plan_then_execute(void **state)
 		fwd_plan_begin(&fx, be);
 		forward(&fx, &plan, m.L, m.c, m.in, out, &m.l1, &m.l2, &m.ln);
 		assert_int_equal(fx.err, 0);
-		size_t high = fx.mp.high, peak = fx.mp.peak_live;
+		size_t high = fx.place.high, peak = fx.place.peak_live;
 		assert_true(high > 0);
-		assert_int_equal(fx.mp.live, 0);
+		assert_int_equal(fx.place.live, 0);
 		fwd_end(&fx);
 
 		assert_int_equal(fwd_exec_begin(&fx, be, high), 0);
 		forward(&fx, &exec, m.L, m.c, m.in, out, &m.l1, &m.l2, &m.ln);
 		assert_int_equal(fx.err, 0);
-		assert_int_equal(fx.mp.high, high);
-		assert_int_equal(fx.mp.peak_live, peak);
+		assert_int_equal(fx.place.high, high);
+		assert_int_equal(fx.place.peak_live, peak);
 		fwd_end(&fx);
 
 		assert_int_equal(plan.n, exec.n);
@@ -487,7 +487,7 @@ static void test_fx_arena_refused(void **state)
 	assert_non_null(strstr(fx.errmsg, "arena"));
 	tensor_t t = fwd_new2(&fx, 4, 4);
 	assert_null(t.d);
-	assert_int_equal(fx.mp.live, 0);
+	assert_int_equal(fx.place.live, 0);
 	fwd_end(&fx);
 	be_free(cpu);
 }
@@ -526,7 +526,7 @@ static void test_fx_host(void **state)
 		fwd_plan_begin(&fx, be);
 		host_pass(&fx, &keep);
 		assert_int_equal(fx.err, 0);
-		size_t high = fx.mp.high, host = fx.hmp.high;
+		size_t high = fx.place.high, host = fx.host_place.high;
 		size_t tensor = place_round(sizeof(float) * 256);
 		size_t hosted = place_round(1000) + place_round(3000);
 		assert_int_equal(high, shared ? tensor + hosted : tensor);
@@ -537,8 +537,8 @@ static void test_fx_host(void **state)
 		assert_int_equal(fwd_exec_host(&fx, host), 0);
 		host_pass(&fx, &keep);
 		assert_int_equal(fx.err, 0);
-		assert_int_equal(fx.mp.high, high);
-		assert_int_equal(fx.hmp.high, host);
+		assert_int_equal(fx.place.high, high);
+		assert_int_equal(fx.host_place.high, host);
 		void *mem = fwd_host_keep(&fx, &owner);
 		assert_true(keep == (char *)mem);       /* the first placement */
 		assert_ptr_equal(owner, shared ? be : NULL);

@@ -1,4 +1,4 @@
-/* test_sm.c - golden test of the structure module and, on its output, the
+/* test_structure.c - golden test of the structure module and, on its output, the
  * lDDT head: for every fixture sequence with stored trunk outputs s_s and
  * s_z, run trunk2sm_s / trunk2sm_z, the structure module and lddt_head, and
  * compare frames, positions, angles, unnormalized_angles and states (where
@@ -27,7 +27,7 @@
 #include "model/weights.h"
 
 typedef struct {
-	const cfg_t *c;
+	const hparams_t *c;
 	const structure_t  *sm;
 	const heads_t *hd;
 	lin_t t2s, t2z;          /* trunk.trunk2sm_s, trunk.trunk2sm_z */
@@ -41,7 +41,7 @@ typedef struct {
 /* one planning or executing pass; returns the arena high-water mark */
 static size_t run_pass(fwd_t *fx, const pass_t *p)
 {
-	const cfg_t *c = p->c;
+	const hparams_t *c = p->c;
 	int L = p->L;
 
 	tensor_t s_s = fwd_new2(fx, L, c->c_s), s_z = fwd_new3(fx, L, L, c->c_z);
@@ -57,7 +57,7 @@ static size_t run_pass(fwd_t *fx, const pass_t *p)
 	fwd_drop(fx, &s_z);
 	fwd_drop(fx, &s_s);
 	if (fx->err) fprintf(stderr, "pass: %s\n", fx->errmsg);
-	return fx->mp.high;
+	return fx->place.high;
 }
 
 static void run_fixture(const char *fixture)
@@ -75,7 +75,7 @@ static void run_fixture(const char *fixture)
 	assert_non_null(be);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
-	const cfg_t *c = weights_cfg(w);
+	const hparams_t *c = weights_cfg(w);
 	assert_int_equal(structure_load(&sm, c, w, NULL), 0);   /* names and shapes only */
 	structure_free(&sm);
 	assert_int_equal(structure_load(&sm, c, w, be), 0);
@@ -199,7 +199,7 @@ static void test_sm_transfers(void **state)
 	cb.sync = counted_sync;
 	snprintf(path, sizeof path, "%s/tiny_a/weights.safetensors", TEST_DATA);
 	assert_non_null(w = weights_open(path));
-	cfg_t c = *weights_cfg(w);
+	hparams_t c = *weights_cfg(w);
 	assert_int_equal(structure_load(&sm, &c, w, &cb), 0);
 	float *s0 = malloc(sizeof(float) * L * c.sm_c_s), *z0 = malloc(sizeof(float) * L * L * c.sm_c_z);
 	assert_true(s0 && z0);
@@ -234,7 +234,7 @@ static void test_sm_transfers(void **state)
 			}
 			fwd_drop(&fx, &z);
 			fwd_drop(&fx, &s);
-			arena = fx.mp.high;
+			arena = fx.place.high;
 			fwd_end(&fx);
 		}
 		structure_out_free(&out);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_shard.sh - fold --shard K/N and merge (demo model, CPU), against a
+# test_shard_merge.sh - fold --shard K/N and merge (demo model, CPU), against a
 # single-process run of the same mixed-length FASTA:
 # - shards 1/3, 2/3 and 3/3 into one directory, merged: summary.tsv (less
 #   its timing and memory columns) and every PDB's ATOM records equal the

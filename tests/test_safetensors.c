@@ -1,4 +1,4 @@
-/* test_st.c - the safetensors reader and writer: a round trip of every
+/* test_safetensors.c - the safetensors reader and writer: a round trip of every
  * dtype, the half-precision conversions, and every malformed file the
  * reader must refuse with one error (truncated data, offsets past the end,
  * overlapping tensors, dtype x shape != byte length, a huge header length,

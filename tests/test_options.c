@@ -1,4 +1,4 @@
-/* test_opt.c - option defaults, parsing into opt_t, per-command checks. */
+/* test_options.c - option defaults, parsing into opt_t, per-command checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* test_lm.c - golden test of the input encoding and the language model:
+/* test_esm2.c - golden test of the input encoding and the language model:
  * esm_tokens, aatype, residue_index, esm_hidden_states, esm_s_combined and
  * s_s_0 of every sequence of both public fixtures, within the fixtures'
  * tolerance rule; plus a weights file whose config does not match. */
@@ -34,7 +34,7 @@ static void run_fixture(const char *fixture)
 	char path[1024];
 	be_t *be = be_cpu_init(1);
 	weights_t *w;
-	lm_t lm;
+	esm2_t lm;
 	safetensors_t *exp;
 	json_t *ej;
 	size_t i;
@@ -43,8 +43,8 @@ static void run_fixture(const char *fixture)
 
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
-	const cfg_t *c = weights_cfg(w);
-	assert_int_equal(lm_load(&lm, c, w, be), 0);
+	const hparams_t *c = weights_cfg(w);
+	assert_int_equal(esm2_load(&lm, c, w, be), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
@@ -64,11 +64,11 @@ static void run_fixture(const char *fixture)
 		/* plan, then run in exactly the planned arena */
 		fwd_plan_begin(&fx, be);
 		tensor_t s = fwd_new2(&fx, L, c->c_s);
-		lm_forward(&fx, &lm, c, t.tokens, t.aatype, s, NULL, NULL);
+		esm2_forward(&fx, &lm, c, t.tokens, t.aatype, s, NULL, NULL);
 		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", name, fx.errmsg);
 		assert_int_equal(fx.err, 0);
-		size_t arena = fx.mp.high;
+		size_t arena = fx.place.high;
 		fwd_end(&fx);
 		assert_true(arena > 0);
 
@@ -76,7 +76,7 @@ static void run_fixture(const char *fixture)
 		float *comb = malloc(sizeof(float) * L * D), *s0 = malloc(sizeof(float) * L * c->c_s);
 		assert_int_equal(fwd_exec_begin(&fx, be, arena), 0);
 		s = fwd_new2(&fx, L, c->c_s);
-		lm_forward(&fx, &lm, c, t.tokens, t.aatype, s, hidden, comb);
+		esm2_forward(&fx, &lm, c, t.tokens, t.aatype, s, hidden, comb);
 		fwd_get(&fx, s, s0);
 		fwd_drop(&fx, &s);
 		if (fx.err) fprintf(stderr, "%s: %s\n", name, fx.errmsg);
@@ -98,7 +98,7 @@ static void run_fixture(const char *fixture)
 	assert_int_equal(failures, 0);
 	json_decref(ej);
 	safetensors_close(exp);
-	lm_free(&lm);
+	esm2_free(&lm);
 	weights_close(w);
 	be_free(be);
 }
@@ -110,16 +110,16 @@ static void test_lm_tiny_b(void **state) { (void)state; run_fixture("tiny_b"); }
 static void test_lm_config_mismatch(void **state)
 {
 	char path[1024];
-	cfg_t c;
-	lm_t lm;
+	hparams_t c;
+	esm2_t lm;
 	weights_t *w;
 
 	(void)state;
 	snprintf(path, sizeof path, "%s/tiny_a/weights.safetensors", TEST_DATA);
 	assert_non_null(w = weights_open(path));
 	snprintf(path, sizeof path, "%s/tiny_b/config.json", TEST_DATA);
-	assert_int_equal(cfg_load(&c, path), 0);
-	assert_true(lm_load(&lm, &c, w, NULL) < 0);
+	assert_int_equal(hparams_load(&c, path), 0);
+	assert_true(esm2_load(&lm, &c, w, NULL) < 0);
 	weights_close(w);
 }
 

@@ -3,8 +3,8 @@
  * A set variable that does not hold what it should is a warning naming it
  * and the value used instead, never silently ignored.
  */
-#ifndef ESMBATCH_ENV_H
-#define ESMBATCH_ENV_H
+#ifndef ESMBATCH_UTIL_ENV_H
+#define ESMBATCH_UTIL_ENV_H
 
 /* $name as seconds: a number in [0, max]; dflt when unset or empty, and,
  * after one warning, when it is anything else */

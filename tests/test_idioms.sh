@@ -1,7 +1,9 @@
 #!/bin/sh
 # test_idioms.sh - one idiom each in src/: a label named fail: is reached
 # only by failures (the success path ends before it, or jumps to done:/out:).
-# Prints each label the line before it falls into; exit 1 if any.
+# A chunk's row count is trunk_chunk()/trunk_rows() (model/trunk.h), the
+# recycle bins one constant, not an expression or a number written again.
+# Prints each offending line; exit 1 if any.
 # src/cli and src/sched are not checked yet (being restructured).
 . "${srcdir:-.}/tests/lib.sh"
 for f in "$srcdir"/src/*/*.c; do
@@ -16,4 +18,10 @@ for f in "$srcdir"/src/*/*.c; do
 done > "$tmp/falls"
 [ -s "$tmp/falls" ] && fail "fail: labels on the success path:
 $(cat "$tmp/falls")"
+grep -rnE '([a-zA-Z_]+) - ([a-z0-9_]+) < ([a-z_]+) \? \1 - \2 : \3|chunk > 0 && chunk < ' \
+	"$srcdir"/src/model "$srcdir"/src/compute | grep -v '/model/trunk\.h:' > "$tmp/chunk"
+[ -s "$tmp/chunk" ] && fail "chunk lengths written out instead of trunk_chunk()/trunk_rows():
+$(cat "$tmp/chunk")"
+n=$(grep -rhE '^#define [A-Z_]*RECYCLE_BINS ' "$srcdir"/src | wc -l)
+[ "$n" -eq 1 ] || fail "$n recycle-bin constants in src/ (want one)"
 finish

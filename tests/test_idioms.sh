@@ -2,7 +2,8 @@
 # test_idioms.sh - one idiom each in src/: a label named fail: is reached
 # only by failures (the success path ends before it, or jumps to done:/out:).
 # A chunk's row count is trunk_chunk()/trunk_rows() (model/trunk.h), the
-# recycle bins one constant, not an expression or a number written again.
+# recycle bins one constant, not an expression or a number written again;
+# an array grows by grow_array() (util/grow.h), not a realloc block of its own.
 # Prints each offending line; exit 1 if any.
 # src/cli and src/sched are not checked yet (being restructured).
 . "${srcdir:-.}/tests/lib.sh"
@@ -22,6 +23,9 @@ grep -rnE '([a-zA-Z_]+) - ([a-z0-9_]+) < ([a-z_]+) \? \1 - \2 : \3|chunk > 0 && 
 	"$srcdir"/src/model "$srcdir"/src/compute | grep -v '/model/trunk\.h:' > "$tmp/chunk"
 [ -s "$tmp/chunk" ] && fail "chunk lengths written out instead of trunk_chunk()/trunk_rows():
 $(cat "$tmp/chunk")"
+grep -rnE '([a-z_>.-]+) \? 2 \* \1 : [0-9]' "$srcdir"/src | grep -v '/src/cli/\|/src/sched/' > "$tmp/grow"
+[ -s "$tmp/grow" ] && fail "arrays grown by hand instead of grow_array():
+$(cat "$tmp/grow")"
 n=$(grep -rhE '^#define [A-Z_]*RECYCLE_BINS ' "$srcdir"/src | wc -l)
 [ "$n" -eq 1 ] || fail "$n recycle-bin constants in src/ (want one)"
 finish

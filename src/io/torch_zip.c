@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <zip.h>
 
+#include "util/grow.h"
 #include "util/log.h"
 #include "io/torch_zip.h"
 
@@ -106,14 +107,8 @@ static torch_zip_val_t *torch_zip_new(torch_zip_pickle_t *pk, torch_zip_kind_t k
 {
 	torch_zip_val_t *v;
 
-	if (pk->nall == pk->capall) {
-		size_t cap = pk->capall ? 2 * pk->capall : 256;
-		torch_zip_val_t **na = realloc(pk->all, cap * sizeof *na);
-		if (!na) return NULL;
-		pk->all = na;
-		pk->capall = cap;
-	}
-	if (!(v = calloc(1, sizeof *v))) return NULL;
+	if (grow_array(&pk->all, &pk->capall, pk->nall + 1, sizeof *pk->all) < 0 || !(v = calloc(1, sizeof *v)))
+		return NULL;
 	v->kind = kind;
 	pk->all[pk->nall++] = v;
 	return v;
@@ -144,16 +139,9 @@ static int torch_zip_add(torch_zip_pickle_t *pk, torch_zip_val_t *c, torch_zip_v
 {
 	size_t need = c->n + 1 + (b != NULL);
 
-	if (need > c->cap) {
-		size_t cap = c->cap ? 2 * c->cap : 8;
-		torch_zip_val_t **ni;
-		while (cap < need) cap *= 2;
-		if (!(ni = realloc(c->item, cap * sizeof *ni))) {
-			log_error("%s: out of memory reading the pickle", pk->path);
-			return -1;
-		}
-		c->item = ni;
-		c->cap = cap;
+	if (grow_array(&c->item, &c->cap, need, sizeof *c->item) < 0) {
+		log_error("%s: out of memory reading the pickle", pk->path);
+		return -1;
 	}
 	c->item[c->n++] = a;
 	if (b) c->item[c->n++] = b;
@@ -172,19 +160,13 @@ static int torch_zip_push(torch_zip_pickle_t *pk, torch_zip_val_t *v)
 		log_error("%s: out of memory reading the pickle", pk->path);
 		return -1;
 	}
-	if (pk->sp == pk->capstack) {
-		size_t cap = pk->capstack ? 2 * pk->capstack : 256;
-		torch_zip_val_t **ns;
-		if (cap > TORCH_ZIP_MAX_STACK) {
-			log_error("%s: data.pkl: pickle stack deeper than %d", pk->path, TORCH_ZIP_MAX_STACK);
-			return -1;
-		}
-		if (!(ns = realloc(pk->stack, cap * sizeof *ns))) {
-			log_error("%s: out of memory reading the pickle", pk->path);
-			return -1;
-		}
-		pk->stack = ns;
-		pk->capstack = cap;
+	if (pk->sp == TORCH_ZIP_MAX_STACK) {
+		log_error("%s: data.pkl: pickle stack deeper than %d", pk->path, TORCH_ZIP_MAX_STACK);
+		return -1;
+	}
+	if (grow_array(&pk->stack, &pk->capstack, pk->sp + 1, sizeof *pk->stack) < 0) {
+		log_error("%s: out of memory reading the pickle", pk->path);
+		return -1;
 	}
 	pk->stack[pk->sp++] = v;
 	return 0;

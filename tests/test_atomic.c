@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "io/atomic_file.h"
+#include "tmpdir.h"
 
 static char *slurp(const char *path)
 {
@@ -46,12 +47,12 @@ static void put(const char *path, const char *text)
 
 static void test_tmp_per_process(void **state)
 {
-	char dir[] = "/tmp/test_atomic.XXXXXX", path[256], old[300], other[300], mine[300];
+	char dir[200], path[256], old[300], other[300], mine[300];
 	atomic_file_t a;
 	char *back;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "test_atomic")));
 	snprintf(path, sizeof path, "%s/out.txt", dir);
 	snprintf(old, sizeof old, "%s.tmp", path);
 	snprintf(other, sizeof other, "%s.tmp.%ld", path, (long)getpid() + 1);
@@ -93,14 +94,14 @@ static void test_tmp_per_process(void **state)
 
 static void test_rule(void **state)
 {
-	char dir[] = "/tmp/test_atomic.XXXXXX", path[256], out[300], tmp[300], lnk[300], fifo[300],
+	char dir[200], path[256], out[300], tmp[300], lnk[300], fifo[300],
 	     hard[300];
 	atomic_file_t a;
 	struct stat st;
 	char *back;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "test_atomic")));
 	snprintf(path, sizeof path, "%s/out.txt", dir);
 	snprintf(out, sizeof out, "%s/outside", dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -158,12 +159,12 @@ static void test_rule(void **state)
 
 static void test_sealed_together(void **state)
 {
-	char dir[] = "/tmp/test_atomic.XXXXXX", p1[256], p2[256];
+	char dir[200], p1[256], p2[256];
 	atomic_file_t a, b;
 	char *back;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "test_atomic")));
 	snprintf(p1, sizeof p1, "%s/x.pdb", dir);
 	snprintf(p2, sizeof p2, "%s/x.cif", dir);
 	put(p1, "old pdb\n");

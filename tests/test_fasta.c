@@ -21,6 +21,7 @@
 #include "io/job.h"
 #include "util/lines.h"
 #include "util/log.h"
+#include "tmpdir.h"
 
 #define FX TEST_DATA "/fasta/"
 #define MAXJ 64
@@ -31,8 +32,7 @@ static char tmpdir[64];
 
 static int setup(void **state)
 {
-	snprintf(tmpdir, sizeof tmpdir, "/tmp/esmbatch-fasta-XXXXXX");
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return tmpdir_template(tmpdir, sizeof tmpdir, "esmbatch-fasta") && mkdtemp(tmpdir) ? 0 : -1;
 }
 
 static int teardown(void **state)

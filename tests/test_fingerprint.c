@@ -19,8 +19,9 @@
 
 #include "io/safetensors.h"
 #include "model/weights.h"
+#include "tmpdir.h"
 
-static char dir[] = "/tmp/esmbatch-fp.XXXXXX";
+static char dir[200];
 static char cache[300];
 
 static char *slurp(const char *path)
@@ -139,7 +140,7 @@ static void test_cache(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	if (!mkdtemp(dir)) return -1;
+	if (!tmpdir_template(dir, sizeof dir, "esmbatch-fp") || !mkdtemp(dir)) return -1;
 	snprintf(cache, sizeof cache, "%s/fingerprints", dir);
 	return setenv("ESMBATCH_FP_CACHE", cache, 1);
 }

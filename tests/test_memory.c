@@ -26,6 +26,7 @@
 #include "model/tokenizer.h"
 #include "model/random_weights.h"
 #include "model/weights.h"
+#include "tmpdir.h"
 
 #define MANIFEST TEST_DATA "/manifest_esmfold_v1.json"
 
@@ -144,9 +145,9 @@ static char *slurp(const char *path)
 static void test_random_weights(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/esmbatch-wr.XXXXXX", p1[128], p2[128], p3[128];
+	char dir[100], p1[128], p2[128], p3[128];
 	char *cfg = slurp(TEST_DATA "/tiny_b/config.json");
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "esmbatch-wr")));
 	snprintf(p1, sizeof p1, "%s/a.safetensors", dir);
 	snprintf(p2, sizeof p2, "%s/b.safetensors", dir);
 	snprintf(p3, sizeof p3, "%s/c.safetensors", dir);

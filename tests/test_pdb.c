@@ -18,6 +18,7 @@
 #include "protein/pdb.h"
 #include "protein/residue.h"
 #include "io/safetensors.h"
+#include "tmpdir.h"
 
 #define LINKER_LEN 25
 /* one print quantum of the %8.3f coordinate columns */
@@ -303,8 +304,8 @@ static void test_meta_and_atomic(void **state)
 		if (strncmp(p, "ATOM", 4) != 0) assert_int_equal(strchr(p, '\n') - p, 80);
 	assert_int_equal(strlen(strstr(text, "\nEND ")), 82);
 
-	char dir[] = "/tmp/test_pdb.XXXXXX";
-	assert_non_null(mkdtemp(dir));
+	char dir[200];
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "test_pdb")));
 	char path[256], tmp[320];
 	snprintf(path, sizeof path, "%s/out.pdb", dir);
 	snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());

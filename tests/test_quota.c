@@ -12,6 +12,7 @@
 
 #include "util/log.h"
 #include "sched/quota.h"
+#include "tmpdir.h"
 
 #define GIB (1LL << 30)
 #define HDR "#esmbatch-quota\tv1\tdevice=GPU X\tprecision=bf16\tweights=sha256:ab\tsafety=1.15\n"
@@ -196,13 +197,13 @@ static void test_missing_file(void **state)
 
 static void test_round_trip(void **state)
 {
-	char dir[] = "/tmp/esmbatch-quota-XXXXXX", path[256];
+	char dir[200], path[256];
 	quota_table_t *t = quota_init(), *u;
 	quota_row_t r1 = { 512, 1000, 2000, -1, 2300 };
 	quota_row_t r2 = { 1024, 3000, 4000, 9000, 4600 };
 	quota_row_t r0 = { 256, 1, 1, 1, 1 };
 
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "esmbatch-quota")));
 	snprintf(path, sizeof path, "%s/q.tsv", dir);
 	assert_int_equal(quota_write(t, path), -1);      /* no device yet */
 	assert_int_equal(quota_set(t, "device", "NVIDIA H200"), 0);

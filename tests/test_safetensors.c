@@ -16,8 +16,9 @@
 #include <cmocka.h>
 
 #include "io/safetensors.h"
+#include "tmpdir.h"
 
-static char tmpdir[] = "/tmp/esmbatch-st.XXXXXX";
+static char tmpdir[200];
 
 /* a file of: u64 hlen (or hlen_override when non-zero), the header text,
  * then ndata bytes of data 0, 1, 2, ... */
@@ -176,7 +177,7 @@ static void test_malformed(void **state)
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(tmpdir) ? 0 : -1;
+	return tmpdir_template(tmpdir, sizeof tmpdir, "esmbatch-st") && mkdtemp(tmpdir) ? 0 : -1;
 }
 
 static int teardown(void **state)

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "util/sysmem.h"
+#include "tmpdir.h"
 
 #define GIB (1LL << 30)
 #define MIB (1LL << 20)
@@ -52,8 +53,7 @@ static void put_self(const char *text)
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(root, sizeof root, "%s/sysmem.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(root)) return -1;
+	if (!tmpdir_template(root, sizeof root, "sysmem") || !mkdtemp(root)) return -1;
 	snprintf(self, sizeof self, "%s/self.cgroup", root);
 	return 0;
 }

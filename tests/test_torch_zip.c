@@ -20,6 +20,7 @@
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
 #include "xorshift.h"
+#include "tmpdir.h"
 
 /* every tensor of the checkpoint equals the safetensors tensor of the same
  * name (with prefix prepended): same dtype and bytes, or, where the
@@ -130,9 +131,9 @@ static void test_sniff(void **state)
 	assert_int_equal(torch_zip_sniff(TEST_DATA "/no/such/file"), 0);
 	/* a safetensors header of 640 bytes starts 0x80 0x02 too: not a torch file */
 	{
-		char p[] = "/tmp/esmbatch-sniff.XXXXXX";
+		char p[200];
 		unsigned char b[16] = { 0x80, 0x02 };
-		int fd = mkstemp(p);
+		int fd = mkstemp(tmpdir_template(p, sizeof p, "esmbatch-sniff"));
 		assert_true(fd >= 0);
 		assert_int_equal(write(fd, b, sizeof b), (int)sizeof b);
 		close(fd);
@@ -259,8 +260,8 @@ static void write_shared(const char *path, int n, int64_t size, int64_t step, in
 static void test_compressed_shared(void **state)
 {
 	(void)state;
-	char path[] = "/tmp/esmbatch-tzshared.XXXXXX";
-	int fd = mkstemp(path);
+	char path[200];
+	int fd = mkstemp(tmpdir_template(path, sizeof path, "esmbatch-tzshared"));
 	torch_zip_t *tz;
 	float *data;
 

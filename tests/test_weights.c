@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "tmpdir.h"
 
 #define MANIFEST TEST_DATA "/manifest_esmfold_v1.json"
 
@@ -67,7 +68,7 @@ static void test_manifest_accepted(void **state)
 /* a copy of the manifest with one tensor's shape changed, or removed */
 static char *edited_manifest(const char *name, int remove)
 {
-	static char path[] = "/tmp/esmbatch-manifest.XXXXXX";
+	static char path[200];
 	json_error_t err;
 	json_t *root = json_load_file(MANIFEST, 0, &err), *e;
 	size_t i;
@@ -85,8 +86,7 @@ static char *edited_manifest(const char *name, int remove)
 		}
 		break;
 	}
-	strcpy(path, "/tmp/esmbatch-manifest.XXXXXX");
-	assert_true((fd = mkstemp(path)) >= 0);
+	assert_true((fd = mkstemp(tmpdir_template(path, sizeof path, "esmbatch-manifest"))) >= 0);
 	close(fd);
 	assert_int_equal(json_dump_file(root, path, 0), 0);
 	json_decref(root);
@@ -246,7 +246,10 @@ static void load_refused(const char *dir, const char *name, const char *what)
 static void test_nonfinite_refused(void **state)
 {
 	(void)state;
-	char a[] = "/tmp/esmbatch-nan.XXXXXX", b[] = "/tmp/esmbatch-inf.XXXXXX";
+	char a[200], b[200];
+
+	assert_non_null(tmpdir_template(a, sizeof a, "esmbatch-nan"));
+	assert_non_null(tmpdir_template(b, sizeof b, "esmbatch-inf"));
 
 	poisoned_copy(a, "ptm_head.weight", NAN);
 	load_refused(a, "ptm_head.weight", "NaN");

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "compute/placement.h"
+#include "util/grow.h"
 
 size_t place_round(size_t nbytes)
 {
@@ -23,13 +24,7 @@ void place_free(place_t *mp)
 
 static int place_insert(place_t *mp, int at, size_t off, size_t size)
 {
-	if (mp->nfree == mp->cap) {
-		int cap = mp->cap ? 2 * mp->cap : 32;
-		place_block_t *nb = realloc(mp->free, cap * sizeof *nb);
-		if (!nb) return -1;
-		mp->free = nb;
-		mp->cap = cap;
-	}
+	if (grow_array(&mp->free, &mp->cap, (size_t)mp->nfree + 1, sizeof *mp->free) < 0) return -1;
 	memmove(mp->free + at + 1, mp->free + at, (mp->nfree - at) * sizeof *mp->free);
 	mp->free[at] = (place_block_t){ off, size };
 	mp->nfree++;
@@ -103,12 +98,7 @@ int place_release(place_t *mp, size_t off, size_t nbytes)
 
 int place_copy(place_t *dst, const place_t *src)
 {
-	if (dst->cap < src->nfree) {
-		place_block_t *nb = realloc(dst->free, (src->nfree ? src->nfree : 1) * sizeof *nb);
-		if (!nb) return -1;
-		dst->free = nb;
-		dst->cap = src->nfree;
-	}
+	if (grow_array(&dst->free, &dst->cap, (size_t)src->nfree, sizeof *dst->free) < 0) return -1;
 	if (src->nfree) memcpy(dst->free, src->free, src->nfree * sizeof *src->free);
 	dst->nfree = src->nfree;
 	dst->top = src->top;

@@ -22,7 +22,8 @@ typedef struct {
 
 typedef struct {
 	place_block_t *free;      /* free gaps below `top`, sorted by offset */
-	int         nfree, cap;
+	int         nfree;
+	size_t      cap;
 	size_t      top;       /* current end of the used space */
 	size_t      high;      /* high-water mark = bytes the arena must reserve */
 	size_t      live;      /* bytes of live tensors now */

@@ -19,20 +19,20 @@ int dir_lock_take(const char *dir, const char *sfx, int op, int *fd)
 	if (asprintf(&path, "%s/.esmbatch%s.lock", dir, sfx) < 0) {
 		path = NULL;
 		log_error("%s: out of memory", dir);
-		goto fail;
+		goto done;
 	}
 	/* the rule of atomic_file.h: never through a symlink planted there */
-	if (*fd < 0 && (*fd = atomic_file_open_fd(path, O_RDWR | O_CREAT)) < 0) goto fail;
+	if (*fd < 0 && (*fd = atomic_file_open_fd(path, O_RDWR | O_CREAT)) < 0) goto done;
 	if (flock(*fd, op | LOCK_NB) < 0) {
 		if (errno == EWOULDBLOCK) {
 			rc = DIR_LOCK_BUSY;
-			goto fail;
+			goto done;
 		}
 		log_warn("%s: cannot lock: %s; a second run into %s would not be stopped", path,
 		         strerror(errno), dir);
 	}
 	rc = 0;
-fail:
+done:
 	free(path);
 	return rc;
 }

@@ -12,6 +12,7 @@
 #include <htslib/khash_str2int.h>
 
 #include "io/fasta_index.h"
+#include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 
@@ -25,7 +26,8 @@ typedef struct {
 
 struct fidx {
 	fidx_ent_t *e;
-	int         n, cap;
+	int         n;
+	size_t      cap;
 	void       *idx;          /* name -> index into e */
 };
 
@@ -223,13 +225,7 @@ int fidx_open(fidx_t **out, const char *fa, const char *fai, int compressed,
 			why = "too many records";
 			break;
 		}
-		if (x->n == x->cap) {
-			int nc = x->cap ? 2 * x->cap : 256;
-			fidx_ent_t *ne = realloc(x->e, (size_t)nc * sizeof *ne);
-			if (!ne) goto oom;
-			x->e = ne;
-			x->cap = nc;
-		}
+		if (grow_array(&x->e, &x->cap, (size_t)x->n + 1, sizeof *x->e) < 0) goto oom;
 		bad = ln.lineno;
 		if ((why = fidx_parse(ln.s, &e))) {
 			if (!*why) goto oom;

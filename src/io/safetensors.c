@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "io/atomic_file.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "io/safetensors.h"
 
@@ -361,7 +362,8 @@ typedef struct {
 
 struct safetensors_writer {
 	safetensors_entry_t *e;
-	int         n, cap;
+	int         n;
+	size_t      cap;
 	json_t     *meta;
 };
 
@@ -379,13 +381,7 @@ int safetensors_writer_add(safetensors_writer_t *w, const char *name, safetensor
 	size_t n = safetensors_dtype_size(dtype);
 
 	if (nd < 0 || nd > SAFETENSORS_MAX_DIMS) return -1;
-	if (w->n == w->cap) {
-		int cap = w->cap ? 2 * w->cap : 64;
-		safetensors_entry_t *ne = realloc(w->e, cap * sizeof *ne);
-		if (!ne) return -1;
-		w->e = ne;
-		w->cap = cap;
-	}
+	if (grow_array(&w->e, &w->cap, (size_t)w->n + 1, sizeof *w->e) < 0) return -1;
 	e = &w->e[w->n];
 	memset(e, 0, sizeof *e);
 	e->dtype = dtype;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "model/heads.h"
+#include "model/trunk.h"
 #include "protein/residue.h"
 
 #define HEADS_LN_EPS 1e-5f     /* nn.LayerNorm default */
@@ -62,7 +63,7 @@ void heads_pae(fwd_t *fx, const heads_t *hd, tensor_t s_z, int chunk, float *pae
                float *max_pae)
 {
 	int L = (int)s_z.ne[0], run = !fx->planning;
-	int n = chunk > 0 && chunk < L ? chunk : L;
+	int n = trunk_rows(chunk, L);
 	float table[HEADS_PAE_BINS][2], step = (float)HEADS_PAE_MAX / (HEADS_PAE_BINS - 2);
 	double clipped = L > 19 ? L : 19, d0 = 1.24 * cbrt(clipped - 15.0) - 1.8;
 	double *tm_row = NULL, best = -INFINITY;
@@ -89,7 +90,7 @@ void heads_pae(fwd_t *fx, const heads_t *hd, tensor_t s_z, int chunk, float *pae
 	tensor_t ev = fwd_new2(fx, (int64_t)n * L, 2);
 	fwd_set(fx, tab, &table[0][0]);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int m = L - i0 < n ? L - i0 : n;
+		int m = trunk_chunk(L, i0, n);
 		tensor_t lgm = tensor_rows(lg, 0, m), evm = tensor_rows(ev, 0, (int64_t)m * L);
 		op_linear(fx, lgm, tensor_rows(s_z, i0, m), &hd->ptm, 0.0f);
 		op_softmax(fx, lgm);

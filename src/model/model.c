@@ -18,7 +18,6 @@
 #include "protein/residue.h"
 #include "util/status.h"
 
-#define MODEL_RECYCLE_BINS 15
 #define MODEL_RECYCLE_MIN  3.375f
 #define MODEL_RECYCLE_MAX  21.375f
 
@@ -62,10 +61,10 @@ void model_free(model_t *m)
  * through rounding of ours. */
 static void model_recycle_bins(int L, const float *atom14, double (*cb)[3], int32_t *bins)
 {
-	float edge2[MODEL_RECYCLE_BINS - 1];
-	float step = (MODEL_RECYCLE_MAX - MODEL_RECYCLE_MIN) / (MODEL_RECYCLE_BINS - 2);
+	float edge2[TRUNK_RECYCLE_BINS - 1];
+	float step = (MODEL_RECYCLE_MAX - MODEL_RECYCLE_MIN) / (TRUNK_RECYCLE_BINS - 2);
 
-	for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) {
+	for (int k = 0; k < TRUNK_RECYCLE_BINS - 1; k++) {
 		float e = MODEL_RECYCLE_MIN + step * k;
 		edge2[k] = e * e;
 	}
@@ -84,7 +83,7 @@ static void model_recycle_bins(int L, const float *atom14, double (*cb)[3], int3
 			double d2 = 0.0;
 			int nb = 0;
 			for (int d = 0; d < 3; d++) d2 += (cb[j][d] - cb[i][d]) * (cb[j][d] - cb[i][d]);
-			for (int k = 0; k < MODEL_RECYCLE_BINS - 1; k++) nb += d2 > edge2[k];
+			for (int k = 0; k < TRUNK_RECYCLE_BINS - 1; k++) nb += d2 > edge2[k];
 			bins[(size_t)i * L + j] = nb;
 		}
 }

@@ -22,7 +22,6 @@
 #include "model/trunk.h"
 
 #define TRUNK_LN_EPS 1e-5f
-#define TRUNK_RECYCLE_BINS 15
 
 /* ---- loading ------------------------------------------------------------ */
 
@@ -147,9 +146,6 @@ void trunk_free(trunk_t *t)
 
 /* ---- pair-op building blocks ------------------------------------------- */
 
-/* rows per chunk for a length-L pair state */
-static int trunk_rows(int chunk, int L) { return chunk > 0 && chunk < L ? chunk : L; }
-
 /* p for rows i0..i0+nc-1 of z: [L, L, c] (ending: of z^T, read by its
  * strides, x[i, j] = z[j, i0 + i]), layer-normed by ln (NULL: none) and
  * multiplied by the weight rows starting at w's; groups to be added */
@@ -252,7 +248,7 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	tensor_t q = tensor_reshape2(tensor_rows(qk, 0, 1), L, h), k = tensor_reshape2(tensor_rows(qk, 1, 1), L, h);
 	x = fwd_new3(fx, n, L, cz);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		tensor_t xv = tensor_rows(x, 0, nc);
 		op_outer(fx, xv, q, k, i0);
 		op_linear(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
@@ -303,21 +299,21 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 
 	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
 	}
 	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		tensor_t gv = tensor_rows(g, 0, nc);
 		tensor_t xv = tensor_reshape2(tensor_rows(tensor_reshape2(x, (int64_t)c * n, L), 0, (int64_t)c * nc),
 		                              c, (int64_t)nc * L);
 		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
-			int nr = L - r0 < n ? L - r0 : n;
+			int nr = trunk_chunk(L, r0, n);
 			be_gemm_t p = {
 				.transa = 0, .transb = 1, .m = nc, .n = nr, .k = L,
 				.alpha = 1.0f, .beta = 0.0f,
@@ -346,14 +342,14 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 
 	f = fwd_new3(fx, L, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
 	}
 	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, n, L, c);
 	x = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc), xv = tensor_rows(x, 0, nc);
 		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, rv, 0, &gv);
 		op_trimul(fx, xv, rv, f);
@@ -404,7 +400,7 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf
 	g = fwd_new3(fx, n, L, c);
 	o = fwd_new3(fx, n, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		tensor_t gv = tensor_rows(g, 0, nc), ov = tensor_rows(o, 0, nc);
 		be_ln_linear_t p = trunk_lnlin(z, i0, nc, ending, &m->ln, n == L ? &m->proj : &m->q);
 		if (n == L) p.out[p.ngroups++] = trunk_out_bias(bias, &m->bias);
@@ -514,7 +510,7 @@ void trunk_iter(fwd_t *fx, const trunk_t *t, const hparams_t *c, tensor_t s, ten
 	for (int i = 0; i < L && ri && !fx->planning; i++) ri[i] = (float)residx[i];
 	if (ri) fwd_set(fx, rd, ri);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		op_relpos(fx, tensor_rows(z, i0, nc), t->relpos, rd, i0, bins);
 	}
 	fwd_drop(fx, &rd);
@@ -541,7 +537,7 @@ void trunk_recycle_in(fwd_t *fx, const trunk_t *t, tensor_t s, tensor_t z, tenso
 	op_binary(fx, s, s, s_s_0, BE_ADD);
 	e = fwd_new3(fx, n, L, cz);
 	for (int i0 = 0; i0 < L; i0 += n) {
-		int nc = L - i0 < n ? L - i0 : n;
+		int nc = trunk_chunk(L, i0, n);
 		tensor_t ev = tensor_rows(e, 0, nc), zv = tensor_rows(z, i0, nc);
 		op_gather(fx, tensor_reshape2(ev, (int64_t)nc * L, cz), t->recycle_disto, bins + (size_t)i0 * L, 1.0f);
 		op_layernorm(fx, zv, tensor_rows(prev_z, i0, nc), &t->recycle_z_norm);

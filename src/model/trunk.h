@@ -25,6 +25,15 @@
 #include "compute/ops.h"
 #include "model/weights.h"
 
+/* distance bins of the recycled structure (trunk.recycle_disto) */
+#define TRUNK_RECYCLE_BINS 15
+
+/* rows per chunk of a length-L pair state: chunk, or L when chunk is 0 or
+ * not below L */
+static inline int trunk_rows(int chunk, int L) { return chunk > 0 && chunk < L ? chunk : L; }
+/* rows of the chunk of n rows that starts at row i0 (the last one may be shorter) */
+static inline int trunk_chunk(int L, int i0, int n) { return L - i0 < n ? L - i0 : n; }
+
 /* OpenFold TriangleMultiplicativeUpdate; P = trunk.blocks.N.tri_mul_{out,in} */
 typedef struct {
 	ln_t  ln_in;    /* P.layer_norm_in [c_z] */

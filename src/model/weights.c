@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "util/finite.h"
+#include "util/grow.h"
 #include "util/hash.h"
 #include "util/lines.h"
 #include "util/log.h"
@@ -44,7 +45,8 @@ struct wt {
 	int         ntt;
 	json_t     *manifest;  /* owns manifest names */
 	weights_entry_t *e;         /* manifest or recorded entries */
-	int         ne, cape;
+	int         ne;
+	size_t      cape;
 	int         recording; /* weights_open_record: e[].name owned, appended */
 	hparams_t   cfg;
 	char       *cfg_json;  /* the configuration's text */
@@ -54,7 +56,8 @@ struct wt {
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	int64_t     mat_elems; /* of which elements of Linear matrices */
 	struct { be_t *be; void *p; } *buf;
-	int         nbuf, capbuf;
+	int         nbuf;
+	size_t      capbuf;
 };
 
 /* FNV-1a, 64 bits (weights.h) */
@@ -539,13 +542,7 @@ static int weights_record(weights_t *w, const char *name, int nd, const int64_t 
 	weights_entry_t *x;
 
 	if (nd > SAFETENSORS_MAX_DIMS) return -1;
-	if (w->ne == w->cape) {
-		int cap = w->cape ? 2 * w->cape : 256;
-		weights_entry_t *ne = realloc(w->e, cap * sizeof *ne);
-		if (!ne) return -1;
-		w->e = ne;
-		w->cape = cap;
-	}
+	if (grow_array(&w->e, &w->cape, (size_t)w->ne + 1, sizeof *w->e) < 0) return -1;
 	x = &w->e[w->ne];
 	memset(x, 0, sizeof *x);
 	if (!(x->name = strdup(name))) return -1;
@@ -612,13 +609,7 @@ static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 /* w->buf += p (of be), freed at weights_close; -1 when out of memory */
 static int weights_keep(weights_t *w, be_t *be, void *p)
 {
-	if (w->nbuf == w->capbuf) {
-		int cap = w->capbuf ? 2 * w->capbuf : 256;
-		void *nb = realloc(w->buf, cap * sizeof *w->buf);
-		if (!nb) return -1;
-		w->buf = nb;
-		w->capbuf = cap;
-	}
+	if (grow_array(&w->buf, &w->capbuf, (size_t)w->nbuf + 1, sizeof *w->buf) < 0) return -1;
 	w->buf[w->nbuf].be = be;
 	w->buf[w->nbuf].p = p;
 	w->nbuf++;

@@ -94,7 +94,7 @@ static int64_t qc_clashes(const qc_input_t *in)
 	int64_t count = -1;
 	const double lim2 = QC_CLASH * QC_CLASH;
 
-	if (!(a = malloc(sizeof *a * ((size_t)in->L * RESIDUE_NUM_ATOM37 + 1)))) goto fail;
+	if (!(a = malloc(sizeof *a * ((size_t)in->L * RESIDUE_NUM_ATOM37 + 1)))) goto done;
 	for (int i = 0; i < in->L; i++)
 		for (int k = 0; k < RESIDUE_NUM_ATOM37; k++) {
 			if (!qc_present(in, i, k)) continue;
@@ -106,7 +106,7 @@ static int64_t qc_clashes(const qc_input_t *in)
 		}
 	while (nb < 2 * n) nb *= 2;
 	if (!(head = malloc(sizeof *head * nb)) || !(next = malloc(sizeof *next * (n + 1))))
-		goto fail;
+		goto done;
 	for (size_t b = 0; b < nb; b++) head[b] = (size_t)-1;
 	for (size_t i = 0; i < n; i++) {
 		size_t b = qc_cell_hash(a[i].cell, nb);
@@ -125,7 +125,7 @@ static int64_t qc_clashes(const qc_input_t *in)
 				if (qc_dist2(a[i].x, a[j].x) < lim2) count++;
 			}
 		}
-fail:
+done:
 	free(a);
 	free(head);
 	free(next);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 
@@ -24,17 +25,10 @@ void lines_free(lines_t *l)
 /* room for one more byte and the NUL; 0 or -1 (logged) */
 static int lines_grow(lines_t *l)
 {
-	size_t nc = l->cap ? 2 * l->cap : 256;
-	char *ns;
-
-	if (l->n + 1 < l->cap) return 0;
-	if (nc > LINES_MAX + 1) nc = LINES_MAX + 1;
-	if (!(ns = realloc(l->s, nc))) {
+	if (grow_array(&l->s, &l->cap, l->n + 2, 1) < 0) {
 		log_error("%s:%ld: out of memory reading the line", l->name, l->lineno + 1);
 		return -1;
 	}
-	l->s = ns;
-	l->cap = nc;
 	return 0;
 }
 

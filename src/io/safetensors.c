@@ -339,8 +339,20 @@ static double safetensors_get(const safetensors_tensor_t *t, int64_t i)
 
 void safetensors_to_f32(const safetensors_tensor_t *t, float *dst)
 {
-	if (t->dtype == SAFETENSORS_F32) { memcpy(dst, t->data, t->nbytes); return; }
-	for (int64_t i = 0; i < t->numel; i++) dst[i] = (float)safetensors_get(t, i);
+	safetensors_to_f32_part(t, 0, t->numel, dst, widen_best());
+}
+
+void safetensors_to_f32_part(const safetensors_tensor_t *t, int64_t lo, int64_t n, float *dst, widen_path_t p)
+{
+	const char *src = (const char *)t->data + lo * (int64_t)safetensors_dtype_size(t->dtype);
+
+	switch (t->dtype) {
+	case SAFETENSORS_F32:  memcpy(dst, src, sizeof *dst * n); return;
+	case SAFETENSORS_F16:  widen_f16(dst, src, n, p); return;
+	case SAFETENSORS_BF16: widen_bf16(dst, src, n, p); return;
+	default:
+		for (int64_t i = 0; i < n; i++) dst[i] = (float)safetensors_get(t, lo + i);
+	}
 }
 
 void safetensors_to_f64(const safetensors_tensor_t *t, double *dst)

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "io/widen.h"
+
 typedef enum { SAFETENSORS_F64, SAFETENSORS_F32, SAFETENSORS_F16, SAFETENSORS_BF16, SAFETENSORS_I64, SAFETENSORS_I32, SAFETENSORS_U8, SAFETENSORS_BOOL } safetensors_dtype_t;
 
 #define SAFETENSORS_MAX_DIMS 8
@@ -52,6 +54,9 @@ void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t)
 
 /* Convert n elements of any floating or integer dtype to float / double. */
 void safetensors_to_f32(const safetensors_tensor_t *t, float *dst);
+/* dst[0..n) = elements [lo, lo + n) of t as float, the half-precision
+ * dtypes widened on path p (widen.h): one thread's share of a tensor */
+void safetensors_to_f32_part(const safetensors_tensor_t *t, int64_t lo, int64_t n, float *dst, widen_path_t p);
 void safetensors_to_f64(const safetensors_tensor_t *t, double *dst);
 
 /* half-precision helpers, exposed for the backends */

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "util/finite.h"
 #include "util/grow.h"
@@ -58,6 +61,7 @@ struct wt {
 	struct { be_t *be; void *p; } *buf;
 	int         nbuf;
 	size_t      capbuf;
+	int         widen_logged;   /* the widening path's log line written */
 };
 
 /* FNV-1a, 64 bits (weights.h) */
@@ -616,6 +620,71 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
+/* elements per chunk of a conversion: 256 KB of float32, one thread's at a time */
+#define WEIGHTS_CHUNK (1 << 16)
+
+/* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data, only
+ * scanned), in chunks across the threads, each chunk scanned for a NaN or
+ * an infinity while it is in cache; the first one's index, or -1 */
+static int64_t weights_widen(weights_t *w, const safetensors_tensor_t *t, float *dst, int convert)
+{
+	widen_path_t path = widen_best();
+	int64_t n = t->numel, nc = (n + WEIGHTS_CHUNK - 1) / WEIGHTS_CHUNK, bad = INT64_MAX;
+
+	if (!w->widen_logged && (t->dtype == SAFETENSORS_F16 || t->dtype == SAFETENSORS_BF16)) {
+		int threads = 1;
+#ifdef _OPENMP
+		threads = omp_get_max_threads();
+#endif
+		log_debug("%s: half-precision tensors widened to float32 on the %s path, %d thread%s", w->path,
+		          widen_path_name(path), threads, threads == 1 ? "" : "s");
+		w->widen_logged = 1;
+	}
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (nc > 1)
+#endif
+	for (int64_t c = 0; c < nc; c++) {
+		int64_t lo = c * WEIGHTS_CHUNK, len = n - lo < WEIGHTS_CHUNK ? n - lo : WEIGHTS_CHUNK;
+		if (convert) safetensors_to_f32_part(t, lo, len, dst + lo, path);
+		int64_t b = finite_scan(dst + lo, len);
+		if (b >= 0 && lo + b < bad) bad = lo + b;
+	}
+	return bad == INT64_MAX ? -1 : bad;
+}
+
+/* *p (into, or an allocation of be's kept by w) = host's numel floats
+ * uploaded, as bf16 where mat and be->weights_bf16; frees host where
+ * staged (a malloc); -1 when out of memory */
+static int weights_place(weights_t *w, be_t *be, void **p, void *into, int mat, float *host, int staged,
+                         int64_t numel)
+{
+	size_t esize = sizeof(float);
+	int rc = -1;
+
+	if (mat && be->weights_bf16) {
+		/* bf16, converted once here: in place over a float32 copy of our
+		 * own (element i's two bytes never reach an unread float) */
+		const float *f = host;
+		uint16_t *h16 = staged ? (uint16_t *)host : malloc(sizeof *h16 * (numel ? numel : 1));
+		if (!h16) return -1;
+		for (int64_t i = 0; i < numel; i++) h16[i] = safetensors_f32_to_bf16(f[i]);
+		host = (float *)h16;
+		staged = 1;
+		esize = sizeof *h16;
+	}
+	*p = into;
+	if (!into && be->alloc(be, esize * (numel ? numel : 1), p) < 0) goto done;
+	if (be->upload(be, *p, host, esize * numel) < 0 || (!into && weights_keep(w, be, *p) < 0)) {
+		if (!into) be->free(be, *p);
+		goto done;
+	}
+	rc = 0;
+done:
+	if (staged) free(host);
+	if (rc < 0) *p = NULL;
+	return rc;
+}
+
 /* mat: a Linear matrix, held as bf16 where be->weights_bf16; into: where
  * its data goes in backend memory (inside a group's allocation, owned by
  * w), NULL: an allocation of its own */
@@ -631,7 +700,6 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 	float *host = NULL;
 	void *p = NULL;
 	int64_t numel = 1;
-	size_t esize = sizeof(float);   /* bytes per element on the device */
 	int fresh = 0;   /* not asked for before */
 
 	*dst = NULL;
@@ -679,43 +747,38 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 		          safetensors_dtype_name(t->dtype));
 		return -1;
 	}
-	if (t->dtype == SAFETENSORS_F32 && ((uintptr_t)t->data & 3) == 0) {
+	/* on the CPU (backend memory is host memory) straight into the final
+	 * buffer; elsewhere, and for matrices held as bf16, staged on the host */
+	int direct = be->host_mem && !(mat && be->weights_bf16);
+	int staged = 0;   /* host is a malloc of ours */
+	if (direct) {
+		if (into) p = into;
+		else if (be->alloc(be, sizeof(float) * (numel ? numel : 1), &p) < 0) goto oom;
+		host = p;
+	} else if (t->dtype == SAFETENSORS_F32 && ((uintptr_t)t->data & 3) == 0) {
 		host = (float *)t->data;
 	} else if (!(host = malloc(sizeof(float) * (numel ? numel : 1)))) {
-		log_error("%s: out of memory converting '%s'", w->path, name);
-		return -1;
+		goto oom;
 	} else {
-		safetensors_to_f32(t, host);
+		staged = 1;
 	}
-	int64_t bad = finite_scan(host, numel);
+	int64_t bad = weights_widen(w, t, host, host != t->data);
 	if (bad >= 0) {
 		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
 		          isnan(host[bad]) ? "NaN" : "an infinity", (long long)bad);
-		if (host != t->data) free(host);
+		if (staged) free(host);
+		if (direct && !into) be->free(be, p);
 		return -1;
 	}
-	if (mat && be->weights_bf16) {
-		/* bf16, converted once here: in place over a float32 copy of our
-		 * own (element i's two bytes never reach an unread float) */
-		const float *f = host;
-		uint16_t *h16 = host == t->data ? malloc(sizeof *h16 * (numel ? numel : 1)) : (uint16_t *)host;
-		if (!h16) goto oom;
-		for (int64_t i = 0; i < numel; i++) h16[i] = safetensors_f32_to_bf16(f[i]);
-		host = (float *)h16;
-		esize = sizeof *h16;
-	}
-	if (into) p = into;
-	else if (be->alloc(be, esize * (numel ? numel : 1), &p) < 0) goto oom;
-	if (be->upload(be, p, host, esize * numel) < 0 || (!into && weights_keep(w, be, p) < 0)) {
-		if (!into) be->free(be, p);
+	if (direct) {
+		if (!into && weights_keep(w, be, p) < 0) { be->free(be, p); goto oom; }
+	} else if (weights_place(w, be, &p, into, mat, host, staged, numel) < 0) {
 		goto oom;
 	}
-	if (host != t->data) free(host);
 	weights_release(w, x);   /* copied */
 	*dst = p;
 	return 0;
 oom:
-	if (host != t->data) free(host);
 	log_error("%s: cannot place tensor '%s' (%lld floats) on %s", w->path, name, (long long)numel, be->name);
 	return -1;
 }

@@ -15,6 +15,14 @@
  * (safetensors_release); the weights_t owns those buffers until weights_close(), which frees them
  * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
+ *
+ * Where weights live: copied into anonymous memory (on the CPU straight
+ * into the final buffer, widened and scanned in chunks on all threads),
+ * never used from the file's mapping, whose pages the kernel drops under
+ * page-cache pressure and reads again from disk mid-fold; mlock is not
+ * used (RLIMIT_MEMLOCK is 8 MB for ordinary users).  Huge pages
+ * (MADV_HUGEPAGE) were measured slower (compaction: 9.7-10.4 s of CPU vs
+ * 2.3 s for 1.2 GB of f16 weights) and are not asked for.
  */
 #ifndef ESMBATCH_MODEL_WEIGHTS_H
 #define ESMBATCH_MODEL_WEIGHTS_H

@@ -1,0 +1,32 @@
+/* widen.h (prefix widen_) - binary16 and bfloat16 data widened to float32 at memory speed.
+ *
+ * Both conversions are exact, and every path gives the bits of the scalar
+ * safetensors_f16_to_f32 / safetensors_bf16_to_f32 for all 65,536 inputs
+ * (subnormals, infinities, NaN payloads and signalling NaNs kept; the
+ * F16C instruction quiets a signalling NaN, so NaN lanes are rebuilt from
+ * their bits).  bfloat16 is a 16-bit shift on every path.
+ *
+ * Paths: WIDEN_AVX512 (16 lanes, AVX-512F), WIDEN_F16C (8 lanes, F16C and
+ * AVX2), WIDEN_SCALAR (the portable loop, on every host).  widen_best() is
+ * the fastest this CPU runs (checked at run time), or WIDEN_SCALAR where
+ * $ESMBATCH_WIDEN is "scalar".  The calls are one thread's work: callers
+ * split large tensors across threads (weights.c).
+ */
+#ifndef ESMBATCH_IO_WIDEN_H
+#define ESMBATCH_IO_WIDEN_H
+
+#include <stdint.h>
+
+typedef enum { WIDEN_SCALAR, WIDEN_F16C, WIDEN_AVX512 } widen_path_t;
+
+/* 1 when this CPU (and this build) can run path p */
+int          widen_usable(widen_path_t p);
+widen_path_t widen_best(void);
+const char  *widen_path_name(widen_path_t p);
+
+/* dst[0..n) = src[0..n) widened; src (n 16-bit values) need not be aligned;
+ * an unusable p runs the scalar loop */
+void widen_f16(float *dst, const void *src, int64_t n, widen_path_t p);
+void widen_bf16(float *dst, const void *src, int64_t n, widen_path_t p);
+
+#endif

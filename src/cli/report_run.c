@@ -18,6 +18,7 @@
 #include "io/atomic_file.h"
 #include "io/journal.h"
 #include "sched/shard.h"
+#include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 #include "util/num.h"
@@ -32,21 +33,6 @@ void report_run_free(report_t *rp)
 	json_decref(rp->run);
 	json_decref(rp->done);
 	json_decref(rp->files);
-}
-
-/* room for one more of n items of size sz in *p (capacity *cap, doubled
- * from first); 0 or -1 (out of memory, *p kept) */
-static int report_grow(void *p, int *cap, int n, size_t sz, int first)
-{
-	void **pp = p, *np;
-	int nc;
-
-	if (n < *cap) return 0;
-	nc = *cap ? 2 * *cap : first;
-	if (!(np = realloc(*pp, sz * nc))) return -1;
-	*pp = np;
-	*cap = nc;
-	return 0;
 }
 
 /* Every figure read from the files (which a person may have edited) is
@@ -81,7 +67,8 @@ static int report_parse_summary(report_t *rp, const char *summary)
 		"mean_plddt", "ptm", "seconds", "plddt_very_low", "plddt_low", "plddt_confident",
 		"plddt_very_high", "flags", "index", "file" };
 	enum { NW = sizeof want / sizeof *want };
-	int col[NW], cap = 0;
+	int col[NW];
+	size_t cap = 0;
 	char *save = NULL, *line;
 
 	if (!(rp->text = strdup(summary))) return -1;
@@ -92,7 +79,7 @@ static int report_parse_summary(report_t *rp, const char *summary)
 		int c = 0;
 		double ix;
 		report_rec_t *x;
-		if (report_grow(&rp->rec, &cap, rp->nrec, sizeof *rp->rec, 64) < 0) return -1;
+		if (grow_array(&rp->rec, &cap, (size_t)rp->nrec + 1, sizeof *rp->rec) < 0) return -1;
 		for (int w = 0; w < NW; w++) fld[w] = "-";
 		/* fields split in place; empty fields kept (strsep); decoded
 		 * (util/tsv.h) as text, as the page shows them */
@@ -154,7 +141,8 @@ static double report_secs(const json_t *e, const char *key)
 static int report_parse_run(report_t *rp, FILE *f, const char *path, int shard)
 {
 	lines_t ln;
-	int fcap = 0, dcap = 0, rc = 0, got;
+	size_t fcap = 0, dcap = 0;
+	int rc = 0, got;
 	double t1 = 0;
 
 	lines_init(&ln, f, path, NULL);
@@ -175,7 +163,7 @@ static int report_parse_run(report_t *rp, FILE *f, const char *path, int shard)
 			if (!strcmp(ev, "fold") && !strcmp(journal_str(e, "status"), "ok"))
 				rp->res_folded += report_index(e, "length") > 0 ? report_index(e, "length") : 0;
 		} else if (!strcmp(ev, "device")) {
-			if ((rc = report_grow(&rp->dev, &dcap, rp->ndev, sizeof *rp->dev, 4)) < 0) {
+			if ((rc = grow_array(&rp->dev, &dcap, (size_t)rp->ndev + 1, sizeof *rp->dev)) < 0) {
 				json_decref(e);
 				break;
 			}
@@ -185,7 +173,7 @@ static int report_parse_run(report_t *rp, FILE *f, const char *path, int shard)
 			d->budget = report_int(e, "budget");
 			d->overhead = report_int(e, "overhead");
 		} else if (!strcmp(ev, "fold")) {
-			if ((rc = report_grow(&rp->fold, &fcap, rp->nfold, sizeof *rp->fold, 64)) < 0) {
+			if ((rc = grow_array(&rp->fold, &fcap, (size_t)rp->nfold + 1, sizeof *rp->fold)) < 0) {
 				json_decref(e);
 				break;
 			}

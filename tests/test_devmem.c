@@ -168,11 +168,18 @@ static void test_devmem_contract(void **state)
 
 	assert_int_equal(dbg->alloc(dbg, sizeof idx, (void **)&dev), 0);
 	assert_int_equal(dbg->alloc(dbg, 8 * sizeof(float), (void **)&stale), 0);
-	assert_int_equal(dbg->gather(dbg, stale, dev, (const int32_t *)dev, 2, 4, 1.0f), -EFAULT);
-	assert_int_equal(dbg->transpose(dbg, stale + 1, stale, 1, 1, 4), -EFAULT);
+	assert_int_equal(dbg->gather(dbg, &(be_gather_t){
+		.y = stale, .table = dev, .idx = (const int32_t *)dev, .rows = 2, .d = 4,
+		.scale = 1.0f,
+	}), -EFAULT);
+	assert_int_equal(dbg->transpose(dbg, &(be_transpose_t){
+		.y = stale + 1, .x = stale, .A = 1, .B = 1, .C = 4,
+	}), -EFAULT);
 	dbg->free(dbg, stale);
-	assert_int_equal(dbg->fill(dbg, stale, 8, 0.0f), -EFAULT);
-	assert_int_equal(dbg->gather(dbg, dev, dev, idx, 2, 1, 1.0f), -EFAULT);
+	assert_int_equal(dbg->fill(dbg, &(be_fill_t){ .x = stale, .n = 8, .value = 0.0f }), -EFAULT);
+	assert_int_equal(dbg->gather(dbg, &(be_gather_t){
+		.y = dev, .table = dev, .idx = idx, .rows = 2, .d = 1, .scale = 1.0f,
+	}), -EFAULT);
 	assert_int_equal(be_dbg_violations(dbg), 5);
 	dbg->free(dbg, dev);
 	be_free(dbg);

@@ -426,15 +426,17 @@ static int dbg_check_relpos(dbg_ctx_t *c, const be_relpos_t *p)
 }
 
 /* one wrapper per op of the list (backend.h's BE_OPS): the checks, then
- * the CPU's op with the region open */
-#define DBG_OP(OP, slot, params)                                      \
-	static int dbg_##slot(be_t *be, const params *p)              \
-	{                                                             \
-		dbg_ctx_t *c = be->ctx;                               \
-		int rc;                                               \
-		if (dbg_check_##slot(c, p)) return -EFAULT;           \
-		if ((rc = dbg_enter(c))) return rc;                   \
-		return dbg_leave(c, c->cpu->slot(c->cpu, p));         \
+ * the CPU's op with the region open; an op without its dbg_check_<slot>
+ * does not compile */
+#define DBG_OP(OP, slot, params)                                          \
+	static int dbg_##slot(be_t *be, const params *p)                  \
+	{                                                                 \
+		int (*check)(dbg_ctx_t *, const params *) = dbg_check_##slot; \
+		dbg_ctx_t *c = be->ctx;                                   \
+		int rc;                                                   \
+		if (check(c, p)) return -EFAULT;                          \
+		if ((rc = dbg_enter(c))) return rc;                       \
+		return dbg_leave(c, c->cpu->slot(c->cpu, p));             \
 	}
 BE_OPS(DBG_OP)
 #undef DBG_OP

@@ -1524,9 +1524,42 @@ static void test_trimul_out(void **state)
 	}
 }
 
+/* --- be_supports --- */
+
+/* be_supports answers from the op list: the CPU has every op and no
+ * mem_info or worker; a card has every op but the direct triangle
+ * product (the trunk batches GEMMs), and mem_info and worker, and so
+ * has each of its workers; nothing answers for no backend or for a name
+ * past the list */
+static void test_supports(void **state)
+{
+	be_t *w = gpu->worker(gpu);
+	int nops = 0;
+
+	assert_non_null(w);
+#define SUPPORTS_CASE(OP, slot, params)                                                  \
+	assert_int_equal(be_supports(cpu, BE_OP_##OP), 1);                               \
+	assert_int_equal(be_supports(gpu, BE_OP_##OP), BE_OP_##OP != BE_OP_TRIMUL);      \
+	assert_int_equal(be_supports(w, BE_OP_##OP), be_supports(gpu, BE_OP_##OP));      \
+	assert_int_equal(be_supports(NULL, BE_OP_##OP), 0);                              \
+	nops++;
+	BE_OPS(SUPPORTS_CASE)
+#undef SUPPORTS_CASE
+	assert_int_equal(nops, BE_OP_MEM_INFO);   /* the enum is the list, in order */
+	assert_int_equal(be_supports(cpu, BE_OP_MEM_INFO), 0);
+	assert_int_equal(be_supports(cpu, BE_OP_WORKER), 0);
+	assert_int_equal(be_supports(gpu, BE_OP_MEM_INFO), 1);
+	assert_int_equal(be_supports(gpu, BE_OP_WORKER), 1);
+	assert_int_equal(be_supports(w, BE_OP_MEM_INFO), 1);
+	assert_int_equal(be_supports(cpu, BE_OP_COUNT), 0);
+	assert_int_equal(be_supports(gpu, BE_OP_COUNT), 0);
+	be_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_supports),
 		cmocka_unit_test(test_gemm),
 		cmocka_unit_test(test_gemm_relu),
 		cmocka_unit_test(test_gemm_lowp),

@@ -199,31 +199,29 @@ static int dbg_sync(be_t *be)
 
 /* --- ops ------------------------------------------------------------------------ */
 
-static int dbg_gemm(be_t *be, const be_gemm_t *g)
+/* dbg_check_<slot>(c, p): nonzero (each violation logged and counted) when
+ * the op's pointers break the contract; the wrappers below run the CPU's
+ * op on the opened region only when they keep it */
+
+static int dbg_check_gemm(dbg_ctx_t *c, const be_gemm_t *g)
 {
-	dbg_ctx_t *c = be->ctx;
 	int64_t na = dbg_span(g->batch, g->stride_a, g->transa ? g->k : g->m, g->lda, 1, 0,
 	                      g->transa ? g->m : g->k);
 	int64_t nb = dbg_span(g->batch, g->stride_b, g->transb ? g->n : g->k, g->ldb, 1, 0,
 	                      g->transb ? g->k : g->n);
 	int64_t nc = dbg_span(g->batch, g->stride_c, g->m, g->ldc, 1, 0, g->n);
-	int rc;
 
-	if (dbg_dev(c, "gemm", "a", g->a, na * F) || dbg_dev(c, "gemm", "b", g->b, nb * F) ||
-	    dbg_dev(c, "gemm", "c", g->c, nc * F) ||
-	    (g->bias && dbg_dev(c, "gemm", "bias", g->bias, g->n * F)) ||
-	    dbg_apart(c, "gemm", "c and a", g->c, nc, g->a, na, 0) ||
-	    dbg_apart(c, "gemm", "c and b", g->c, nc, g->b, nb, 0) ||
-	    dbg_apart(c, "gemm", "c and bias", g->c, nc, g->bias, g->n, 0) ||
-	    ((unsigned)g->prec >= BE_PREC_COUNT && dbg_fail(c, "gemm", "prec", "is no be_prec_t")))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gemm(c->cpu, g));
+	return dbg_dev(c, "gemm", "a", g->a, na * F) || dbg_dev(c, "gemm", "b", g->b, nb * F) ||
+	       dbg_dev(c, "gemm", "c", g->c, nc * F) ||
+	       (g->bias && dbg_dev(c, "gemm", "bias", g->bias, g->n * F)) ||
+	       dbg_apart(c, "gemm", "c and a", g->c, nc, g->a, na, 0) ||
+	       dbg_apart(c, "gemm", "c and b", g->c, nc, g->b, nb, 0) ||
+	       dbg_apart(c, "gemm", "c and bias", g->c, nc, g->bias, g->n, 0) ||
+	       ((unsigned)g->prec >= BE_PREC_COUNT && dbg_fail(c, "gemm", "prec", "is no be_prec_t"));
 }
 
-static int dbg_attn(be_t *be, const be_attn_t *a)
+static int dbg_check_attn(dbg_ctx_t *c, const be_attn_t *a)
 {
-	dbg_ctx_t *c = be->ctx;
 	int64_t nq = dbg_span(a->B, a->q_sb, a->Lq, a->q_sl, a->H, a->q_sh, a->D);
 	int64_t nk = dbg_span(a->B, a->k_sb, a->Lk, a->k_sl, a->H, a->k_sh, a->D);
 	int64_t nv = dbg_span(a->B, a->v_sb, a->Lk, a->v_sl, a->H, a->v_sh, a->D);
@@ -231,245 +229,168 @@ static int dbg_attn(be_t *be, const be_attn_t *a)
 	int64_t nbias = a->bias ? dbg_span(a->B, a->bias_sb, a->H, a->bias_sh, a->Lq, a->bias_sq, a->Lk) : 0;
 	int64_t nmask = a->mask ? dbg_span(a->B, a->mask_sb, 1, 0, 1, 0, a->Lk) : 0;
 	int64_t nrope = a->rope ? (int64_t)(a->Lq > a->Lk ? a->Lq : a->Lk) * (a->D / 2) * 2 : 0;
-	int rc;
 
-	if (dbg_dev(c, "attn", "q", a->q, nq * F) || dbg_dev(c, "attn", "k", a->k, nk * F) ||
-	    dbg_dev(c, "attn", "v", a->v, nv * F) || dbg_dev(c, "attn", "o", a->o, no * F) ||
-	    dbg_dev(c, "attn", "bias", a->bias, nbias * F) ||
-	    dbg_dev(c, "attn", "mask", a->mask, nmask * F) ||
-	    dbg_dev(c, "attn", "g", a->g, a->g ? no * F : 0) ||
-	    dbg_dev(c, "attn", "rope", a->rope, nrope * F) ||
-	    (a->rope && a->D % 2 && dbg_fail(c, "attn", "D", "is odd with a rope table")) ||
-	    dbg_apart(c, "attn", "o and q", a->o, no, a->q, nq, 0) ||
-	    dbg_apart(c, "attn", "o and k", a->o, no, a->k, nk, 0) ||
-	    dbg_apart(c, "attn", "o and v", a->o, no, a->v, nv, 0) ||
-	    dbg_apart(c, "attn", "o and bias", a->o, no, a->bias, nbias, 0) ||
-	    dbg_apart(c, "attn", "o and mask", a->o, no, a->mask, nmask, 0) ||
-	    dbg_apart(c, "attn", "o and g", a->o, no, a->g, a->g ? no : 0, 0) ||
-	    dbg_apart(c, "attn", "o and rope", a->o, no, a->rope, nrope, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->attn(c->cpu, a));
+	return dbg_dev(c, "attn", "q", a->q, nq * F) || dbg_dev(c, "attn", "k", a->k, nk * F) ||
+	       dbg_dev(c, "attn", "v", a->v, nv * F) || dbg_dev(c, "attn", "o", a->o, no * F) ||
+	       dbg_dev(c, "attn", "bias", a->bias, nbias * F) ||
+	       dbg_dev(c, "attn", "mask", a->mask, nmask * F) ||
+	       dbg_dev(c, "attn", "g", a->g, a->g ? no * F : 0) ||
+	       dbg_dev(c, "attn", "rope", a->rope, nrope * F) ||
+	       (a->rope && a->D % 2 && dbg_fail(c, "attn", "D", "is odd with a rope table")) ||
+	       dbg_apart(c, "attn", "o and q", a->o, no, a->q, nq, 0) ||
+	       dbg_apart(c, "attn", "o and k", a->o, no, a->k, nk, 0) ||
+	       dbg_apart(c, "attn", "o and v", a->o, no, a->v, nv, 0) ||
+	       dbg_apart(c, "attn", "o and bias", a->o, no, a->bias, nbias, 0) ||
+	       dbg_apart(c, "attn", "o and mask", a->o, no, a->mask, nmask, 0) ||
+	       dbg_apart(c, "attn", "o and g", a->o, no, a->g, a->g ? no : 0, 0) ||
+	       dbg_apart(c, "attn", "o and rope", a->o, no, a->rope, nrope, 0);
 }
 
-static int dbg_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                         const float *w, const float *b, float eps)
+static int dbg_check_layernorm(dbg_ctx_t *c, const be_layernorm_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = rows * d;
-	int rc;
+	int64_t n = p->rows * p->d, d = p->d;
 
-	if (dbg_dev(c, "layernorm", "y", y, n * F) || dbg_dev(c, "layernorm", "x", x, n * F) ||
-	    dbg_dev(c, "layernorm", "w", w, d * F) || dbg_dev(c, "layernorm", "b", b, d * F) ||
-	    dbg_apart(c, "layernorm", "y and x", y, n, x, n, 1) ||
-	    dbg_apart(c, "layernorm", "y and w", y, n, w, d, 0) ||
-	    dbg_apart(c, "layernorm", "y and b", y, n, b, d, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->layernorm(c->cpu, y, x, rows, d, w, b, eps));
+	return dbg_dev(c, "layernorm", "y", p->y, n * F) || dbg_dev(c, "layernorm", "x", p->x, n * F) ||
+	       dbg_dev(c, "layernorm", "w", p->w, d * F) || dbg_dev(c, "layernorm", "b", p->b, d * F) ||
+	       dbg_apart(c, "layernorm", "y and x", p->y, n, p->x, n, 1) ||
+	       dbg_apart(c, "layernorm", "y and w", p->y, n, p->w, d, 0) ||
+	       dbg_apart(c, "layernorm", "y and b", p->y, n, p->b, d, 0);
 }
 
-static int dbg_softmax(be_t *be, float *x, int64_t rows, int d)
+static int dbg_check_softmax(dbg_ctx_t *c, const be_softmax_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "softmax", "x", x, rows * d * F)) return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->softmax(c->cpu, x, rows, d));
+	return dbg_dev(c, "softmax", "x", p->x, p->rows * p->d * F);
 }
 
-static int dbg_act(be_t *be, float *x, int64_t n, be_act_t kind)
+static int dbg_check_act(dbg_ctx_t *c, const be_unary_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "act", "x", x, n * F)) return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->act(c->cpu, x, n, kind));
+	return dbg_dev(c, "act", "x", p->x, p->n * F);
 }
 
-static int dbg_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind)
+static int dbg_check_binary(dbg_ctx_t *c, const be_binary_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int rc;
+	int64_t n = p->n;
 
-	if (dbg_dev(c, "binary", "y", y, n * F) || dbg_dev(c, "binary", "a", a, n * F) ||
-	    dbg_dev(c, "binary", "b", b, n * F) || dbg_apart(c, "binary", "y and a", y, n, a, n, 1) ||
-	    dbg_apart(c, "binary", "y and b", y, n, b, n, 1))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->binary(c->cpu, y, a, b, n, kind));
+	return dbg_dev(c, "binary", "y", p->y, n * F) || dbg_dev(c, "binary", "a", p->a, n * F) ||
+	       dbg_dev(c, "binary", "b", p->b, n * F) || dbg_apart(c, "binary", "y and a", p->y, n, p->a, n, 1) ||
+	       dbg_apart(c, "binary", "y and b", p->y, n, p->b, n, 1);
 }
 
-static int dbg_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
+static int dbg_check_axpby(dbg_ctx_t *c, const be_axpby_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int rc;
+	int64_t n = p->n;
 
-	if (dbg_dev(c, "axpby", "y", y, n * F) || dbg_dev(c, "axpby", "x", x, n * F) ||
-	    dbg_apart(c, "axpby", "y and x", y, n, x, n, 1))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->axpby(c->cpu, y, x, n, alpha, beta));
+	return dbg_dev(c, "axpby", "y", p->y, n * F) || dbg_dev(c, "axpby", "x", p->x, n * F) ||
+	       dbg_apart(c, "axpby", "y and x", p->y, n, p->x, n, 1);
 }
 
-static int dbg_fill(be_t *be, float *x, int64_t n, float value)
+static int dbg_check_fill(dbg_ctx_t *c, const be_fill_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int rc;
-
-	if (dbg_dev(c, "fill", "x", x, n * F)) return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->fill(c->cpu, x, n, value));
+	return dbg_dev(c, "fill", "x", p->x, p->n * F);
 }
 
 /* idx is host memory by contract; every row it names must lie in table's
  * allocation */
-static int dbg_gather(be_t *be, float *y, const float *table, const int32_t *idx,
-                      int64_t rows, int d, float scale)
+static int dbg_check_gather(dbg_ctx_t *c, const be_gather_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
+	int64_t rows = p->rows, d = p->d;
 	int32_t hi = 0;
-	int rc;
 
-	if (dbg_dev(c, "gather", "y", y, rows * d * F) ||
-	    dbg_host(c, "gather", "idx", idx, rows * (int64_t)sizeof *idx))
+	if (dbg_dev(c, "gather", "y", p->y, rows * d * F) ||
+	    dbg_host(c, "gather", "idx", p->idx, rows * (int64_t)sizeof *p->idx))
 		return -EFAULT;
 	for (int64_t r = 0; r < rows; r++) {
-		if (idx[r] < 0) return dbg_fail(c, "gather", "idx", "holds a negative row");
-		if (idx[r] > hi) hi = idx[r];
+		if (p->idx[r] < 0) return dbg_fail(c, "gather", "idx", "holds a negative row");
+		if (p->idx[r] > hi) hi = p->idx[r];
 	}
-	if (rows > 0 && (dbg_dev(c, "gather", "table", table, ((int64_t)hi + 1) * d * F) ||
-	                 dbg_apart(c, "gather", "y and table", y, rows * d, table,
-	                           ((int64_t)hi + 1) * d, 0)))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->gather(c->cpu, y, table, idx, rows, d, scale));
+	return rows > 0 && (dbg_dev(c, "gather", "table", p->table, ((int64_t)hi + 1) * d * F) ||
+	                    dbg_apart(c, "gather", "y and table", p->y, rows * d, p->table,
+	                              ((int64_t)hi + 1) * d, 0));
 }
 
-static int dbg_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C)
+static int dbg_check_transpose(dbg_ctx_t *c, const be_transpose_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = A * B * C;
-	int rc;
+	int64_t n = p->A * p->B * p->C;
 
-	if (dbg_dev(c, "transpose", "y", y, n * F) || dbg_dev(c, "transpose", "x", x, n * F) ||
-	    dbg_apart(c, "transpose", "y and x", y, n, x, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->transpose(c->cpu, y, x, A, B, C));
+	return dbg_dev(c, "transpose", "y", p->y, n * F) || dbg_dev(c, "transpose", "x", p->x, n * F) ||
+	       dbg_apart(c, "transpose", "y and x", p->y, n, p->x, n, 0);
 }
 
-static int dbg_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
-                     int ch)
+static int dbg_check_outer(dbg_ctx_t *c, const be_outer_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = (int64_t)ni * L * 2 * ch, m = (int64_t)L * ch;
-	int rc;
+	int64_t n = (int64_t)p->ni * p->L * 2 * p->c, m = (int64_t)p->L * p->c;
 
-	if (dbg_dev(c, "outer", "y", y, n * F) || dbg_dev(c, "outer", "q", q, m * F) ||
-	    dbg_dev(c, "outer", "k", k, m * F) || dbg_apart(c, "outer", "y and q", y, n, q, m, 0) ||
-	    dbg_apart(c, "outer", "y and k", y, n, k, m, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->outer(c->cpu, y, q, k, i0, ni, L, ch));
+	return dbg_dev(c, "outer", "y", p->y, n * F) || dbg_dev(c, "outer", "q", p->q, m * F) ||
+	       dbg_dev(c, "outer", "k", p->k, m * F) || dbg_apart(c, "outer", "y and q", p->y, n, p->q, m, 0) ||
+	       dbg_apart(c, "outer", "y and k", p->y, n, p->k, m, 0);
 }
 
-static int dbg_trimul(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk,
-                      int ch)
+static int dbg_check_trimul(dbg_ctx_t *c, const be_trimul_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t nx = (int64_t)ni * nj * ch, na = (int64_t)ni * nk * ch, nb = (int64_t)nj * nk * ch;
-	int rc;
+	int64_t nx = (int64_t)p->ni * p->nj * p->c, na = (int64_t)p->ni * p->nk * p->c;
+	int64_t nb = (int64_t)p->nj * p->nk * p->c;
 
-	if (dbg_dev(c, "trimul", "x", x, nx * F) || dbg_dev(c, "trimul", "a", a, na * F) ||
-	    dbg_dev(c, "trimul", "b", b, nb * F) || dbg_apart(c, "trimul", "x and a", x, nx, a, na, 0) ||
-	    dbg_apart(c, "trimul", "x and b", x, nx, b, nb, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->trimul(c->cpu, x, a, b, ni, nj, nk, ch));
+	return dbg_dev(c, "trimul", "x", p->x, nx * F) || dbg_dev(c, "trimul", "a", p->a, na * F) ||
+	       dbg_dev(c, "trimul", "b", p->b, nb * F) || dbg_apart(c, "trimul", "x and a", p->x, nx, p->a, na, 0) ||
+	       dbg_apart(c, "trimul", "x and b", p->x, nx, p->b, nb, 0);
 }
 
-static int dbg_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
-                      const float *qp, const float *kvp, const float *hw, const float *bb,
-                      int L, int H, int Pq, int Pv)
+static int dbg_check_ipa_in(dbg_ctx_t *c, const be_ipa_in_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t na = (int64_t)L * H * (3 * Pq + 2), nv = (int64_t)L * H * 3 * Pv, nr = (int64_t)L * 12;
-	int64_t ns = (int64_t)L * 7, nq = (int64_t)L * 3 * H * Pq, nkv = (int64_t)L * 3 * H * (Pq + Pv);
-	int rc;
+	int64_t L = p->L, H = p->H, Pq = p->Pq, Pv = p->Pv;
+	int64_t na = L * H * (3 * Pq + 2), nv = L * H * 3 * Pv, nr = L * 12;
+	int64_t ns = L * 7, nq = L * 3 * H * Pq, nkv = L * 3 * H * (Pq + Pv);
 
-	if (dbg_dev(c, "ipa_in", "qa", qa, na * F) || dbg_dev(c, "ipa_in", "ka", ka, na * F) ||
-	    dbg_dev(c, "ipa_in", "vp", vp, nv * F) || dbg_dev(c, "ipa_in", "rig", rig, nr * F) ||
-	    dbg_dev(c, "ipa_in", "state", state, ns * F) || dbg_dev(c, "ipa_in", "qp", qp, nq * F) ||
-	    dbg_dev(c, "ipa_in", "kvp", kvp, nkv * F) || dbg_dev(c, "ipa_in", "hw", hw, H * F) ||
-	    dbg_dev(c, "ipa_in", "bb", bb, H * F) ||
-	    dbg_apart(c, "ipa_in", "qa and ka", qa, na, ka, na, 0) ||
-	    dbg_apart(c, "ipa_in", "rig and state", rig, nr, state, ns, 0) ||
-	    dbg_apart(c, "ipa_in", "qa and qp", qa, na, qp, nq, 0) ||
-	    dbg_apart(c, "ipa_in", "ka and kvp", ka, na, kvp, nkv, 0) ||
-	    dbg_apart(c, "ipa_in", "vp and kvp", vp, nv, kvp, nkv, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->ipa_in(c->cpu, qa, ka, vp, rig, state, qp, kvp, hw, bb, L, H, Pq, Pv));
+	return dbg_dev(c, "ipa_in", "qa", p->qa, na * F) || dbg_dev(c, "ipa_in", "ka", p->ka, na * F) ||
+	       dbg_dev(c, "ipa_in", "vp", p->vp, nv * F) || dbg_dev(c, "ipa_in", "rig", p->rig, nr * F) ||
+	       dbg_dev(c, "ipa_in", "state", p->state, ns * F) || dbg_dev(c, "ipa_in", "qp", p->qp, nq * F) ||
+	       dbg_dev(c, "ipa_in", "kvp", p->kvp, nkv * F) || dbg_dev(c, "ipa_in", "hw", p->hw, H * F) ||
+	       dbg_dev(c, "ipa_in", "bb", p->bb, H * F) ||
+	       dbg_apart(c, "ipa_in", "qa and ka", p->qa, na, p->ka, na, 0) ||
+	       dbg_apart(c, "ipa_in", "rig and state", p->rig, nr, p->state, ns, 0) ||
+	       dbg_apart(c, "ipa_in", "qa and qp", p->qa, na, p->qp, nq, 0) ||
+	       dbg_apart(c, "ipa_in", "ka and kvp", p->ka, na, p->kvp, nkv, 0) ||
+	       dbg_apart(c, "ipa_in", "vp and kvp", p->vp, nv, p->kvp, nkv, 0);
 }
 
-static int dbg_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
-                       int L, int n_pts, float eps)
+static int dbg_check_ipa_out(dbg_ctx_t *c, const be_ipa_out_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t nc = L ? (L - 1) * ldc + 4 * (int64_t)n_pts : 0, no = (int64_t)L * n_pts * 3;
-	int rc;
+	int64_t L = p->L, nc = L ? (L - 1) * p->ldc + 4 * (int64_t)p->n_pts : 0, no = L * p->n_pts * 3;
 
-	if (dbg_dev(c, "ipa_out", "cat", cat, nc * F) || dbg_dev(c, "ipa_out", "op", op, no * F) ||
-	    dbg_dev(c, "ipa_out", "rig", rig, (int64_t)L * 12 * F) ||
-	    dbg_apart(c, "ipa_out", "cat and op", cat, nc, op, no, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->ipa_out(c->cpu, cat, ldc, op, rig, L, n_pts, eps));
+	return dbg_dev(c, "ipa_out", "cat", p->cat, nc * F) || dbg_dev(c, "ipa_out", "op", p->op, no * F) ||
+	       dbg_dev(c, "ipa_out", "rig", p->rig, L * 12 * F) ||
+	       dbg_apart(c, "ipa_out", "cat and op", p->cat, nc, p->op, no, 0);
 }
 
-static int dbg_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale)
+static int dbg_check_ipa_rigid(dbg_ctx_t *c, const be_ipa_rigid_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t n = (int64_t)L * 7;
-	int rc;
+	int64_t n = (int64_t)p->L * 7;
 
-	if (dbg_dev(c, "ipa_rigid", "state", state, n * F) ||
-	    (frame && dbg_dev(c, "ipa_rigid", "frame", frame, n * F)) ||
-	    (upd && dbg_dev(c, "ipa_rigid", "upd", upd, (int64_t)L * 6 * F)) ||
-	    (frame && dbg_apart(c, "ipa_rigid", "frame and state", frame, n, state, n, 0)))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->ipa_rigid(c->cpu, state, frame, upd, L, scale));
+	return dbg_dev(c, "ipa_rigid", "state", p->state, n * F) ||
+	       (p->frame && dbg_dev(c, "ipa_rigid", "frame", p->frame, n * F)) ||
+	       (p->upd && dbg_dev(c, "ipa_rigid", "upd", p->upd, (int64_t)p->L * 6 * F)) ||
+	       (p->frame && dbg_apart(c, "ipa_rigid", "frame and state", p->frame, n, p->state, n, 0));
 }
 
-static int dbg_transition(be_t *be, const be_transition_t *t)
+static int dbg_check_transition(dbg_ctx_t *c, const be_transition_t *t)
 {
-	dbg_ctx_t *c = be->ctx;
 	int64_t n = t->rows * t->d, nw = (int64_t)t->h * t->d;
-	int rc;
 
-	if (dbg_dev(c, "transition", "x", t->x, n * F) || dbg_dev(c, "transition", "ln_w", t->ln_w, t->d * F) ||
-	    dbg_dev(c, "transition", "ln_b", t->ln_b, t->d * F) ||
-	    dbg_dev(c, "transition", "w1", t->w1, nw * F) || dbg_dev(c, "transition", "w2", t->w2, nw * F) ||
-	    (t->b1 && dbg_dev(c, "transition", "b1", t->b1, t->h * F)) ||
-	    (t->b2 && dbg_dev(c, "transition", "b2", t->b2, t->d * F)) ||
-	    dbg_apart(c, "transition", "x and w1", t->x, n, t->w1, nw, 0) ||
-	    dbg_apart(c, "transition", "x and w2", t->x, n, t->w2, nw, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->transition(c->cpu, t));
+	return dbg_dev(c, "transition", "x", t->x, n * F) ||
+	       dbg_dev(c, "transition", "ln_w", t->ln_w, t->d * F) ||
+	       dbg_dev(c, "transition", "ln_b", t->ln_b, t->d * F) ||
+	       dbg_dev(c, "transition", "w1", t->w1, nw * F) || dbg_dev(c, "transition", "w2", t->w2, nw * F) ||
+	       (t->b1 && dbg_dev(c, "transition", "b1", t->b1, t->h * F)) ||
+	       (t->b2 && dbg_dev(c, "transition", "b2", t->b2, t->d * F)) ||
+	       dbg_apart(c, "transition", "x and w1", t->x, n, t->w1, nw, 0) ||
+	       dbg_apart(c, "transition", "x and w2", t->x, n, t->w2, nw, 0);
 }
 
 /* every row of x and every element of each group's output inside live
  * blocks, outputs apart from x (by their spans) */
-static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
+static int dbg_check_ln_linear(dbg_ctx_t *c, const be_ln_linear_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
 	int64_t nx = dbg_span(p->ni, p->x_si, p->nj, p->x_sj, 1, 0, p->k);
-	int rc;
 
 	if (dbg_dev(c, "ln_linear", "x", p->x, nx * F)) return -EFAULT;
 	for (int g = 0; g < p->ngroups; g++) {
@@ -478,43 +399,47 @@ static int dbg_ln_linear(be_t *be, const be_ln_linear_t *p)
 		if (dbg_dev(c, "ln_linear", "y", q->y, ny * F) || dbg_apart(c, "ln_linear", "y and x", q->y, ny, p->x, nx, 0))
 			return -EFAULT;
 	}
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->ln_linear(c->cpu, p));
+	return 0;
 }
 
-static int dbg_trimul_out(be_t *be, const be_trimul_out_t *t)
+static int dbg_check_trimul_out(dbg_ctx_t *c, const be_trimul_out_t *t)
 {
-	dbg_ctx_t *c = be->ctx;
 	int64_t ch = t->c, rows = t->zr.n1 * t->zr.n2, n = rows * ch;
 	int64_t nz = dbg_span(1, 0, t->zr.n1, t->zr.s1, t->zr.n2, t->zr.s2, ch);
-	int rc;
 
-	if (dbg_dev(c, "trimul_out", "z", t->z, nz * F) || dbg_dev(c, "trimul_out", "x", t->x, n * F) ||
-	    dbg_dev(c, "trimul_out", "gv", t->gv, n * F) ||
-	    dbg_dev(c, "trimul_out", "w", t->w, ch * ch * (t->w_bf16 ? 2 : F)) ||
-	    dbg_dev(c, "trimul_out", "b", t->b, ch * F) || dbg_dev(c, "trimul_out", "ln_w", t->ln_w, ch * F) ||
-	    dbg_dev(c, "trimul_out", "ln_b", t->ln_b, ch * F) ||
-	    dbg_apart(c, "trimul_out", "z and x", t->z, nz, t->x, n, 0) ||
-	    dbg_apart(c, "trimul_out", "z and gv", t->z, nz, t->gv, n, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->trimul_out(c->cpu, t));
+	return dbg_dev(c, "trimul_out", "z", t->z, nz * F) || dbg_dev(c, "trimul_out", "x", t->x, n * F) ||
+	       dbg_dev(c, "trimul_out", "gv", t->gv, n * F) ||
+	       dbg_dev(c, "trimul_out", "w", t->w, ch * ch * (t->w_bf16 ? 2 : F)) ||
+	       dbg_dev(c, "trimul_out", "b", t->b, ch * F) || dbg_dev(c, "trimul_out", "ln_w", t->ln_w, ch * F) ||
+	       dbg_dev(c, "trimul_out", "ln_b", t->ln_b, ch * F) ||
+	       dbg_apart(c, "trimul_out", "z and x", t->z, nz, t->x, n, 0) ||
+	       dbg_apart(c, "trimul_out", "z and gv", t->z, nz, t->gv, n, 0);
 }
 
-static int dbg_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni,
-                      int L, int ch, int bins)
+static int dbg_check_relpos(dbg_ctx_t *c, const be_relpos_t *p)
 {
-	dbg_ctx_t *c = be->ctx;
-	int64_t nz = (int64_t)ni * L * ch, nt = (int64_t)(2 * bins + 2) * ch;
-	int rc;
+	int64_t nz = (int64_t)p->ni * p->L * p->c, nt = (int64_t)(2 * p->bins + 2) * p->c;
 
-	if (dbg_dev(c, "relpos", "z", z, nz * F) || dbg_dev(c, "relpos", "table", table, nt * F) ||
-	    dbg_dev(c, "relpos", "residx", residx, (int64_t)L * F) ||
-	    dbg_apart(c, "relpos", "z and residx", z, nz, residx, L, 0))
-		return -EFAULT;
-	if ((rc = dbg_enter(c))) return rc;
-	return dbg_leave(c, c->cpu->relpos(c->cpu, z, table, residx, i0, ni, L, ch, bins));
+	return dbg_dev(c, "relpos", "z", p->z, nz * F) || dbg_dev(c, "relpos", "table", p->table, nt * F) ||
+	       dbg_dev(c, "relpos", "residx", p->residx, (int64_t)p->L * F) ||
+	       dbg_apart(c, "relpos", "z and residx", p->z, nz, p->residx, p->L, 0);
 }
+
+/* one wrapper per op of the list (backend.h's BE_OPS): the checks, then
+ * the CPU's op with the region open; an op without its dbg_check_<slot>
+ * does not compile */
+#define DBG_OP(OP, slot, params)                                          \
+	static int dbg_##slot(be_t *be, const params *p)                  \
+	{                                                                 \
+		int (*check)(dbg_ctx_t *, const params *) = dbg_check_##slot; \
+		dbg_ctx_t *c = be->ctx;                                   \
+		int rc;                                                   \
+		if (check(c, p)) return -EFAULT;                          \
+		if ((rc = dbg_enter(c))) return rc;                       \
+		return dbg_leave(c, c->cpu->slot(c->cpu, p));             \
+	}
+BE_OPS(DBG_OP)
+#undef DBG_OP
 
 #undef F
 
@@ -552,16 +477,11 @@ be_t *be_dbg_init(int threads, size_t capacity)
 	*be = (be_t){
 		.name = "dbg", .precision = "fp32", .ctx = c, .destroy = dbg_destroy, .workspace = c->cpu->workspace,
 		.alloc = dbg_alloc, .free = dbg_free, .upload = dbg_upload, .download = dbg_download,
-		.sync = dbg_sync, .gemm = dbg_gemm, .attn = dbg_attn, .layernorm = dbg_layernorm,
-		.softmax = dbg_softmax, .act = dbg_act, .binary = dbg_binary, .axpby = dbg_axpby,
-		.fill = dbg_fill, .gather = dbg_gather, .transpose = dbg_transpose,
-		.outer = dbg_outer,
-		.trimul = dbg_trimul,
-		.transition = dbg_transition,
-		.ipa_in = dbg_ipa_in, .ipa_out = dbg_ipa_out, .ipa_rigid = dbg_ipa_rigid,
-		.ln_linear = dbg_ln_linear,
-		.trimul_out = dbg_trimul_out,
-		.relpos = dbg_relpos,
+		.sync = dbg_sync,
+		/* every op of the list that the CPU has, checked */
+#define DBG_SLOT(OP, slot, params) .slot = c->cpu->slot ? dbg_##slot : NULL,
+		BE_OPS(DBG_SLOT)
+#undef DBG_SLOT
 	};
 	return be;
 fail:

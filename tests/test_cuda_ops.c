@@ -698,13 +698,21 @@ static void test_layernorm(void **state)
 		char what[64];
 		for (int64_t j = 0; j < x.n; j++) x.c[j] = 4.0f * x.c[j] + 2.0f;
 		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * x.n), 0);
-		assert_int_equal(cpu->layernorm(cpu, y.c, x.c, rows, d, w.c, b.c, 1e-5f), 0);
-		assert_int_equal(gpu->layernorm(gpu, y.g, x.g, rows, d, w.g, b.g, 1e-5f), 0);
+		assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+			.y = y.c, .x = x.c, .rows = rows, .d = d, .w = w.c, .b = b.c, .eps = 1e-5f,
+		}), 0);
+		assert_int_equal(gpu->layernorm(gpu, &(be_layernorm_t){
+			.y = y.g, .x = x.g, .rows = rows, .d = d, .w = w.g, .b = b.g, .eps = 1e-5f,
+		}), 0);
 		snprintf(what, sizeof what, "layernorm rows%lld d%d", (long long)rows, d);
 		pair_check(&y, 1e-10, what);
 		/* in place */
-		assert_int_equal(cpu->layernorm(cpu, x.c, x.c, rows, d, w.c, b.c, 1e-5f), 0);
-		assert_int_equal(gpu->layernorm(gpu, x.g, x.g, rows, d, w.g, b.g, 1e-5f), 0);
+		assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+			.y = x.c, .x = x.c, .rows = rows, .d = d, .w = w.c, .b = b.c, .eps = 1e-5f,
+		}), 0);
+		assert_int_equal(gpu->layernorm(gpu, &(be_layernorm_t){
+			.y = x.g, .x = x.g, .rows = rows, .d = d, .w = w.g, .b = b.g, .eps = 1e-5f,
+		}), 0);
 		snprintf(what, sizeof what, "layernorm in place rows%lld d%d", (long long)rows, d);
 		pair_check(&x, 1e-10, what);
 		pair_free(&x); pair_free(&y); pair_free(&w); pair_free(&b);
@@ -721,8 +729,8 @@ static void test_softmax(void **state)
 		char what[64];
 		for (int64_t j = 0; j < x.n; j++) x.c[j] *= 20.0f;
 		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * x.n), 0);
-		assert_int_equal(cpu->softmax(cpu, x.c, rows, d), 0);
-		assert_int_equal(gpu->softmax(gpu, x.g, rows, d), 0);
+		assert_int_equal(cpu->softmax(cpu, &(be_softmax_t){ .x = x.c, .rows = rows, .d = d }), 0);
+		assert_int_equal(gpu->softmax(gpu, &(be_softmax_t){ .x = x.g, .rows = rows, .d = d }), 0);
 		snprintf(what, sizeof what, "softmax rows%lld d%d", (long long)rows, d);
 		pair_check(&x, 1e-10, what);
 		pair_free(&x);
@@ -741,21 +749,29 @@ static void test_act_binary(void **state)
 		pair_t x = pair_new(n);
 		for (int64_t j = 0; j < n; j++) x.c[j] *= 6.0f;
 		assert_int_equal(gpu->upload(gpu, x.g, x.c, sizeof(float) * n), 0);
-		assert_int_equal(cpu->act(cpu, x.c, n, (be_act_t)kind), 0);
-		assert_int_equal(gpu->act(gpu, x.g, n, (be_act_t)kind), 0);
+		assert_int_equal(cpu->act(cpu, &(be_unary_t){ .x = x.c, .n = n, .kind = (be_act_t)kind }), 0);
+		assert_int_equal(gpu->act(gpu, &(be_unary_t){ .x = x.g, .n = n, .kind = (be_act_t)kind }), 0);
 		snprintf(what, sizeof what, "act %s n%lld", an[kind], (long long)n);
 		pair_check(&x, 1e-10, what);
 		pair_free(&x);
 	}
 	for (int kind = 0; kind < 3; kind++) {
 		pair_t a = pair_new(n), b = pair_new(n), y = pair_new(n);
-		assert_int_equal(cpu->binary(cpu, y.c, a.c, b.c, n, (be_bin_t)kind), 0);
-		assert_int_equal(gpu->binary(gpu, y.g, a.g, b.g, n, (be_bin_t)kind), 0);
+		assert_int_equal(cpu->binary(cpu, &(be_binary_t){
+			.y = y.c, .a = a.c, .b = b.c, .n = n, .kind = (be_bin_t)kind,
+		}), 0);
+		assert_int_equal(gpu->binary(gpu, &(be_binary_t){
+			.y = y.g, .a = a.g, .b = b.g, .n = n, .kind = (be_bin_t)kind,
+		}), 0);
 		snprintf(what, sizeof what, "binary %s n%lld", bn[kind], (long long)n);
 		pair_check(&y, 1e-10, what);
 		/* y aliasing b */
-		assert_int_equal(cpu->binary(cpu, b.c, a.c, b.c, n, (be_bin_t)kind), 0);
-		assert_int_equal(gpu->binary(gpu, b.g, a.g, b.g, n, (be_bin_t)kind), 0);
+		assert_int_equal(cpu->binary(cpu, &(be_binary_t){
+			.y = b.c, .a = a.c, .b = b.c, .n = n, .kind = (be_bin_t)kind,
+		}), 0);
+		assert_int_equal(gpu->binary(gpu, &(be_binary_t){
+			.y = b.g, .a = a.g, .b = b.g, .n = n, .kind = (be_bin_t)kind,
+		}), 0);
 		snprintf(what, sizeof what, "binary %s in place", bn[kind]);
 		pair_check(&b, 1e-10, what);
 		pair_free(&a); pair_free(&b); pair_free(&y);
@@ -767,16 +783,24 @@ static void test_axpby_fill(void **state)
 	const int64_t n = 70001;
 	pair_t x = pair_new(n), y = pair_new(n);
 
-	assert_int_equal(cpu->axpby(cpu, y.c, x.c, n, 0.3f, -1.7f), 0);
-	assert_int_equal(gpu->axpby(gpu, y.g, x.g, n, 0.3f, -1.7f), 0);
+	assert_int_equal(cpu->axpby(cpu, &(be_axpby_t){
+		.y = y.c, .x = x.c, .n = n, .alpha = 0.3f, .beta = -1.7f,
+	}), 0);
+	assert_int_equal(gpu->axpby(gpu, &(be_axpby_t){
+		.y = y.g, .x = x.g, .n = n, .alpha = 0.3f, .beta = -1.7f,
+	}), 0);
 	pair_check(&y, 1e-12, "axpby beta -1.7");
-	assert_int_equal(cpu->fill(cpu, y.c, n, NAN), 0);
-	assert_int_equal(gpu->fill(gpu, y.g, n, NAN), 0);
-	assert_int_equal(cpu->axpby(cpu, y.c, x.c, n, 2.0f, 0.0f), 0);
-	assert_int_equal(gpu->axpby(gpu, y.g, x.g, n, 2.0f, 0.0f), 0);
+	assert_int_equal(cpu->fill(cpu, &(be_fill_t){ .x = y.c, .n = n, .value = NAN }), 0);
+	assert_int_equal(gpu->fill(gpu, &(be_fill_t){ .x = y.g, .n = n, .value = NAN }), 0);
+	assert_int_equal(cpu->axpby(cpu, &(be_axpby_t){
+		.y = y.c, .x = x.c, .n = n, .alpha = 2.0f, .beta = 0.0f,
+	}), 0);
+	assert_int_equal(gpu->axpby(gpu, &(be_axpby_t){
+		.y = y.g, .x = x.g, .n = n, .alpha = 2.0f, .beta = 0.0f,
+	}), 0);
 	pair_check(&y, 0.0, "axpby beta 0 over NaN");
-	assert_int_equal(cpu->fill(cpu, x.c, n - 1, 0.625f), 0);
-	assert_int_equal(gpu->fill(gpu, x.g, n - 1, 0.625f), 0);
+	assert_int_equal(cpu->fill(cpu, &(be_fill_t){ .x = x.c, .n = n - 1, .value = 0.625f }), 0);
+	assert_int_equal(gpu->fill(gpu, &(be_fill_t){ .x = x.g, .n = n - 1, .value = 0.625f }), 0);
 	pair_check(&x, 0.0, "fill n-1");
 	pair_free(&x); pair_free(&y);
 }
@@ -790,12 +814,20 @@ static void test_gather(void **state)
 
 	assert_non_null(idx);
 	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((xs_unif(&rng) + 1.0f) * 0.5f * ntab) % ntab;
-	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 1.5f), 0);
-	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 1.5f), 0);
+	assert_int_equal(cpu->gather(cpu, &(be_gather_t){
+		.y = y.c, .table = t.c, .idx = idx, .rows = rows, .d = d, .scale = 1.5f,
+	}), 0);
+	assert_int_equal(gpu->gather(gpu, &(be_gather_t){
+		.y = y.g, .table = t.g, .idx = idx, .rows = rows, .d = d, .scale = 1.5f,
+	}), 0);
 	pair_check(&y, 0.0, "gather rows1001 d37");
 	/* fewer rows */
-	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx + 5, 3, d, -1.0f), 0);
-	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx + 5, 3, d, -1.0f), 0);
+	assert_int_equal(cpu->gather(cpu, &(be_gather_t){
+		.y = y.c, .table = t.c, .idx = idx + 5, .rows = 3, .d = d, .scale = -1.0f,
+	}), 0);
+	assert_int_equal(gpu->gather(gpu, &(be_gather_t){
+		.y = y.g, .table = t.g, .idx = idx + 5, .rows = 3, .d = d, .scale = -1.0f,
+	}), 0);
 	pair_check(&y, 0.0, "gather rows3");
 	free(idx);
 	pair_free(&t); pair_free(&y);
@@ -811,8 +843,12 @@ static void test_gather_long(void **state)
 
 	assert_non_null(idx);
 	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)((r * 7 + r / 65536) % ntab);
-	assert_int_equal(cpu->gather(cpu, y.c, t.c, idx, rows, d, 0.5f), 0);
-	assert_int_equal(gpu->gather(gpu, y.g, t.g, idx, rows, d, 0.5f), 0);
+	assert_int_equal(cpu->gather(cpu, &(be_gather_t){
+		.y = y.c, .table = t.c, .idx = idx, .rows = rows, .d = d, .scale = 0.5f,
+	}), 0);
+	assert_int_equal(gpu->gather(gpu, &(be_gather_t){
+		.y = y.g, .table = t.g, .idx = idx, .rows = rows, .d = d, .scale = 0.5f,
+	}), 0);
 	pair_check(&y, 0.0, "gather rows131195 d2");
 	free(idx);
 	pair_free(&t); pair_free(&y);
@@ -826,8 +862,12 @@ static void test_transpose(void **state)
 		int64_t A = s[i][0], B = s[i][1], C = s[i][2];
 		pair_t x = pair_new(A * B * C), y = pair_new(A * B * C);
 		char what[64];
-		assert_int_equal(cpu->transpose(cpu, y.c, x.c, A, B, C), 0);
-		assert_int_equal(gpu->transpose(gpu, y.g, x.g, A, B, C), 0);
+		assert_int_equal(cpu->transpose(cpu, &(be_transpose_t){
+			.y = y.c, .x = x.c, .A = A, .B = B, .C = C,
+		}), 0);
+		assert_int_equal(gpu->transpose(gpu, &(be_transpose_t){
+			.y = y.g, .x = x.g, .A = A, .B = B, .C = C,
+		}), 0);
 		snprintf(what, sizeof what, "transpose A%lld B%lld C%lld",
 		         (long long)A, (long long)B, (long long)C);
 		pair_check(&y, 0.0, what);
@@ -843,8 +883,12 @@ static void test_outer(void **state)
 		pair_t q = pair_new((int64_t)L * c), k = pair_new((int64_t)L * c),
 		       y = pair_new((int64_t)ni * L * 2 * c);
 		char what[64];
-		assert_int_equal(cpu->outer(cpu, y.c, q.c, k.c, i0, ni, L, c), 0);
-		assert_int_equal(gpu->outer(gpu, y.g, q.g, k.g, i0, ni, L, c), 0);
+		assert_int_equal(cpu->outer(cpu, &(be_outer_t){
+			.y = y.c, .q = q.c, .k = k.c, .i0 = i0, .ni = ni, .L = L, .c = c,
+		}), 0);
+		assert_int_equal(gpu->outer(gpu, &(be_outer_t){
+			.y = y.g, .q = q.g, .k = k.g, .i0 = i0, .ni = ni, .L = L, .c = c,
+		}), 0);
 		snprintf(what, sizeof what, "outer L%d c%d i0 %d ni%d", L, c, i0, ni);
 		pair_check(&y, 0.0, what);
 		pair_free(&q); pair_free(&k); pair_free(&y);
@@ -926,8 +970,14 @@ static void test_ipa(void **state)
 		pair_scale(&kvp, 8.0f);
 		pair_scale(&hw, 3.0f);
 		pair_scale(&op, 20.0f);
-		assert_int_equal(cpu->ipa_in(cpu, qa.c, ka.c, vp.c, rig.c, st.c, qp.c, kvp.c, hw.c, bb.c, L, H, Pq, Pv), 0);
-		assert_int_equal(gpu->ipa_in(gpu, qa.g, ka.g, vp.g, rig.g, st.g, qp.g, kvp.g, hw.g, bb.g, L, H, Pq, Pv), 0);
+		assert_int_equal(cpu->ipa_in(cpu, &(be_ipa_in_t){
+			.qa = qa.c, .ka = ka.c, .vp = vp.c, .rig = rig.c, .state = st.c, .qp = qp.c,
+			.kvp = kvp.c, .hw = hw.c, .bb = bb.c, .L = L, .H = H, .Pq = Pq, .Pv = Pv,
+		}), 0);
+		assert_int_equal(gpu->ipa_in(gpu, &(be_ipa_in_t){
+			.qa = qa.g, .ka = ka.g, .vp = vp.g, .rig = rig.g, .state = st.g, .qp = qp.g,
+			.kvp = kvp.g, .hw = hw.g, .bb = bb.g, .L = L, .H = H, .Pq = Pq, .Pv = Pv,
+		}), 0);
 		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: rig", L, H, Pq, Pv);
 		pair_check(&rig, bound, what);
 		snprintf(what, sizeof what, "ipa_in L%d H%d Pq%d Pv%d: qa", L, H, Pq, Pv);
@@ -939,19 +989,33 @@ static void test_ipa(void **state)
 		ipa_sumsq_check(&ka, &hw, L, H, Pq);
 		/* points out, in the CPU's rigids on both sides */
 		assert_int_equal(gpu->upload(gpu, rig.g, rig.c, sizeof(float) * 12 * L), 0);
-		assert_int_equal(cpu->ipa_out(cpu, cat.c + c0, ldc, op.c, rig.c, L, n, 1e-8f), 0);
-		assert_int_equal(gpu->ipa_out(gpu, cat.g + c0, ldc, op.g, rig.g, L, n, 1e-8f), 0);
+		assert_int_equal(cpu->ipa_out(cpu, &(be_ipa_out_t){
+			.cat = cat.c + c0, .ldc = ldc, .op = op.c, .rig = rig.c, .L = L, .n_pts = n,
+			.eps = 1e-8f,
+		}), 0);
+		assert_int_equal(gpu->ipa_out(gpu, &(be_ipa_out_t){
+			.cat = cat.g + c0, .ldc = ldc, .op = op.g, .rig = rig.g, .L = L, .n_pts = n,
+			.eps = 1e-8f,
+		}), 0);
 		snprintf(what, sizeof what, "ipa_out L%d, %d points, ldc %lld", L, n, (long long)ldc);
 		pair_check(&cat, bound, what);
 		/* eight backbone updates from the identity, each frame checked */
-		assert_int_equal(cpu->ipa_rigid(cpu, st.c, NULL, NULL, L, 0.0f), 0);
-		assert_int_equal(gpu->ipa_rigid(gpu, st.g, NULL, NULL, L, 0.0f), 0);
+		assert_int_equal(cpu->ipa_rigid(cpu, &(be_ipa_rigid_t){
+			.state = st.c, .frame = NULL, .upd = NULL, .L = L, .scale = 0.0f,
+		}), 0);
+		assert_int_equal(gpu->ipa_rigid(gpu, &(be_ipa_rigid_t){
+			.state = st.g, .frame = NULL, .upd = NULL, .L = L, .scale = 0.0f,
+		}), 0);
 		pair_check(&st, 0.0, "ipa_rigid identity");
 		for (int blk = 0; blk < 8; blk++) {
 			for (int64_t i = 0; i < upd.n; i++) upd.c[i] = xs_unif(&rng) * (i % 6 < 3 ? 0.5f : 4.0f);
 			assert_int_equal(gpu->upload(gpu, upd.g, upd.c, sizeof(float) * upd.n), 0);
-			assert_int_equal(cpu->ipa_rigid(cpu, st.c, fr.c, upd.c, L, 10.0f), 0);
-			assert_int_equal(gpu->ipa_rigid(gpu, st.g, fr.g, upd.g, L, 10.0f), 0);
+			assert_int_equal(cpu->ipa_rigid(cpu, &(be_ipa_rigid_t){
+				.state = st.c, .frame = fr.c, .upd = upd.c, .L = L, .scale = 10.0f,
+			}), 0);
+			assert_int_equal(gpu->ipa_rigid(gpu, &(be_ipa_rigid_t){
+				.state = st.g, .frame = fr.g, .upd = upd.g, .L = L, .scale = 10.0f,
+			}), 0);
 			snprintf(what, sizeof what, "ipa_rigid L%d block %d: frame", L, blk);
 			pair_check(&fr, bound, what);
 		}
@@ -1240,7 +1304,9 @@ static void lnlin_bf16_case(int ni, int nj, int k, int tr, int ln)
 	/* x' on the host: the rows gathered by their strides, then normed */
 	for (int64_t r = 0; r < rows; r++)
 		memcpy(xn + r * k, t.x.c + r / nj * pc.x_si + r % nj * pc.x_sj, sizeof *xn * (size_t)k);
-	if (ln) assert_int_equal(cpu->layernorm(cpu, xn, xn, rows, k, t.lw.c, t.lb.c, 1e-5f), 0);
+	if (ln) assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+		.y = xn, .x = xn, .rows = rows, .d = k, .w = t.lw.c, .b = t.lb.c, .eps = 1e-5f,
+	}), 0);
 	int w0 = 0;
 	for (int gi = 0; gi < 4; gi++) {
 		const be_lnlin_out_t *q = &pc.out[gi];
@@ -1307,16 +1373,28 @@ static void test_relpos(void **state)
 		for (int i0 = 0; i0 < L; i0 += n) {
 			int nc = L - i0 < n ? L - i0 : n;
 			int64_t off = (int64_t)i0 * L * c;
-			assert_int_equal(cpu->relpos(cpu, z.c + off, tab.c, ri.c, i0, nc, L, c, bins), 0);
-			assert_int_equal(gpu->relpos(gpu, z.g + off, tab.g, ri.g, i0, nc, L, c, bins), 0);
+			assert_int_equal(cpu->relpos(cpu, &(be_relpos_t){
+				.z = z.c + off, .table = tab.c, .residx = ri.c, .i0 = i0, .ni = nc,
+				.L = L, .c = c, .bins = bins,
+			}), 0);
+			assert_int_equal(gpu->relpos(gpu, &(be_relpos_t){
+				.z = z.g + off, .table = tab.g, .residx = ri.g, .i0 = i0, .ni = nc,
+				.L = L, .c = c, .bins = bins,
+			}), 0);
 			for (int i = 0; i < nc; i++)
 				for (int j = 0; j < L; j++) {
 					int d = (int)ri.c[j] - (int)ri.c[i0 + i];
 					d = d < -bins ? -bins : d > bins ? bins : d;
 					idx[i * L + j] = d + bins + 1;
 				}
-			assert_int_equal(cpu->gather(cpu, e.c, tab.c, idx, (int64_t)nc * L, c, 1.0f), 0);
-			assert_int_equal(cpu->binary(cpu, ref.c + off, ref.c + off, e.c, (int64_t)nc * L * c, BE_ADD), 0);
+			assert_int_equal(cpu->gather(cpu, &(be_gather_t){
+				.y = e.c, .table = tab.c, .idx = idx, .rows = (int64_t)nc * L,
+				.d = c, .scale = 1.0f,
+			}), 0);
+			assert_int_equal(cpu->binary(cpu, &(be_binary_t){
+				.y = ref.c + off, .a = ref.c + off, .b = e.c,
+				.n = (int64_t)nc * L * c, .kind = BE_ADD,
+			}), 0);
 		}
 		assert_memory_equal(z.c, ref.c, sizeof(float) * (size_t)z.n);
 		snprintf(what, sizeof what, "relpos L%d rows of %d, c%d, bins %d", L, n, c, bins);
@@ -1334,8 +1412,8 @@ static void test_oom(void **state)
 	assert_true(gpu->alloc(gpu, (size_t)1 << 50, &p) < 0);
 	assert_null(p);
 	pair_t x = pair_new(1000);
-	assert_int_equal(cpu->fill(cpu, x.c, x.n, 3.0f), 0);
-	assert_int_equal(gpu->fill(gpu, x.g, x.n, 3.0f), 0);
+	assert_int_equal(cpu->fill(cpu, &(be_fill_t){ .x = x.c, .n = x.n, .value = 3.0f }), 0);
+	assert_int_equal(gpu->fill(gpu, &(be_fill_t){ .x = x.g, .n = x.n, .value = 3.0f }), 0);
 	pair_check(&x, 0.0, "fill after a refused allocation");
 	pair_free(&x);
 }
@@ -1446,9 +1524,42 @@ static void test_trimul_out(void **state)
 	}
 }
 
+/* --- be_supports --- */
+
+/* be_supports answers from the op list: the CPU has every op and no
+ * mem_info or worker; a card has every op but the direct triangle
+ * product (the trunk batches GEMMs), and mem_info and worker, and so
+ * has each of its workers; nothing answers for no backend or for a name
+ * past the list */
+static void test_supports(void **state)
+{
+	be_t *w = gpu->worker(gpu);
+	int nops = 0;
+
+	assert_non_null(w);
+#define SUPPORTS_CASE(OP, slot, params)                                                  \
+	assert_int_equal(be_supports(cpu, BE_OP_##OP), 1);                               \
+	assert_int_equal(be_supports(gpu, BE_OP_##OP), BE_OP_##OP != BE_OP_TRIMUL);      \
+	assert_int_equal(be_supports(w, BE_OP_##OP), be_supports(gpu, BE_OP_##OP));      \
+	assert_int_equal(be_supports(NULL, BE_OP_##OP), 0);                              \
+	nops++;
+	BE_OPS(SUPPORTS_CASE)
+#undef SUPPORTS_CASE
+	assert_int_equal(nops, BE_OP_MEM_INFO);   /* the enum is the list, in order */
+	assert_int_equal(be_supports(cpu, BE_OP_MEM_INFO), 0);
+	assert_int_equal(be_supports(cpu, BE_OP_WORKER), 0);
+	assert_int_equal(be_supports(gpu, BE_OP_MEM_INFO), 1);
+	assert_int_equal(be_supports(gpu, BE_OP_WORKER), 1);
+	assert_int_equal(be_supports(w, BE_OP_MEM_INFO), 1);
+	assert_int_equal(be_supports(cpu, BE_OP_COUNT), 0);
+	assert_int_equal(be_supports(gpu, BE_OP_COUNT), 0);
+	be_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_supports),
 		cmocka_unit_test(test_gemm),
 		cmocka_unit_test(test_gemm_relu),
 		cmocka_unit_test(test_gemm_lowp),

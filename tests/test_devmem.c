@@ -168,14 +168,44 @@ static void test_devmem_contract(void **state)
 
 	assert_int_equal(dbg->alloc(dbg, sizeof idx, (void **)&dev), 0);
 	assert_int_equal(dbg->alloc(dbg, 8 * sizeof(float), (void **)&stale), 0);
-	assert_int_equal(dbg->gather(dbg, stale, dev, (const int32_t *)dev, 2, 4, 1.0f), -EFAULT);
-	assert_int_equal(dbg->transpose(dbg, stale + 1, stale, 1, 1, 4), -EFAULT);
+	assert_int_equal(dbg->gather(dbg, &(be_gather_t){
+		.y = stale, .table = dev, .idx = (const int32_t *)dev, .rows = 2, .d = 4,
+		.scale = 1.0f,
+	}), -EFAULT);
+	assert_int_equal(dbg->transpose(dbg, &(be_transpose_t){
+		.y = stale + 1, .x = stale, .A = 1, .B = 1, .C = 4,
+	}), -EFAULT);
 	dbg->free(dbg, stale);
-	assert_int_equal(dbg->fill(dbg, stale, 8, 0.0f), -EFAULT);
-	assert_int_equal(dbg->gather(dbg, dev, dev, idx, 2, 1, 1.0f), -EFAULT);
+	assert_int_equal(dbg->fill(dbg, &(be_fill_t){ .x = stale, .n = 8, .value = 0.0f }), -EFAULT);
+	assert_int_equal(dbg->gather(dbg, &(be_gather_t){
+		.y = dev, .table = dev, .idx = idx, .rows = 2, .d = 1, .scale = 1.0f,
+	}), -EFAULT);
 	assert_int_equal(be_dbg_violations(dbg), 5);
 	dbg->free(dbg, dev);
 	be_free(dbg);
+}
+
+/* every op of the list (BE_OPS) that the CPU has, the debug backend has
+ * too, as a checking wrapper of its own, not the CPU's entry; be_supports
+ * answers the same for both (the debug backend is built from the list, so
+ * an op without a check does not compile) */
+static void test_devmem_wraps_every_op(void **state)
+{
+	be_t *cpu = be_cpu_init(1), *dbg = be_dbg_init(1, (size_t)1 << 20);
+
+	(void)state;
+	assert_non_null(cpu);
+	assert_non_null(dbg);
+#define WRAPS_CASE(OP, slot, params)                                         \
+	assert_int_equal(be_supports(dbg, BE_OP_##OP), be_supports(cpu, BE_OP_##OP)); \
+	assert_int_equal(be_supports(cpu, BE_OP_##OP), 1);                   \
+	assert_true(dbg->slot != cpu->slot);
+	BE_OPS(WRAPS_CASE)
+#undef WRAPS_CASE
+	assert_int_equal(be_supports(dbg, BE_OP_MEM_INFO), 0);
+	assert_int_equal(be_supports(dbg, BE_OP_WORKER), 0);
+	be_free(dbg);
+	be_free(cpu);
 }
 
 int main(void)
@@ -185,6 +215,7 @@ int main(void)
 		cmocka_unit_test(test_devmem_contract),
 		cmocka_unit_test(test_devmem_tiny_a),
 		cmocka_unit_test(test_devmem_tiny_b),
+		cmocka_unit_test(test_devmem_wraps_every_op),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,7 +82,10 @@ static void test_ipa_in(void **state)
 	for (int i = 0; i < L * 3 * nkv; i++) kvp[i] = (float)(8.0 * xs_unif_d(&rng));
 	for (int h = 0; h < H; h++) hw[h] = (float)(3.0 * xs_unif_d(&rng)), bb[h] = (float)xs_unif_d(&rng);
 	hw[0] = 25.0f;   /* softplus's linear branch */
-	assert_int_equal(be->ipa_in(be, qa, ka, vp, rig, st, qp, kvp, hw, bb, L, H, Pq, Pv), 0);
+	assert_int_equal(be->ipa_in(be, &(be_ipa_in_t){
+		.qa = qa, .ka = ka, .vp = vp, .rig = rig, .state = st, .qp = qp, .kvp = kvp,
+		.hw = hw, .bb = bb, .L = L, .H = H, .Pq = Pq, .Pv = Pv,
+	}), 0);
 
 	for (int i = 0; i < L; i++)
 		for (int k = 0; k < 3; k++) ctr[k] += st[7 * i + 4 + k] / (double)L;
@@ -182,7 +185,9 @@ static void test_ipa_out(void **state)
 		}
 	}
 	for (int k = 0; k < L * ldc; k++) cat[k] = -7.0f;
-	assert_int_equal(be->ipa_out(be, cat + 2, ldc, op, rig, L, n, eps), 0);
+	assert_int_equal(be->ipa_out(be, &(be_ipa_out_t){
+		.cat = cat + 2, .ldc = ldc, .op = op, .rig = rig, .L = L, .n_pts = n, .eps = eps,
+	}), 0);
 	for (int i = 0; i < L; i++) {
 		const float *row = cat + (size_t)i * ldc;
 		assert_true(row[0] == -7.0f && row[1] == -7.0f && row[ldc - 1] == -7.0f);
@@ -208,7 +213,9 @@ static void test_ipa_rigid(void **state)
 
 	(void)state;
 	assert_non_null(be);
-	assert_int_equal(be->ipa_rigid(be, st, NULL, NULL, L, 0.0f), 0);
+	assert_int_equal(be->ipa_rigid(be, &(be_ipa_rigid_t){
+		.state = st, .frame = NULL, .upd = NULL, .L = L, .scale = 0.0f,
+	}), 0);
 	for (int i = 0; i < L; i++) {
 		assert_true(st[7 * i] == 1.0f);
 		for (int k = 1; k < 7; k++) assert_true(st[7 * i + k] == 0.0f);
@@ -216,7 +223,9 @@ static void test_ipa_rigid(void **state)
 	}
 	for (int blk = 0; blk < 8; blk++) {
 		for (int k = 0; k < L * 6; k++) upd[k] = (float)(xs_unif_d(&rng) * (k % 6 < 3 ? 0.5 : 3.0));
-		assert_int_equal(be->ipa_rigid(be, st, fr, upd, L, 10.0f), 0);
+		assert_int_equal(be->ipa_rigid(be, &(be_ipa_rigid_t){
+			.state = st, .frame = fr, .upd = upd, .L = L, .scale = 10.0f,
+		}), 0);
 		for (int i = 0; i < L; i++) {
 			const float *u = upd + 6 * i;
 			float qf[4] = { (float)q[i][0], (float)q[i][1], (float)q[i][2], (float)q[i][3] };

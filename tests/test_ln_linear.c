@@ -73,7 +73,9 @@ static void compose_case(be_t *cpu, int ni, int nj, int k, int tr, int ln, int b
 
 	for (int64_t r = 0; r < rows; r++)
 		memcpy(xn + r * k, x + r / nj * si + r % nj * sj, sizeof *xn * (size_t)k);
-	if (ln) assert_int_equal(cpu->layernorm(cpu, xn, xn, rows, k, lw, lb, 1e-5f), 0);
+	if (ln) assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+		.y = xn, .x = xn, .rows = rows, .d = k, .w = lw, .b = lb, .eps = 1e-5f,
+	}), 0);
 	for (int64_t i = 0; bf16 && i < rows * k; i++) xn[i] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(xn[i]));
 	be_gemm_t g = { .transb = 1, .m = (int)rows, .n = N, .k = k, .alpha = 1.0f, .a = xn, .lda = k,
 	                .b = w, .ldb = k, .c = p, .ldc = N, .batch = 1 };

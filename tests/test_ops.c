@@ -510,7 +510,9 @@ static void attn_trial(be_t *be, uint64_t *s, const attn_case_t *c, int threads)
 	/* with the gate g (o's layout): the ungated result gated by the binary
 	 * op (BE_GATE) afterwards, bit for bit; o's padding untouched */
 	float *g = frand(s, on, 6.0f), *want = fcopy(a.o, on);
-	assert_int_equal(be->binary(be, want, want, g, on, BE_GATE), 0);
+	assert_int_equal(be->binary(be, &(be_binary_t){
+		.y = want, .a = want, .b = g, .n = on, .kind = BE_GATE,
+	}), 0);
 	memcpy(a.o, before, on * sizeof *a.o);
 	a.g = g;
 #ifdef _OPENMP
@@ -620,7 +622,9 @@ static void test_layernorm(void **state)
 			for (int i = 0; i < d; i++)
 				ref[r * d + i] = (x[r * d + i] - mean) / sqrt(var + eps) * w[i] + b[i];
 		}
-		assert_int_equal(be->layernorm(be, y, x, rows, d, w, b, eps), 0);
+		assert_int_equal(be->layernorm(be, &(be_layernorm_t){
+			.y = y, .x = x, .rows = rows, .d = d, .w = w, .b = b, .eps = eps,
+		}), 0);
 		expect_err(E_LN, cmp_nmse(y, y, ref, n));
 		tmp_reset();
 	}
@@ -643,7 +647,7 @@ static void test_softmax(void **state)
 			for (int i = 0; i < d; i++) sum += ref[r * d + i] = exp(x[r * d + i] - mx);
 			for (int i = 0; i < d; i++) ref[r * d + i] /= sum;
 		}
-		assert_int_equal(be->softmax(be, x, rows, d), 0);
+		assert_int_equal(be->softmax(be, &(be_softmax_t){ .x = x, .rows = rows, .d = d }), 0);
 		expect_err(E_SOFTMAX, cmp_nmse(x, x, ref, n));
 		tmp_reset();
 	}
@@ -662,7 +666,7 @@ static void test_act(void **state)
 		double *ref = dref(n), *scl = dref(n);
 
 		for (int i = 0; i < n; i++) ref[i] = x[i] > 0.0f ? x[i] : 0.0;
-		assert_int_equal(be->act(be, y, n, BE_RELU), 0);
+		assert_int_equal(be->act(be, &(be_unary_t){ .x = y, .n = n, .kind = BE_RELU }), 0);
 		assert_true(cmp_rel(y, ref, NULL, n) == 0.0);
 
 		/* gelu's error is relative to |x|: 1 + erf cancels for x < 0 */
@@ -671,12 +675,12 @@ static void test_act(void **state)
 			ref[i] = 0.5 * x[i] * (1.0 + erf(x[i] / sqrt(2.0)));
 			scl[i] = fabs(x[i]);
 		}
-		assert_int_equal(be->act(be, y, n, BE_GELU), 0);
+		assert_int_equal(be->act(be, &(be_unary_t){ .x = y, .n = n, .kind = BE_GELU }), 0);
 		expect_err(E_GELU, cmp_rel(y, ref, scl, n));
 
 		memcpy(y, x, n * sizeof *y);
 		for (int i = 0; i < n; i++) ref[i] = 1.0 / (1.0 + exp(-(double)x[i]));
-		assert_int_equal(be->act(be, y, n, BE_SIGMOID), 0);
+		assert_int_equal(be->act(be, &(be_unary_t){ .x = y, .n = n, .kind = BE_SIGMOID }), 0);
 		expect_err(E_SIGMOID, cmp_rel(y, ref, NULL, n));
 		tmp_reset();
 	}
@@ -712,7 +716,9 @@ static void test_binary(void **state)
 				         : x / (1.0 + exp(-z));
 				scl[i] = ops[o].kind == BE_ADD ? fabs(x) + fabs(z) : 0.0;
 			}
-			assert_int_equal(be->binary(be, y, a, b, n, ops[o].kind), 0);
+			assert_int_equal(be->binary(be, &(be_binary_t){
+				.y = y, .a = a, .b = b, .n = n, .kind = ops[o].kind,
+			}), 0);
 			expect_err(ops[o].e, cmp_rel(y, ref, scl, n));
 			tmp_reset();
 		}
@@ -735,7 +741,9 @@ static void test_axpby(void **state)
 			ref[i] = (double)alpha * x[i] + by;
 			scl[i] = fabs((double)alpha * x[i]) + fabs(by);
 		}
-		assert_int_equal(be->axpby(be, y, x, n, alpha, beta), 0);
+		assert_int_equal(be->axpby(be, &(be_axpby_t){
+			.y = y, .x = x, .n = n, .alpha = alpha, .beta = beta,
+		}), 0);
 		expect_err(E_AXPBY, cmp_rel(y, ref, scl, n));
 		tmp_reset();
 	}
@@ -749,7 +757,7 @@ static void test_fill(void **state)
 	for (int t = 0; t < TRIALS; t++) {
 		int n = rng_dim(&s, 5000);
 		float v = rng_unif(&s, 100.0f), *x = frand(&s, n + 2, 1.0f), *before = fcopy(x, n + 2);
-		assert_int_equal(be->fill(be, x + 1, n, v), 0);
+		assert_int_equal(be->fill(be, &(be_fill_t){ .x = x + 1, .n = n, .value = v }), 0);
 		for (int i = 0; i < n; i++) assert_true(x[1 + i] == v);
 		assert_memory_equal(&x[0], &before[0], sizeof *x);
 		assert_memory_equal(&x[n + 1], &before[n + 1], sizeof *x);
@@ -772,7 +780,9 @@ static void test_gather(void **state)
 			idx[r] = r == 0 ? V - 1 : r == 1 ? 0 : rng_below(&s, V);
 			for (int i = 0; i < d; i++) ref[r * d + i] = (double)scale * table[idx[r] * d + i];
 		}
-		assert_int_equal(be->gather(be, y, table, idx, rows, d, scale), 0);
+		assert_int_equal(be->gather(be, &(be_gather_t){
+			.y = y, .table = table, .idx = idx, .rows = rows, .d = d, .scale = scale,
+		}), 0);
 		expect_err(E_GATHER, cmp_rel(y, ref, NULL, (size_t)rows * d));
 		tmp_reset();
 	}
@@ -794,7 +804,9 @@ static void test_transpose(void **state)
 			for (int64_t b = 0; b < B; b++)
 				for (int64_t c = 0; c < C; c++)
 					want[(b * A + a) * C + c] = x[(a * B + b) * C + c];
-		assert_int_equal(be->transpose(be, y, x, A, B, C), 0);
+		assert_int_equal(be->transpose(be, &(be_transpose_t){
+			.y = y, .x = x, .A = A, .B = B, .C = C,
+		}), 0);
 		assert_memory_equal(y, want, n * sizeof *y);
 		tmp_reset();
 	}
@@ -823,7 +835,9 @@ static void test_outer(void **state)
 					ref[at + c] = qv - kv;
 					scl[at + c] = fabs(qv) + fabs(kv);
 				}
-		assert_int_equal(be->outer(be, y, q, k, i0, ni, L, c), 0);
+		assert_int_equal(be->outer(be, &(be_outer_t){
+			.y = y, .q = q, .k = k, .i0 = i0, .ni = ni, .L = L, .c = c,
+		}), 0);
 		expect_err(E_OUTER, cmp_rel(y, ref, scl, n));
 		assert_memory_equal(&y[n], &tail, sizeof tail);
 		tmp_reset();
@@ -858,7 +872,9 @@ static void test_trimul(void **state)
 						acc += (double)a[((int64_t)i * nk + k) * c + q] * b[((int64_t)j * nk + k) * c + q];
 					ref[((int64_t)i * nj + j) * c + q] = acc;
 				}
-		assert_int_equal(be->trimul(be, x, a, b, ni, nj, nk, c), 0);
+		assert_int_equal(be->trimul(be, &(be_trimul_t){
+			.x = x, .a = a, .b = b, .ni = ni, .nj = nj, .nk = nk, .c = c,
+		}), 0);
 		expect_err(E_TRIMUL, cmp_nmse(x, before, ref, n));
 		assert_memory_equal(&x[n], &tail, sizeof tail);
 		tmp_reset();
@@ -1004,18 +1020,15 @@ static int spy_calls;
 static int spy(void) { spy_calls++; return 0; }
 static int spy_gemm(be_t *be, const be_gemm_t *g) { return spy(); }
 static int spy_attn(be_t *be, const be_attn_t *a) { return spy(); }
-static int spy_ln(be_t *be, float *y, const float *x, int64_t r, int d, const float *w,
-                  const float *b, float e) { return spy(); }
-static int spy_softmax(be_t *be, float *x, int64_t r, int d) { return spy(); }
-static int spy_act(be_t *be, float *x, int64_t n, be_act_t k) { return spy(); }
-static int spy_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t k) { return spy(); }
-static int spy_axpby(be_t *be, float *y, const float *x, int64_t n, float a, float b) { return spy(); }
-static int spy_fill(be_t *be, float *x, int64_t n, float v) { return spy(); }
-static int spy_gather(be_t *be, float *y, const float *t, const int32_t *i, int64_t r, int d,
-                      float s) { return spy(); }
-static int spy_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C) { return spy(); }
-static int spy_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L,
-                     int c) { return spy(); }
+static int spy_ln(be_t *be, const be_layernorm_t *p) { return spy(); }
+static int spy_softmax(be_t *be, const be_softmax_t *p) { return spy(); }
+static int spy_act(be_t *be, const be_unary_t *p) { return spy(); }
+static int spy_binary(be_t *be, const be_binary_t *p) { return spy(); }
+static int spy_axpby(be_t *be, const be_axpby_t *p) { return spy(); }
+static int spy_fill(be_t *be, const be_fill_t *p) { return spy(); }
+static int spy_gather(be_t *be, const be_gather_t *p) { return spy(); }
+static int spy_transpose(be_t *be, const be_transpose_t *p) { return spy(); }
+static int spy_outer(be_t *be, const be_outer_t *p) { return spy(); }
 
 static be_t spy_backend(const be_t *cpu)
 {

@@ -48,7 +48,9 @@ static void trans_case(be_t *cpu, int64_t R, int d, int biases)
 
 	assert_true(ref && t && hid);
 	memcpy(ref, x, sizeof *ref * (size_t)R * d);
-	assert_int_equal(cpu->layernorm(cpu, t, ref, R, d, lw, lb, 1e-5f), 0);
+	assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+		.y = t, .x = ref, .rows = R, .d = d, .w = lw, .b = lb, .eps = 1e-5f,
+	}), 0);
 	assert_int_equal(cpu->gemm(cpu, &g1), 0);
 	assert_int_equal(cpu->gemm(cpu, &g2), 0);
 	assert_int_equal(cpu->transition(cpu, &tr), 0);

@@ -65,12 +65,18 @@ static void trimul_out_case(int L, int c, int i0, int nc, int tr, int cm)
 	 * add on the rows gathered and scattered back */
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) t[i * c + k] = x[i * op.x_rs + k * op.x_cs];
-	assert_int_equal(cpu->layernorm(cpu, t, t, rows, c, lw, lb, 1e-5f), 0);
+	assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+		.y = t, .x = t, .rows = rows, .d = c, .w = lw, .b = lb, .eps = 1e-5f,
+	}), 0);
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zg[i * c + k] = zr[off + row_at(r, i) + k];
-	assert_int_equal(cpu->binary(cpu, u, u, gv, rows * c, BE_GATE), 0);
-	assert_int_equal(cpu->binary(cpu, zg, zg, u, rows * c, BE_ADD), 0);
+	assert_int_equal(cpu->binary(cpu, &(be_binary_t){
+		.y = u, .a = u, .b = gv, .n = rows * c, .kind = BE_GATE,
+	}), 0);
+	assert_int_equal(cpu->binary(cpu, &(be_binary_t){
+		.y = zg, .a = zg, .b = u, .n = rows * c, .kind = BE_ADD,
+	}), 0);
 	for (int64_t i = 0; i < rows; i++)
 		for (int k = 0; k < c; k++) zr[off + row_at(r, i) + k] = zg[i * c + k];
 

@@ -2,8 +2,10 @@
  *
  * Model code never calls these directly: it goes through the op layer
  * (ops.h), which checks shapes, skips work while planning and records the
- * first failure.  Every backend implements every entry (mem_info,
- * worker and trimul are optional).  All tensors are
+ * first failure.  The ops are listed once (BE_OPS), each taking one
+ * parameter struct; every backend implements every entry but the
+ * optional ones, mem_info, worker and the trimul op, which it may leave
+ * NULL (be_supports says which it has).  All tensors are
  * row-major float32 in backend memory (host memory for the CPU backend,
  * device memory for CUDA); strides are in elements.  Each entry returns 0 on
  * success and a negative status on failure (never exits): STATUS_DEVICE
@@ -180,6 +182,130 @@ typedef struct {
 typedef enum { BE_RELU, BE_GELU, BE_SIGMOID } be_act_t;
 typedef enum { BE_ADD, BE_MUL, BE_GATE /* a * sigmoid(b) */ } be_bin_t;
 
+/* The parameters of the ops below that have no struct of their own
+ * above; shapes in comments, n = element count. */
+
+/* y, x: [rows, d]; w, b: [d]; y may alias x */
+typedef struct {
+	float *y; const float *x; int64_t rows; int d;
+	const float *w, *b; float eps;
+} be_layernorm_t;
+
+/* x: [rows, d] softmax over d, in place */
+typedef struct { float *x; int64_t rows; int d; } be_softmax_t;
+
+/* be_t.act: x: [n] = kind(x), in place */
+typedef struct { float *x; int64_t n; be_act_t kind; } be_unary_t;
+
+/* y = a kind b, all [n]; y may alias a or b */
+typedef struct { float *y; const float *a, *b; int64_t n; be_bin_t kind; } be_binary_t;
+
+/* y = alpha * x + beta * y, all [n] */
+typedef struct { float *y; const float *x; int64_t n; float alpha, beta; } be_axpby_t;
+
+/* x: [n] = value */
+typedef struct { float *x; int64_t n; float value; } be_fill_t;
+
+/* y: [rows, d] = scale * table[idx[r], :]; idx: host int32 [rows] */
+typedef struct {
+	float *y; const float *table; const int32_t *idx;
+	int64_t rows; int d; float scale;
+} be_gather_t;
+
+/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
+typedef struct { float *y; const float *x; int64_t A, B, C; } be_transpose_t;
+
+/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
+ * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
+ * q, k: [L, c] */
+typedef struct { float *y; const float *q, *k; int i0, ni, L, c; } be_outer_t;
+
+/* The triangle-multiplication product on channel-last tensors,
+ * x: [ni, nj, c] with x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];
+ * a: [ni, nk, c], b: [nj, nk, c]; x apart from a and b */
+typedef struct { float *x; const float *a, *b; int ni, nj, nk, c; } be_trimul_t;
+
+/* The structure module's invariant point attention, points in (a whole
+ * step on the device, no host copy): rig: [L, 12] = the rigid of each
+ * frame of state: [L, 7] (unit quaternion w, x, y, z, then translation):
+ * its rotation matrix (row-major) and its translation less the mean
+ * translation over the L frames.  With g = rig_i applied to a local point
+ * and w_h = softplus(hw[h]) sqrt(2 / (27 Pq)):
+ *   qp: [L, 3, H Pq], kvp: [L, 3, H (Pq + Pv)] local points (x, y, z
+ *       planes; point p of head h at h Pq + p, h (Pq + Pv) + p)
+ *   qa: [L, H, 3 Pq + 2] = (w_h g_1..g_Pq, -w_h/2 sum |g|^2 +
+ *       sqrt(1/3) bb[h], 1)
+ *   ka: [L, H, 3 Pq + 2] = (g_1..g_Pq, 1, -w_h/2 sum |g|^2)
+ *   vp: [L, H, 3 Pv] = the value points g_{Pq+1}..g_{Pq+Pv}
+ *   hw, bb: [H] (ipa.head_weights, ipa.linear_b.bias)
+ * The sums of squares are compensated (as if in double, then rounded). */
+typedef struct {
+	float *qa, *ka, *vp, *rig;
+	const float *state, *qp, *kvp, *hw, *bb;
+	int L, H, Pq, Pv;
+} be_ipa_in_t;
+
+/* IPA points out: l = R_i^T (op[i, n] - t_i) with (R_i, t_i) = rig[i]
+ * (be_ipa_in_t's), into cat[i, {0, 1, 2, 3} n_pts + n] = l_x, l_y, l_z,
+ * sqrt(|l|^2 + eps).  op: [L, n_pts, 3]; cat: [L, ldc] (its first
+ * 4 n_pts columns written) */
+typedef struct {
+	float *cat; int64_t ldc; const float *op, *rig;
+	int L, n_pts; float eps;
+} be_ipa_out_t;
+
+/* Backbone update: state: [L, 7] (quaternion, translation) composed with
+ * upd: [L, 6] = (b, c, d, t): q <- normalise(q + q (0, b, c, d)),
+ * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
+ * state, or NULL.  upd NULL: state = identity (frame untouched). */
+typedef struct { float *state, *frame; const float *upd; int L; float scale; } be_ipa_rigid_t;
+
+/* The trunk's relative-position embedding added to rows i0..i0+ni-1 of
+ * the pair tensor, z: [ni, L, c]: z[i, j] += table[clamp(residx[j] -
+ * residx[i0 + i], -bins, bins) + bins + 1]; table: [2 bins + 2, c];
+ * residx: [L] residue indices as floats (whole numbers below 2^24, exact)
+ * in backend memory, so no index list comes from the host */
+typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; } be_relpos_t;
+
+/* The op list, each X(OP, slot, params): the backend entry be_t.slot,
+ * int (*slot)(be_t *be, const params *p), and its be_supports name
+ * BE_OP_OP.  The be_t slots, be_supports and the backends' tables
+ * (the CPU's, the debug backend's checking wrappers) are made from it:
+ * an op is added or removed here, in its params struct above, and in
+ * each backend's implementation.  The fused ops (transition, ln_linear,
+ * trimul_out) read and write each tensor once where the unfused ones
+ * they replace would pass over it several times. */
+#define BE_OPS(X) \
+	X(GEMM,       gemm,       be_gemm_t) \
+	X(ATTN,       attn,       be_attn_t) \
+	X(LAYERNORM,  layernorm,  be_layernorm_t) \
+	X(SOFTMAX,    softmax,    be_softmax_t) \
+	X(ACT,        act,        be_unary_t) \
+	X(BINARY,     binary,     be_binary_t) \
+	X(AXPBY,      axpby,      be_axpby_t) \
+	X(FILL,       fill,       be_fill_t) \
+	X(GATHER,     gather,     be_gather_t) \
+	X(TRANSPOSE,  transpose,  be_transpose_t) \
+	X(OUTER,      outer,      be_outer_t) \
+	X(TRIMUL,     trimul,     be_trimul_t) \
+	X(IPA_IN,     ipa_in,     be_ipa_in_t) \
+	X(IPA_OUT,    ipa_out,    be_ipa_out_t) \
+	X(IPA_RIGID,  ipa_rigid,  be_ipa_rigid_t) \
+	X(TRANSITION, transition, be_transition_t) \
+	X(LN_LINEAR,  ln_linear,  be_ln_linear_t) \
+	X(TRIMUL_OUT, trimul_out, be_trimul_out_t) \
+	X(RELPOS,     relpos,     be_relpos_t)
+
+/* what be_supports answers for: every op of BE_OPS, then the optional
+ * entries that are no op (be_t.mem_info, be_t.worker) */
+typedef enum {
+#define BE_OP_ENUM(OP, slot, params) BE_OP_##OP,
+	BE_OPS(BE_OP_ENUM)
+#undef BE_OP_ENUM
+	BE_OP_MEM_INFO, BE_OP_WORKER,
+	BE_OP_COUNT
+} be_op_t;
+
 struct be {
 	const char *name;
 	void       *ctx;
@@ -217,81 +343,29 @@ struct be {
 	 * weight (biases, norms, embeddings) stays fp32. */
 	int         weights_bf16;
 
-	/* ops; shapes in comments, n = element count */
-	int (*gemm)(be_t *be, const be_gemm_t *g);
-	int (*attn)(be_t *be, const be_attn_t *a);
-	/* y, x: [rows, d]; w, b: [d]; y may alias x */
-	int (*layernorm)(be_t *be, float *y, const float *x, int64_t rows, int d,
-	                 const float *w, const float *b, float eps);
-	/* x: [rows, d] softmax over d, in place */
-	int (*softmax)(be_t *be, float *x, int64_t rows, int d);
-	/* x: [n] in place */
-	int (*act)(be_t *be, float *x, int64_t n, be_act_t kind);
-	/* y = a OP b, all [n]; y may alias a or b */
-	int (*binary)(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind);
-	/* y = alpha * x + beta * y, all [n] */
-	int (*axpby)(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta);
-	/* x: [n] = value */
-	int (*fill)(be_t *be, float *x, int64_t n, float value);
-	/* y: [rows, d] = scale * table[idx[r], :]; idx: host int32 [rows] */
-	int (*gather)(be_t *be, float *y, const float *table, const int32_t *idx,
-	              int64_t rows, int d, float scale);
-	/* y: [B, A, C] = x: [A, B, C] with its two leading dims swapped */
-	int (*transpose)(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-	/* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
-	 * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
-	 * q, k: [L, c] */
-	int (*outer)(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
-	/* optional (may be NULL: the trunk then multiplies channel-major
-	 * projections with batched GEMMs): the triangle-multiplication
-	 * product on channel-last tensors, x: [ni, nj, c] with
-	 * x[i, j, :] = sum_k a[i, k, :] * b[j, k, :]; a: [ni, nk, c],
-	 * b: [nj, nk, c]; x apart from a and b */
-	int (*trimul)(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk, int c);
-	/* The structure module's invariant point attention, points in (a
-	 * whole step on the device, no host copy): rig: [L, 12] = the rigid
-	 * of each frame of state: [L, 7] (unit quaternion w, x, y, z, then
-	 * translation): its rotation matrix (row-major) and its translation
-	 * less the mean translation over the L frames.  With g = rig_i
-	 * applied to a local point and w_h = softplus(hw[h]) sqrt(2 / (27 Pq)):
-	 *   qp: [L, 3, H Pq], kvp: [L, 3, H (Pq + Pv)] local points (x, y, z
-	 *       planes; point p of head h at h Pq + p, h (Pq + Pv) + p)
-	 *   qa: [L, H, 3 Pq + 2] = (w_h g_1..g_Pq, -w_h/2 sum |g|^2 +
-	 *       sqrt(1/3) bb[h], 1)
-	 *   ka: [L, H, 3 Pq + 2] = (g_1..g_Pq, 1, -w_h/2 sum |g|^2)
-	 *   vp: [L, H, 3 Pv] = the value points g_{Pq+1}..g_{Pq+Pv}
-	 *   hw, bb: [H] (ipa.head_weights, ipa.linear_b.bias)
-	 * The sums of squares are compensated (as if in double, then rounded). */
-	int (*ipa_in)(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
-	              const float *qp, const float *kvp, const float *hw, const float *bb,
-	              int L, int H, int Pq, int Pv);
-	/* IPA points out: l = R_i^T (op[i, n] - t_i) with (R_i, t_i) = rig[i]
-	 * (ipa_in's), into cat[i, {0, 1, 2, 3} n_pts + n] = l_x, l_y, l_z,
-	 * sqrt(|l|^2 + eps).  op: [L, n_pts, 3]; cat: [L, ldc] (its first
-	 * 4 n_pts columns written) */
-	int (*ipa_out)(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
-	               int L, int n_pts, float eps);
-	/* Backbone update: state: [L, 7] (quaternion, translation) composed
-	 * with upd: [L, 6] = (b, c, d, t): q <- normalise(q + q (0, b, c, d)),
-	 * t <- t + R(q_old) t_upd; frame: [L, 7] = (q, t * scale) of the new
-	 * state, or NULL.  upd NULL: state = identity (frame untouched). */
-	int (*ipa_rigid)(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
-	/* the transition of be_transition_t in one pass over x: read once, written
-	 * once */
-	int (*transition)(be_t *be, const be_transition_t *t);
-	/* layer norm and linears in one pass over x (be_ln_linear_t) */
-	int (*ln_linear)(be_t *be, const be_ln_linear_t *p);
-	/* the triangle multiplication's output side, fused (be_trimul_out_t):
-	 * layer norm prologue, product, gated residual epilogue */
-	int (*trimul_out)(be_t *be, const be_trimul_out_t *t);
-	/* The trunk's relative-position embedding added to rows i0..i0+ni-1
-	 * of the pair tensor, z: [ni, L, c]: z[i, j] += table[clamp(residx[j]
-	 * - residx[i0 + i], -bins, bins) + bins + 1]; table: [2 bins + 2, c];
-	 * residx: [L] residue indices as floats (whole numbers below 2^24,
-	 * exact) in backend memory, so no index list comes from the host */
-	int (*relpos)(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
-	              int c, int bins);
+	/* the ops (BE_OPS; their parameters above); trimul is optional (may
+	 * be NULL: the trunk then multiplies channel-major projections with
+	 * batched GEMMs) */
+#define BE_OP_SLOT(OP, slot, params) int (*slot)(be_t *be, const params *p);
+	BE_OPS(BE_OP_SLOT)
+#undef BE_OP_SLOT
 };
+
+/* 1 when be has the entry op (BE_OPS' ops, BE_OP_MEM_INFO, BE_OP_WORKER),
+ * 0 when it is NULL there (or be is NULL): model code asks this instead
+ * of testing slots or naming a backend */
+static inline int be_supports(const be_t *be, be_op_t op)
+{
+	if (!be) return 0;
+	switch (op) {
+#define BE_OP_CASE(OP, slot, params) case BE_OP_##OP: return be->slot != NULL;
+	BE_OPS(BE_OP_CASE)
+#undef BE_OP_CASE
+	case BE_OP_MEM_INFO: return be->mem_info != NULL;
+	case BE_OP_WORKER:   return be->worker != NULL;
+	default:             return 0;
+	}
+}
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */
 be_t *be_cpu_init(int threads);

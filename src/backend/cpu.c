@@ -571,9 +571,14 @@ static void cpu_ln_row(float *y, const float *x, int d, const float *w, const fl
 	for (int i = 0; i < d; i++) y[i] = (x[i] - mean) * inv * w[i] + bias[i];
 }
 
-static int cpu_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                         const float *w, const float *bias, float eps)
+static int cpu_layernorm(be_t *be, const be_layernorm_t *p)
 {
+	float *y = p->y;
+	const float *x = p->x, *w = p->w, *bias = p->b;
+	int64_t rows = p->rows;
+	int d = p->d;
+	float eps = p->eps;
+
 	if (cpu_has_cg) {   /* blocks of 32 rows, taken as the threads come free */
 		#pragma omp parallel for schedule(guided) if (rows * d > 16384)
 		for (int64_t r = 0; r < rows; r += 32)
@@ -599,10 +604,13 @@ static void cpu_softmax_row(float *x, int d)
 	cpu_scale(x, x, d, (float)(1.0 / sum));
 }
 
-static int cpu_softmax(be_t *be, float *x, int64_t rows, int d)
+static int cpu_softmax(be_t *be, const be_softmax_t *p)
 {
+	int64_t rows = p->rows;
+	int d = p->d;
+
 	#pragma omp parallel for if (rows * d > 16384)
-	for (int64_t r = 0; r < rows; r++) cpu_softmax_row(x + r * d, d);
+	for (int64_t r = 0; r < rows; r++) cpu_softmax_row(p->x + r * d, d);
 	return 0;
 }
 
@@ -677,16 +685,23 @@ static int64_t cpu_piece_len(int64_t n, int64_t p)
 	return n - p * BE_CPU_GRAIN < BE_CPU_GRAIN ? n - p * BE_CPU_GRAIN : BE_CPU_GRAIN;
 }
 
-static int cpu_act(be_t *be, float *x, int64_t n, be_act_t kind)
+static int cpu_act(be_t *be, const be_unary_t *u)
 {
+	int64_t n = u->n;
+
 	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++)
-		cpu_act_k(x + p * BE_CPU_GRAIN, cpu_piece_len(n, p), kind);
+		cpu_act_k(u->x + p * BE_CPU_GRAIN, cpu_piece_len(n, p), u->kind);
 	return 0;
 }
 
-static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_t n, be_bin_t kind)
+static int cpu_binary(be_t *be, const be_binary_t *q)
 {
+	float *y = q->y;
+	const float *a = q->a, *b = q->b;
+	int64_t n = q->n;
+	be_bin_t kind = q->kind;
+
 	#pragma omp parallel for schedule(dynamic) if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++) {
 		int64_t o = p * BE_CPU_GRAIN;
@@ -696,26 +711,36 @@ static int cpu_binary(be_t *be, float *y, const float *a, const float *b, int64_
 	return 0;
 }
 
-static int cpu_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
+static int cpu_axpby(be_t *be, const be_axpby_t *q)
 {
+	int64_t n = q->n;
+
 	#pragma omp parallel for if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t p = 0; p < cpu_pieces(n); p++) {
 		int64_t o = p * BE_CPU_GRAIN;
-		cpu_axpby_k(y + o, x + o, cpu_piece_len(n, p), alpha, beta);
+		cpu_axpby_k(q->y + o, q->x + o, cpu_piece_len(n, p), q->alpha, q->beta);
 	}
 	return 0;
 }
 
-static int cpu_fill(be_t *be, float *x, int64_t n, float value)
+static int cpu_fill(be_t *be, const be_fill_t *p)
 {
+	float *x = p->x, value = p->value;
+	int64_t n = p->n;
+
 	#pragma omp parallel for simd if (n > 4 * BE_CPU_GRAIN)
 	for (int64_t i = 0; i < n; i++) x[i] = value;
 	return 0;
 }
 
-static int cpu_gather(be_t *be, float *y, const float *table, const int32_t *idx,
-                      int64_t rows, int d, float scale)
+static int cpu_gather(be_t *be, const be_gather_t *p)
 {
+	float *y = p->y, scale = p->scale;
+	const float *table = p->table;
+	const int32_t *idx = p->idx;
+	int64_t rows = p->rows;
+	int d = p->d;
+
 	#pragma omp parallel for if (rows * d > 65536)
 	for (int64_t r = 0; r < rows; r++)
 		for (int i = 0; i < d; i++) y[r * d + i] = scale * table[(int64_t)idx[r] * d + i];
@@ -730,8 +755,11 @@ static void cpu_transpose_tile(float *y, int64_t ldy, const float *x, int64_t ld
 		for (int b = 0; b < tb; b++) y[b * ldy + a] = x[a * ldx + b];
 }
 
-static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C)
+static int cpu_transpose(be_t *be, const be_transpose_t *p)
 {
+	float *y = p->y;
+	const float *x = p->x;
+	int64_t A = p->A, B = p->B, C = p->C;
 	const int64_t T = 32, na = (A + T - 1) / T, nb = (B + T - 1) / T;
 	#pragma omp parallel for schedule(static) if (A * B * C > 65536)
 	for (int64_t t = 0; t < na * nb; t++) {
@@ -748,8 +776,12 @@ static int cpu_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t 
 	return 0;
 }
 
-static int cpu_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni, int L, int c)
+static int cpu_outer(be_t *be, const be_outer_t *p)
 {
+	float *y = p->y;
+	const float *q = p->q, *k = p->k;
+	int i0 = p->i0, ni = p->ni, L = p->L, c = p->c;
+
 	#pragma omp parallel for collapse(2) if ((int64_t)ni * L * c > 65536)
 	for (int i = 0; i < ni; i++)
 		for (int j = 0; j < L; j++) {
@@ -783,9 +815,11 @@ static void cpu_trimul_row(float *x, const float *a, const float *b, int nj, int
  * rows pass, each with a's channels copied together in its thread's
  * scratch; without it (or c not a multiple of 16), rows i in parallel. */
 #define CPU_TRI_JB 80
-static int cpu_trimul(be_t *be, float *x, const float *a, const float *b, int ni, int nj, int nk,
-                      int c)
+static int cpu_trimul(be_t *be, const be_trimul_t *p)
 {
+	float *x = p->x;
+	const float *a = p->a, *b = p->b;
+	int ni = p->ni, nj = p->nj, nk = p->nk, c = p->c;
 	double flops = 2.0 * ni * nj * nk * c;
 
 	if (cpu_has_cg && c % 16 == 0) {
@@ -825,15 +859,11 @@ be_t *be_cpu_init(int threads)
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
-		.sync = cpu_sync, .gemm = cpu_gemm, .attn = cpu_attn, .layernorm = cpu_layernorm,
-		.softmax = cpu_softmax, .act = cpu_act, .binary = cpu_binary, .axpby = cpu_axpby,
-		.fill = cpu_fill, .gather = cpu_gather, .transpose = cpu_transpose,
-		.outer = cpu_outer, .trimul = cpu_trimul,
-		.ipa_in = cpu_ipa_in, .ipa_out = cpu_ipa_out, .ipa_rigid = cpu_ipa_rigid,
-		.transition = cpu_transition,
-		.ln_linear = cpu_ln_linear,
-		.trimul_out = cpu_trimul_out,
-		.relpos = cpu_relpos,
+		.sync = cpu_sync,
+		/* every op of the list, cpu_<slot> each */
+#define CPU_OP_SLOT(OP, slot, params) .slot = cpu_##slot,
+		BE_OPS(CPU_OP_SLOT)
+#undef CPU_OP_SLOT
 	};
 	return be;
 }

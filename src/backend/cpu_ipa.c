@@ -21,10 +21,11 @@ static void cpu_ipa_sq(float *s, float *c, float x)
 	*s = t;
 }
 
-int cpu_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
-               const float *qp, const float *kvp, const float *hw, const float *bb,
-               int L, int H, int Pq, int Pv)
+int cpu_ipa_in(be_t *be, const be_ipa_in_t *a)
 {
+	float *qa = a->qa, *ka = a->ka, *vp = a->vp, *rig = a->rig;
+	const float *state = a->state, *qp = a->qp, *kvp = a->kvp, *hw = a->hw, *bb = a->bb;
+	int L = a->L, H = a->H, Pq = a->Pq, Pv = a->Pv;
 	int Dp = 3 * Pq + 2, nq = H * Pq, nkv = H * (Pq + Pv);
 	double ctr[3] = { 0, 0, 0 };
 	const float sb = sqrtf(1.0f / 3.0f);
@@ -78,9 +79,13 @@ int cpu_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const floa
 	return 0;
 }
 
-int cpu_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
-                int L, int n_pts, float eps)
+int cpu_ipa_out(be_t *be, const be_ipa_out_t *a)
 {
+	float *cat = a->cat, eps = a->eps;
+	const float *op = a->op, *rig = a->rig;
+	int64_t ldc = a->ldc;
+	int L = a->L, n_pts = a->n_pts;
+
 	#pragma omp parallel for schedule(static)
 	for (int i = 0; i < L; i++) {
 		const float *R = rig + 12 * (size_t)i, *t = R + 9;
@@ -99,8 +104,12 @@ int cpu_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float 
 	return 0;
 }
 
-int cpu_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale)
+int cpu_ipa_rigid(be_t *be, const be_ipa_rigid_t *a)
 {
+	float *state = a->state, *frame = a->frame, scale = a->scale;
+	const float *upd = a->upd;
+	int L = a->L;
+
 	#pragma omp parallel for schedule(static)
 	for (int i = 0; i < L; i++) {
 		float *q = state + 7 * (size_t)i, *t = q + 4, r[3][3];

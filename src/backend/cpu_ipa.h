@@ -6,11 +6,8 @@
 
 #include "backend/backend.h"
 
-int cpu_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
-               const float *qp, const float *kvp, const float *hw, const float *bb,
-               int L, int H, int Pq, int Pv);
-int cpu_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
-                int L, int n_pts, float eps);
-int cpu_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale);
+int cpu_ipa_in(be_t *be, const be_ipa_in_t *a);
+int cpu_ipa_out(be_t *be, const be_ipa_out_t *a);
+int cpu_ipa_rigid(be_t *be, const be_ipa_rigid_t *a);
 
 #endif

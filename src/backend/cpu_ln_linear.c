@@ -71,7 +71,10 @@ int cpu_ln_linear(be_t *be, const be_ln_linear_t *p)
 			int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
 			memcpy(t + (int64_t)r * k, p->x + i * p->x_si + j * p->x_sj, sizeof *t * (size_t)k);
 		}
-		if (p->ln_w && be->layernorm(be, t, t, nr, k, p->ln_w, p->ln_b, p->eps) < 0) { fail = 1; continue; }
+		if (p->ln_w && be->layernorm(be, &(be_layernorm_t){
+			.y = t, .x = t, .rows = nr, .d = k, .w = p->ln_w, .b = p->ln_b,
+			.eps = p->eps,
+		}) < 0) { fail = 1; continue; }
 		for (int64_t e = 0; wide && e < (int64_t)nr * k; e++)
 			t[e] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(t[e]));
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, N, k, 1.0f, t, k, w, k, 0.0f, o, N);

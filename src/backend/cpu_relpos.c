@@ -2,9 +2,12 @@
  * pair tensor on the CPU (be_t.relpos; see cpu_relpos.h, backend.h). */
 #include "backend/cpu_relpos.h"
 
-int cpu_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
-               int c, int bins)
+int cpu_relpos(be_t *be, const be_relpos_t *p)
 {
+	float *z = p->z;
+	const float *table = p->table, *residx = p->residx;
+	int i0 = p->i0, ni = p->ni, L = p->L, c = p->c, bins = p->bins;
+
 	#pragma omp parallel for schedule(static)
 	for (int64_t r = 0; r < (int64_t)ni * L; r++) {
 		int i = (int)(r / L), j = (int)(r % L);

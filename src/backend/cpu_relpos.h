@@ -5,7 +5,6 @@
 
 #include "backend/backend.h"
 
-int cpu_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni, int L,
-               int c, int bins);
+int cpu_relpos(be_t *be, const be_relpos_t *p);
 
 #endif

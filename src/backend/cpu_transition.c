@@ -38,7 +38,9 @@ static int cpu_transition_tile(be_t *be, const be_transition_t *t, int64_t r0, i
 		.a = hb, .lda = t->h, .b = t->w2, .ldb = t->h, .c = x, .ldc = t->d,
 		.batch = 1, .bias = t->b2, .b_bf16 = t->bf16,
 	};
-	int rc = be->layernorm(be, tn, x, nr, t->d, t->ln_w, t->ln_b, t->eps);
+	int rc = be->layernorm(be, &(be_layernorm_t){
+		.y = tn, .x = x, .rows = nr, .d = t->d, .w = t->ln_w, .b = t->ln_b, .eps = t->eps,
+	});
 
 	if (!rc) rc = be->gemm(be, &g1);
 	if (!rc) rc = be->gemm(be, &g2);

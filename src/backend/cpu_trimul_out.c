@@ -38,7 +38,10 @@ int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
 		/* xt: [nr, c] = the tile of x, channel-last, then its layer norm */
 		for (int64_t r = 0; r < nr; r++)
 			for (int64_t ch = 0; ch < c; ch++) xt[r * c + ch] = t->x[(r0 + r) * t->x_rs + ch * t->x_cs];
-		rc = be->layernorm(be, xt, xt, nr, (int)c, t->ln_w, t->ln_b, t->eps);
+		rc = be->layernorm(be, &(be_layernorm_t){
+			.y = xt, .x = xt, .rows = nr, .d = (int)c, .w = t->ln_w, .b = t->ln_b,
+			.eps = t->eps,
+		});
 		/* u: [nr, c] = xt W^T + b */
 		be_gemm_t g = {
 			.transa = 0, .transb = 1, .m = nr, .n = (int)c, .k = (int)c, .alpha = 1.0f, .beta = 0.0f,
@@ -47,12 +50,16 @@ int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
 		};
 		if (!rc) rc = be->gemm(be, &g);
 		/* u = u * sigmoid(gv), then z's rows += u */
-		if (!rc) rc = be->binary(be, u, u, t->gv + r0 * c, (int64_t)nr * c, BE_GATE);
+		if (!rc) rc = be->binary(be, &(be_binary_t){
+			.y = u, .a = u, .b = t->gv + r0 * c, .n = (int64_t)nr * c, .kind = BE_GATE,
+		});
 		if (rc) break;
 		#pragma omp parallel for schedule(static) reduction(|:fail) if ((int64_t)nr * c > 16384)
 		for (int r = 0; r < nr; r++) {
 			float *zr = t->z + cpu_row_at(t->zr, r0 + r);
-			fail |= be->binary(be, zr, zr, u + (int64_t)r * c, c, BE_ADD) != 0;
+			fail |= be->binary(be, &(be_binary_t){
+				.y = zr, .a = zr, .b = u + (int64_t)r * c, .n = c, .kind = BE_ADD,
+			}) != 0;
 		}
 		if (fail) rc = -1;
 	}

@@ -323,13 +323,6 @@ static int be_cuda_transition(be_t *be, const be_transition_t *t)
 	return be_cuda_k(c, cu_transition(c->stream, t), t->bf16 ? "transition (bf16)" : "transition");
 }
 
-static int be_cuda_layernorm(be_t *be, float *y, const float *x, int64_t rows, int d,
-                             const float *w, const float *b, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_layernorm(c->stream, y, x, rows, d, w, b, eps), "layernorm");
-}
-
 /* on the tensor cores at bf16, in fp32 otherwise */
 static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
@@ -339,75 +332,18 @@ static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
 	return be_cuda_k(c, cu_trimul_out(c->stream, t, be_cuda_prec(be) == BE_PREC_BF16), "trimul_out");
 }
 
-static int be_cuda_softmax(be_t *be, float *x, int64_t rows, int d)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_softmax(c->stream, x, rows, d), "softmax");
-}
-
-static int be_cuda_act(be_t *be, float *x, int64_t n, be_act_t kind)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_act(c->stream, x, n, kind), "act");
-}
-
-static int be_cuda_binary(be_t *be, float *y, const float *a, const float *b, int64_t n,
-                          be_bin_t kind)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_binary(c->stream, y, a, b, n, kind), "binary");
-}
-
-static int be_cuda_ipa_in(be_t *be, float *qa, float *ka, float *vp, float *rig, const float *state,
-                          const float *qp, const float *kvp, const float *hw, const float *bb,
-                          int L, int H, int Pq, int Pv)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_ipa_in(c->stream, qa, ka, vp, rig, state, qp, kvp, hw, bb, L, H, Pq, Pv),
-	                 "ipa_in");
-}
-
-static int be_cuda_ipa_out(be_t *be, float *cat, int64_t ldc, const float *op, const float *rig,
-                           int L, int n_pts, float eps)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_ipa_out(c->stream, cat, ldc, op, rig, L, n_pts, eps), "ipa_out");
-}
-
-static int be_cuda_ipa_rigid(be_t *be, float *state, float *frame, const float *upd, int L, float scale)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_ipa_rigid(c->stream, state, frame, upd, L, scale), "ipa_rigid");
-}
-
-static int be_cuda_relpos(be_t *be, float *z, const float *table, const float *residx, int i0, int ni,
-                          int L, int ch, int bins)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_relpos(c->stream, z, table, residx, i0, ni, L, ch, bins), "relpos");
-}
-
-static int be_cuda_axpby(be_t *be, float *y, const float *x, int64_t n, float alpha, float beta)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_axpby(c->stream, y, x, n, alpha, beta), "axpby");
-}
-
-static int be_cuda_fill(be_t *be, float *x, int64_t n, float value)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_fill(c->stream, x, n, value), "fill");
-}
-
 /* idx is host memory: it goes through c->idx, BE_CUDA_IDX_ROWS rows at a
  * time (the stream runs each slice's copy after the previous slice's
  * kernel, so the buffer is never grown: no allocation during a fold), and
  * the stream is waited for so that the caller may reuse idx on return */
-static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t *idx,
-                          int64_t rows, int d, float scale)
+static int be_cuda_gather(be_t *be, const be_gather_t *p)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = 0;
+	float *y = p->y, scale = p->scale;
+	const float *table = p->table;
+	const int32_t *idx = p->idx;
+	int64_t rows = p->rows;
+	int d = p->d, rc = 0;
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
 	pthread_mutex_lock(&c->idx_lock);
@@ -423,26 +359,37 @@ static int be_cuda_gather(be_t *be, float *y, const float *table, const int32_t 
 	return rc;
 }
 
-static int be_cuda_transpose(be_t *be, float *y, const float *x, int64_t A, int64_t B, int64_t C)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_transpose(c->stream, y, x, A, B, C), "transpose");
-}
+/* The ops that are one kernel launch each: be_cuda_<slot>(be, p) makes
+ * the device current and returns the launch `call` (on c, the context,
+ * with p, the op's parameters), its failure logged under the slot's name. */
+#define BE_CUDA_LAUNCH(slot, params, call)                 \
+	static int be_cuda_##slot(be_t *be, const params *p) \
+	{                                                    \
+		be_cuda_ctx_t *c = be_cuda_ctx(be);          \
+		return be_cuda_k(c, call, #slot);            \
+	}
+BE_CUDA_LAUNCH(layernorm, be_layernorm_t, cu_layernorm(c->stream, p->y, p->x, p->rows, p->d, p->w, p->b, p->eps))
+BE_CUDA_LAUNCH(softmax, be_softmax_t, cu_softmax(c->stream, p->x, p->rows, p->d))
+BE_CUDA_LAUNCH(act, be_unary_t, cu_act(c->stream, p->x, p->n, p->kind))
+BE_CUDA_LAUNCH(binary, be_binary_t, cu_binary(c->stream, p->y, p->a, p->b, p->n, p->kind))
+BE_CUDA_LAUNCH(axpby, be_axpby_t, cu_axpby(c->stream, p->y, p->x, p->n, p->alpha, p->beta))
+BE_CUDA_LAUNCH(fill, be_fill_t, cu_fill(c->stream, p->x, p->n, p->value))
+BE_CUDA_LAUNCH(transpose, be_transpose_t, cu_transpose(c->stream, p->y, p->x, p->A, p->B, p->C))
+BE_CUDA_LAUNCH(outer, be_outer_t, cu_outer(c->stream, p->y, p->q, p->k, p->i0, p->ni, p->L, p->c))
+BE_CUDA_LAUNCH(ipa_in, be_ipa_in_t, cu_ipa_in(c->stream, p->qa, p->ka, p->vp, p->rig, p->state, p->qp,
+                                              p->kvp, p->hw, p->bb, p->L, p->H, p->Pq, p->Pv))
+BE_CUDA_LAUNCH(ipa_out, be_ipa_out_t, cu_ipa_out(c->stream, p->cat, p->ldc, p->op, p->rig, p->L, p->n_pts, p->eps))
+BE_CUDA_LAUNCH(ipa_rigid, be_ipa_rigid_t, cu_ipa_rigid(c->stream, p->state, p->frame, p->upd, p->L, p->scale))
+BE_CUDA_LAUNCH(relpos, be_relpos_t, cu_relpos(c->stream, p->z, p->table, p->residx, p->i0, p->ni, p->L, p->c,
+                                              p->bins))
+BE_CUDA_LAUNCH(ln_linear, be_ln_linear_t, cu_ln_linear(c->stream, p))
+#undef BE_CUDA_LAUNCH
 
-static int be_cuda_outer(be_t *be, float *y, const float *q, const float *k, int i0, int ni,
-                         int L, int ch)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_outer(c->stream, y, q, k, i0, ni, L, ch), "outer");
-}
+/* no direct triangle product: the trunk batches GEMMs instead (a NULL
+ * slot, be_supports(be, BE_OP_TRIMUL) 0) */
+#define be_cuda_trimul NULL
 
 /* the resources of c that exist, in reverse order of creation */
-static int be_cuda_ln_linear(be_t *be, const be_ln_linear_t *p)
-{
-	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_ln_linear(c->stream, p), "ln_linear");
-}
-
 static void be_cuda_release(be_cuda_ctx_t *c)
 {
 	cudaSetDevice(c->device);
@@ -610,16 +557,10 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,
-		.gemm = be_cuda_gemm,
-		.attn = be_cuda_attn, .layernorm = be_cuda_layernorm, .softmax = be_cuda_softmax,
-		.act = be_cuda_act, .binary = be_cuda_binary, .axpby = be_cuda_axpby,
-		.fill = be_cuda_fill, .gather = be_cuda_gather, .transpose = be_cuda_transpose,
-		.outer = be_cuda_outer,
-		.ipa_in = be_cuda_ipa_in, .ipa_out = be_cuda_ipa_out, .ipa_rigid = be_cuda_ipa_rigid,
-		.transition = be_cuda_transition,
-		.ln_linear = be_cuda_ln_linear,
-		.trimul_out = be_cuda_trimul_out,
-		.relpos = be_cuda_relpos,
+		/* every op of the list, be_cuda_<slot> each (trimul: NULL, above) */
+#define BE_CUDA_SLOT(OP, slot, params) .slot = be_cuda_##slot,
+		BE_OPS(BE_CUDA_SLOT)
+#undef BE_CUDA_SLOT
 	};
 	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||

@@ -54,15 +54,19 @@ void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
 		return;
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->layernorm(fx->be, y.d, x.d, tensor_numel(x) / ln->d, ln->d,
-	                                ln->w, ln->b, ln->eps), "layernorm");
+	op_status(fx, fx->be->layernorm(fx->be, &(be_layernorm_t){
+		.y = y.d, .x = x.d, .rows = tensor_numel(x) / ln->d, .d = ln->d, .w = ln->w,
+		.b = ln->b, .eps = ln->eps,
+	}), "layernorm");
 }
 
 void op_act(fwd_t *fx, tensor_t x, be_act_t kind)
 {
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->act(fx->be, x.d, tensor_numel(x), kind), "act");
+	op_status(fx, fx->be->act(fx->be, &(be_unary_t){
+		.x = x.d, .n = tensor_numel(x), .kind = kind,
+	}), "act");
 }
 
 void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
@@ -71,7 +75,9 @@ void op_binary(fwd_t *fx, tensor_t y, tensor_t a, tensor_t b, be_bin_t kind)
 		return;
 	op_count(fx, 3 * tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->binary(fx->be, y.d, a.d, b.d, tensor_numel(y), kind), "binary");
+	op_status(fx, fx->be->binary(fx->be, &(be_binary_t){
+		.y = y.d, .a = a.d, .b = b.d, .n = tensor_numel(y), .kind = kind,
+	}), "binary");
 }
 
 void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
@@ -79,21 +85,27 @@ void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta)
 	if (!op_check(fx, tensor_numel(y) == tensor_numel(x), "axpby", "equal sizes")) return;
 	op_count(fx, tensor_numel(x) + tensor_numel(y) * (beta != 0.0f ? 2 : 1));
 	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->axpby(fx->be, y.d, x.d, tensor_numel(y), alpha, beta), "axpby");
+	op_status(fx, fx->be->axpby(fx->be, &(be_axpby_t){
+		.y = y.d, .x = x.d, .n = tensor_numel(y), .alpha = alpha, .beta = beta,
+	}), "axpby");
 }
 
 void op_fill(fwd_t *fx, tensor_t x, float value)
 {
 	op_count(fx, tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->fill(fx->be, x.d, tensor_numel(x), value), "fill");
+	op_status(fx, fx->be->fill(fx->be, &(be_fill_t){
+		.x = x.d, .n = tensor_numel(x), .value = value,
+	}), "fill");
 }
 
 void op_softmax(fwd_t *fx, tensor_t x)
 {
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->softmax(fx->be, x.d, tensor_numel(x) / op_last(x), (int)op_last(x)), "softmax");
+	op_status(fx, fx->be->softmax(fx->be, &(be_softmax_t){
+		.x = x.d, .rows = tensor_numel(x) / op_last(x), .d = (int)op_last(x),
+	}), "softmax");
 }
 
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale)
@@ -101,8 +113,10 @@ void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, fl
 	if (!op_check(fx, y.nd >= 2, "gather", "y [rows, d]")) return;
 	op_count(fx, tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->gather(fx->be, y.d, table, idx, tensor_numel(y) / op_last(y),
-	                             (int)op_last(y), scale), "gather");
+	op_status(fx, fx->be->gather(fx->be, &(be_gather_t){
+		.y = y.d, .table = table, .idx = idx, .rows = tensor_numel(y) / op_last(y),
+		.d = (int)op_last(y), .scale = scale,
+	}), "gather");
 }
 
 void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
@@ -112,8 +126,10 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 	if (!op_check(fx, ok, "transpose", "[A, B, ..] -> [B, A, ..]")) return;
 	op_count(fx, 2 * tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->transpose(fx->be, y.d, x.d, x.ne[0], x.ne[1],
-	                                tensor_numel(x) / (x.ne[0] * x.ne[1])), "transpose");
+	op_status(fx, fx->be->transpose(fx->be, &(be_transpose_t){
+		.y = y.d, .x = x.d, .A = x.ne[0], .B = x.ne[1],
+		.C = tensor_numel(x) / (x.ne[0] * x.ne[1]),
+	}), "transpose");
 }
 
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
@@ -123,36 +139,43 @@ void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
 	if (!op_check(fx, ok, "outer", "q, k [L, c] -> y [ni, L, 2c]")) return;
 	op_count(fx, tensor_numel(q) + y.ne[0] * k.ne[1] + tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
-	op_status(fx, fx->be->outer(fx->be, y.d, q.d, k.d, i0, (int)y.ne[0], (int)q.ne[0], (int)q.ne[1]),
-	          "outer");
+	op_status(fx, fx->be->outer(fx->be, &(be_outer_t){
+		.y = y.d, .q = q.d, .k = k.d, .i0 = i0, .ni = (int)y.ne[0], .L = (int)q.ne[0],
+		.c = (int)q.ne[1],
+	}), "outer");
 }
 
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b)
 {
-	int ok = fx->be->trimul && a.nd == 3 && b.nd == 3 && x.nd == 3 && a.ne[1] == b.ne[1] &&
+	int ok = be_supports(fx->be, BE_OP_TRIMUL) && a.nd == 3 && b.nd == 3 && x.nd == 3 && a.ne[1] == b.ne[1] &&
 	         a.ne[2] == b.ne[2] && x.ne[0] == a.ne[0] && x.ne[1] == b.ne[0] && x.ne[2] == a.ne[2];
 	if (!op_check(fx, ok, "trimul", "a [ni, nk, c], b [nj, nk, c] -> x [ni, nj, c] (be->trimul)"))
 		return;
 	op_count(fx, tensor_numel(a) + tensor_numel(b) + tensor_numel(x));
 	if (!op_run(fx) || !tensor_numel(x)) return;
-	op_status(fx, fx->be->trimul(fx->be, x.d, a.d, b.d, (int)a.ne[0], (int)b.ne[0], (int)a.ne[1],
-	                             (int)a.ne[2]), "trimul");
+	op_status(fx, fx->be->trimul(fx->be, &(be_trimul_t){
+		.x = x.d, .a = a.d, .b = b.d, .ni = (int)a.ne[0], .nj = (int)b.ne[0],
+		.nk = (int)a.ne[1], .c = (int)a.ne[2],
+	}), "trimul");
 }
 
-void op_ipa_in(fwd_t *fx, tensor_t qa, tensor_t ka, tensor_t vp, tensor_t rig, tensor_t state,
-               tensor_t qp, tensor_t kvp, const float *hw, const float *bb, int H, int Pq, int Pv)
+void op_ipa_in(fwd_t *fx, const op_ipa_in_t *a)
 {
-	int64_t L = state.ne[0], Dp = 3 * Pq + 2;
-	int ok = state.nd == 2 && state.ne[1] == 7 && tensor_numel(rig) == L * 12 &&
-	         tensor_numel(qp) == L * 3 * H * Pq && tensor_numel(kvp) == L * 3 * H * (Pq + Pv) &&
-	         tensor_numel(qa) == L * H * Dp && tensor_numel(ka) == L * H * Dp &&
-	         tensor_numel(vp) == L * H * 3 * Pv;
+	int H = a->H, Pq = a->Pq, Pv = a->Pv;
+	int64_t L = a->state.ne[0], Dp = 3 * Pq + 2;
+	int ok = a->state.nd == 2 && a->state.ne[1] == 7 && tensor_numel(a->rig) == L * 12 &&
+	         tensor_numel(a->qp) == L * 3 * H * Pq && tensor_numel(a->kvp) == L * 3 * H * (Pq + Pv) &&
+	         tensor_numel(a->qa) == L * H * Dp && tensor_numel(a->ka) == L * H * Dp &&
+	         tensor_numel(a->vp) == L * H * 3 * Pv;
 	if (!op_check(fx, ok, "ipa_in", "state [L, 7], qp, kvp -> qa, ka, vp, rig [L, 12]")) return;
-	op_count(fx, tensor_numel(state) + tensor_numel(qp) + tensor_numel(kvp) + tensor_numel(qa) +
-	             tensor_numel(ka) + tensor_numel(vp) + tensor_numel(rig));
+	op_count(fx, tensor_numel(a->state) + tensor_numel(a->qp) + tensor_numel(a->kvp) + tensor_numel(a->qa) +
+	             tensor_numel(a->ka) + tensor_numel(a->vp) + tensor_numel(a->rig));
 	if (!op_run(fx) || !L) return;
-	op_status(fx, fx->be->ipa_in(fx->be, qa.d, ka.d, vp.d, rig.d, state.d, qp.d, kvp.d, hw, bb,
-	                             (int)L, H, Pq, Pv), "ipa_in");
+	op_status(fx, fx->be->ipa_in(fx->be, &(be_ipa_in_t){
+		.qa = a->qa.d, .ka = a->ka.d, .vp = a->vp.d, .rig = a->rig.d, .state = a->state.d,
+		.qp = a->qp.d, .kvp = a->kvp.d, .hw = a->hw, .bb = a->bb,
+		.L = (int)L, .H = H, .Pq = Pq, .Pv = Pv,
+	}), "ipa_in");
 }
 
 void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, float eps)
@@ -163,8 +186,10 @@ void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, 
 	if (!op_check(fx, ok, "ipa_out", "op [L, 3 n], rig [L, 12] -> cat [L, >= c0 + 4 n]")) return;
 	op_count(fx, tensor_numel(op) + tensor_numel(rig) + L * 4 * n);
 	if (!op_run(fx) || !L || !n) return;
-	op_status(fx, fx->be->ipa_out(fx->be, cat.d + c0, cat.ne[1], op.d, rig.d, (int)L, (int)n, eps),
-	          "ipa_out");
+	op_status(fx, fx->be->ipa_out(fx->be, &(be_ipa_out_t){
+		.cat = cat.d + c0, .ldc = cat.ne[1], .op = op.d, .rig = rig.d, .L = (int)L,
+		.n_pts = (int)n, .eps = eps,
+	}), "ipa_out");
 }
 
 void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float scale)
@@ -176,7 +201,9 @@ void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float
 	if (!op_check(fx, ok, "ipa_rigid", "state [L, 7], upd [L, 6] -> frame [L, 7]")) return;
 	op_count(fx, tensor_numel(state) * (upd.nd ? 2 : 1) + tensor_numel(upd) + tensor_numel(frame));
 	if (!op_run(fx) || !L) return;
-	op_status(fx, fx->be->ipa_rigid(fx->be, state.d, frame.d, upd.d, (int)L, scale), "ipa_rigid");
+	op_status(fx, fx->be->ipa_rigid(fx->be, &(be_ipa_rigid_t){
+		.state = state.d, .frame = frame.d, .upd = upd.d, .L = (int)L, .scale = scale,
+	}), "ipa_rigid");
 }
 
 void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2)
@@ -216,25 +243,27 @@ static int op_pair_ok(tensor_t z, int i0, int64_t nc)
 	return z.nd == 3 && z.ne[0] == z.ne[1] && i0 >= 0 && nc >= 0 && i0 + nc <= z.ne[0];
 }
 
-void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
-                   const lin_t *lin)
+void op_trimul_out(fwd_t *fx, const op_trimul_out_t *t)
 {
+	tensor_t z = t->z, x = t->x, gv = t->gv;
 	int64_t nc = gv.nd == 3 ? gv.ne[0] : -1, rows = nc * z.ne[1], c = z.ne[2], off;
-	int ok = op_pair_ok(z, i0, nc) && gv.ne[1] == z.ne[0] && gv.ne[2] == c && ln->d == c &&
-	         lin->in == c && lin->out == c && tensor_numel(x) == rows * c &&
+	int cm = t->channel_major;
+	int ok = op_pair_ok(z, t->i0, nc) && gv.ne[1] == z.ne[0] && gv.ne[2] == c && t->ln->d == c &&
+	         t->lin->in == c && t->lin->out == c && tensor_numel(x) == rows * c &&
 	         (cm ? x.nd == 2 && x.ne[0] == c : x.nd == 3 && x.ne[2] == c) && x.d != z.d && gv.d != z.d;
 
 	if (!op_check(fx, ok, "trimul_out", "z [L, L, c], gv [nc, L, c], x [nc, L, c] or [c, nc L], apart"))
 		return;
-	be_rows_t r = op_pair_rows(z, i0, nc, tr, &off);
+	be_rows_t r = op_pair_rows(z, t->i0, nc, t->transposed, &off);
 	op_count(fx, tensor_numel(x) + tensor_numel(gv) + 2 * rows * c);
 	if (!op_run(fx) || !rows) return;
-	be_trimul_out_t t = {
+	be_trimul_out_t b = {
 		.c = (int)c, .z = z.d + off, .zr = r,
 		.x = x.d, .x_rs = cm ? 1 : c, .x_cs = cm ? rows : 1, .gv = gv.d,
-		.ln_w = ln->w, .ln_b = ln->b, .eps = ln->eps, .w = lin->w, .w_bf16 = lin->bf16, .b = lin->b,
+		.ln_w = t->ln->w, .ln_b = t->ln->b, .eps = t->ln->eps,
+		.w = t->lin->w, .w_bf16 = t->lin->bf16, .b = t->lin->b,
 	};
-	op_status(fx, fx->be->trimul_out(fx->be, &t), "trimul_out");
+	op_status(fx, fx->be->trimul_out(fx->be, &b), "trimul_out");
 }
 
 void op_relpos(fwd_t *fx, tensor_t z, const float *table, tensor_t residx, int i0, int bins)
@@ -244,8 +273,10 @@ void op_relpos(fwd_t *fx, tensor_t z, const float *table, tensor_t residx, int i
 	if (!op_check(fx, ok, "relpos", "z [ni, L, c], residx [L], i0 + ni <= L")) return;
 	op_count(fx, 2 * tensor_numel(z) + residx.ne[0]);
 	if (!op_run(fx) || !tensor_numel(z)) return;
-	op_status(fx, fx->be->relpos(fx->be, z.d, table, residx.d, i0, (int)z.ne[0], (int)z.ne[1],
-	                             (int)z.ne[2], bins), "relpos");
+	op_status(fx, fx->be->relpos(fx->be, &(be_relpos_t){
+		.z = z.d, .table = table, .residx = residx.d, .i0 = i0, .ni = (int)z.ne[0],
+		.L = (int)z.ne[1], .c = (int)z.ne[2], .bins = bins,
+	}), "relpos");
 }
 
 void op_gemm(fwd_t *fx, const be_gemm_t *g)

@@ -38,15 +38,20 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x);
 /* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
 void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
- * a: [ni, nk, c], b: [nj, nk, c]; needs be->trimul */
+ * a: [ni, nk, c], b: [nj, nk, c]; needs be_supports(be, BE_OP_TRIMUL) */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);
 /* The structure module's point steps (be_t.ipa_in / ipa_out / ipa_rigid):
  * state: [L, 7] backbone frames (quaternion, translation) -> rig: [L, 12];
  * qp: [L, 3 H Pq], kvp: [L, 3 H (Pq + Pv)] -> qa, ka: [L, H, 3 Pq + 2],
  * vp: [L, H, 3 Pv]; hw, bb: [H] weights (ipa.head_weights,
  * ipa.linear_b.bias) */
-void op_ipa_in(fwd_t *fx, tensor_t qa, tensor_t ka, tensor_t vp, tensor_t rig, tensor_t state,
-               tensor_t qp, tensor_t kvp, const float *hw, const float *bb, int H, int Pq, int Pv);
+typedef struct {
+	tensor_t qa, ka, vp, rig;        /* outputs */
+	tensor_t state, qp, kvp;         /* inputs */
+	const float *hw, *bb;
+	int H, Pq, Pv;
+} op_ipa_in_t;
+void op_ipa_in(fwd_t *fx, const op_ipa_in_t *a);
 /* op: [L, n 3] attended points -> cat: [L, W], columns c0 .. c0 + 4 n - 1
  * (x, y, z, norm in each residue's frame of rig: [L, 12]) */
 void op_ipa_out(fwd_t *fx, tensor_t cat, int64_t c0, tensor_t op, tensor_t rig, float eps);
@@ -59,13 +64,20 @@ void op_ipa_rigid(fwd_t *fx, tensor_t state, tensor_t frame, tensor_t upd, float
  * neither */
 void op_transition(fwd_t *fx, tensor_t x, const ln_t *ln, const lin_t *fc1, const lin_t *fc2);
 /* The triangle multiplication's output side in one pass over z: rows
- * i0..i0+nc-1 of z: [L, L, c] (tr 0) or of z^T (tr 1, in place) +=
- * (ln(x) W^T + b) * sigmoid(gv), lin = linear_z: [c, c];
+ * i0..i0+nc-1 of z: [L, L, c] (or of z^T, in place, where transposed)
+ * += (ln(x) W^T + b) * sigmoid(gv), lin = linear_z: [c, c];
  * gv: [nc, L, c] gate logits (linear_g of the update's input);
- * x: the product, [nc, L, c] channel-last (cm 0) or [c, nc L]
- * channel-major (cm 1); x and gv apart from z */
-void op_trimul_out(fwd_t *fx, tensor_t z, int i0, int tr, tensor_t x, int cm, tensor_t gv, const ln_t *ln,
-                   const lin_t *lin);
+ * x: the product, [nc, L, c] channel-last or, where channel_major,
+ * [c, nc L]; x and gv apart from z */
+typedef struct {
+	tensor_t z; int i0;
+	int transposed;      /* 1: the rows are those of z^T */
+	tensor_t x;
+	int channel_major;   /* 1: x is [c, nc L] */
+	tensor_t gv;
+	const ln_t *ln; const lin_t *lin;
+} op_trimul_out_t;
+void op_trimul_out(fwd_t *fx, const op_trimul_out_t *t);
 /* z: [ni, L, c] (rows i0.. of the pair tensor) += table[bin of (i0 + i,
  * j) + 1] (be_t.relpos); table: [2 bins + 2, c] weights; residx: [L]
  * residue indices as floats, in backend memory */

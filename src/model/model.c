@@ -312,7 +312,7 @@ int model_fold(const model_t *m, const tok_t *t, const model_run_t *r, const mod
 	out->exec_peak_live = fx.place.peak_live;
 	out->exec_host = fx.host_place.high;
 	out->device_used = -1;
-	if (m->be->mem_info && m->be->sync(m->be) == 0) {
+	if (be_supports(m->be, BE_OP_MEM_INFO) && m->be->sync(m->be) == 0) {
 		size_t fr, tot;
 		if (m->be->mem_info(m->be, &fr, &tot) == 0) out->device_used = (int64_t)(tot - fr);
 	}

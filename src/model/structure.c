@@ -174,7 +174,10 @@ static void structure_ipa(fwd_t *fx, const structure_t *sm, const hparams_t *c, 
 	 * point vectors of the file comment */
 	tensor_t qa = fwd_new2(fx, L, H * Dp), ka = fwd_new2(fx, L, H * Dp), vp = fwd_new2(fx, L, H * 3 * Pv);
 	tensor_t rig = fwd_new2(fx, L, 12);
-	op_ipa_in(fx, qa, ka, vp, rig, state, qp, kvp, sm->head_w, sm->b.b, H, Pq, Pv);
+	op_ipa_in(fx, &(op_ipa_in_t){
+		.qa = qa, .ka = ka, .vp = vp, .rig = rig, .state = state, .qp = qp, .kvp = kvp,
+		.hw = sm->head_w, .bb = sm->b.b, .H = H, .Pq = Pq, .Pv = Pv,
+	});
 	fwd_drop(fx, &kvp);
 	fwd_drop(fx, &qp);
 

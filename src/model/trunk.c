@@ -5,7 +5,7 @@
  * contiguous; they are written straight in that layout by the output
  * strides of the ln_linear that also norms z.  The triangle
  * multiplication keeps one projection for all rows.  Where the backend
- * has a direct triangle product (be->trimul, the CPU) everything stays
+ * has a direct triangle product (BE_OP_TRIMUL, the CPU) everything stays
  * channel-last; elsewhere (CUDA) the projection is kept in row blocks
  * (one block per chunk of rows r0..r0+nr), each block channel-major
  * [c][nr][L], so that its products are batched (over channels) GEMMs on
@@ -285,7 +285,7 @@ static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int 
  * and f, needed for every row (see trunk_trimul). */
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
-/* The update with batched GEMMs (backends without be->trimul, i.e. CUDA):
+/* The update with batched GEMMs (backends without the trimul op, i.e. CUDA):
  * f in row blocks [c][nr][L], r of a row chunk channel-major [c][nc][L],
  * their products batched over channels, the product's layer_norm_out,
  * linear_z, gate and residual add in one op (trimul_out) reading it
@@ -323,7 +323,10 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 			};
 			op_gemm(fx, &p);
 		}
-		op_trimul_out(fx, z, i0, tr, xv, 1, gv, &m->ln_out, &m->z);
+		op_trimul_out(fx, &(op_trimul_out_t){
+			.z = z, .i0 = i0, .transposed = tr, .x = xv, .channel_major = 1, .gv = gv,
+			.ln = &m->ln_out, .lin = &m->z,
+		});
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -331,7 +334,7 @@ static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_si
 	fwd_drop(fx, &f);
 }
 
-/* The update with the backend's direct triangle product (be->trimul, the
+/* The update with the backend's direct triangle product (BE_OP_TRIMUL, the
  * CPU): every tensor channel-last, without channel-major GEMMs.  tr: the
  * rows are those of z^T, read and written in place. */
 static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
@@ -353,7 +356,10 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc), xv = tensor_rows(x, 0, nc);
 		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, rv, 0, &gv);
 		op_trimul(fx, xv, rv, f);
-		op_trimul_out(fx, z, i0, tr, xv, 0, gv, &m->ln_out, &m->z);
+		op_trimul_out(fx, &(op_trimul_out_t){
+			.z = z, .i0 = i0, .transposed = tr, .x = xv, .channel_major = 0, .gv = gv,
+			.ln = &m->ln_out, .lin = &m->z,
+		});
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &r);
@@ -374,8 +380,8 @@ static void trunk_trimul(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int out
 	trunk_sides_t sd = outgoing ? (trunk_sides_t){ &m->a_p, &m->a_g, &m->b_p, &m->b_g }
 	                         : (trunk_sides_t){ &m->b_p, &m->b_g, &m->a_p, &m->a_g };
 
-	if (fx->be && fx->be->trimul) trunk_trimul_direct(fx, m, &sd, z, !outgoing, n);
-	else                          trunk_trimul_gemm(fx, m, &sd, z, !outgoing, n);
+	if (be_supports(fx->be, BE_OP_TRIMUL)) trunk_trimul_direct(fx, m, &sd, z, !outgoing, n);
+	else                                   trunk_trimul_gemm(fx, m, &sd, z, !outgoing, n);
 }
 
 /* z: [L, L, c] += triangle attention around the starting node (row i
@@ -441,7 +447,7 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf
  * op layer as the ops run (fwd_t.traffic; trunk_block_passes,
  * bench/pair_passes), one chunk (n = L).  H_s, H_z: sequence and pair
  * heads; the [H, L, L] biases are H / c_z of a pass.  cuda: the form
- * without be->trimul where it differs (channel-major projections).
+ * without BE_OP_TRIMUL where it differs (channel-major projections).
  * Counted per op: passes a backend makes inside one op are not (CUDA:
  * the bias written into C before a cuBLAS product, the bias-and-ReLU
  * epilogue kernel after it, the bf16 staging of an activation operand).

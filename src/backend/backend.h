@@ -325,7 +325,8 @@ struct be {
 	 * as on the CPU): a backend for one more worker on the same device,
 	 * with its own stream, library handle and workspace, in the same
 	 * memory space (buffers of either, weights included, are valid in
-	 * both).  The caller frees it with be_free before this one. */
+	 * both; what was uploaded through this one is there before the new
+	 * one runs anything).  The caller frees it with be_free before this one. */
 	be_t *(*worker)(be_t *be);
 	/* bytes the backend holds per worker outside the arenas (e.g. a
 	 * cuBLAS workspace); counted in a job's peak reserved */

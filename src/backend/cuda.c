@@ -6,12 +6,19 @@
  * quota): the cuBLAS workspace, a fixed device buffer for gather indices
  * and, at bf16, the stage a GEMM rounds its activation operand into when
  * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
- * held in bf16, shared by the device's workers).  Every entry selects the
- * device first (workers may live on other host threads) and queues its
- * work on the stream; only download, sync and the host-memory copies wait
- * for it.  Workers may share a backend: their work then runs in turn on
- * its one stream, and the index buffer and the stage are each taken by one
- * op at a time.  Every CUDA and cuBLAS error becomes a
+ * held in bf16, shared by the device's workers).  Every entry makes the
+ * device current first (workers may live on other host threads; a host
+ * thread remembers its current device, so that this costs a runtime call
+ * only when the thread changes devices) and queues its work on the
+ * stream; only download and sync wait for it.  Host data travels through
+ * two pinned staging halves of the backend's (BE_CUDA_PIN bytes each, in
+ * turn, each with the event of its last copy): an upload or a gather's
+ * indices are copied into a half on the host and queued from there, so
+ * the caller has its buffer back at once and the host never waits for the
+ * stream, only, when both halves are in flight, for the older copy.
+ * Workers may share a backend: their work then runs in turn on
+ * its one stream, and the staging halves, the index buffer and the stage
+ * are each taken by one op at a time.  Every CUDA and cuBLAS error becomes a
  * negative status with one log line: -ENOMEM for an allocation the device
  * refused (the job can be retried smaller), -EINVAL for a shape the kernels
  * do not support, STATUS_DEVICE for a sticky error (an illegal address, a
@@ -41,11 +48,18 @@
 #define BE_CUDA_BLAS_WS (32u << 20)   /* cuBLAS workspace bytes */
 #define BE_CUDA_IDX_ROWS (1 << 16)     /* gather indices a worker holds at once (256 KiB) */
 #define BE_CUDA_STAGE (8 << 20)        /* bf16 elements of a GEMM operand staged at once (16 MiB) */
+#define BE_CUDA_PIN (2u << 20)         /* bytes of each pinned staging half (host memory) */
 /* a worker's one allocation outside the arenas (be->workspace): the cuBLAS
  * workspace, the gather indices, then the bf16 stage (where the weights
  * are bf16: be->weights_bf16) */
 #define BE_CUDA_WS_F32 (BE_CUDA_BLAS_WS + sizeof(int32_t) * BE_CUDA_IDX_ROWS)
 #define BE_CUDA_WS_BF16 (BE_CUDA_WS_F32 + sizeof(uint16_t) * BE_CUDA_STAGE)
+
+/* one pinned staging half: host data on its way to the device */
+typedef struct {
+	void       *buf;    /* [BE_CUDA_PIN] bytes of pinned host memory */
+	cudaEvent_t done;   /* recorded after the last copy out of buf */
+} be_cuda_pin_t;
 
 typedef struct {
 	int                 device;
@@ -58,6 +72,9 @@ typedef struct {
 	uint16_t           *stage;        /* [BE_CUDA_STAGE] bf16 operand, in ws; NULL
 	                                     where the weights are fp32 */
 	pthread_mutex_t     stage_lock;   /* held by the GEMM using stage */
+	be_cuda_pin_t       pin[2];       /* used in turn, pin_next first */
+	int                 pin_next;
+	pthread_mutex_t     pin_lock;     /* held by the op filling a half */
 	cublasComputeType_t compute;      /* of every GEMM of fp32 operands */
 } be_cuda_ctx_t;
 
@@ -126,12 +143,41 @@ static int be_cuda_k(const be_cuda_ctx_t *c, int rc, const char *what)
 	return rc;
 }
 
+/* the device this host thread made current through be_cuda_use, -1
+ * before its first (every cudaSetDevice of the program is there) */
+static _Thread_local int be_cuda_current = -1;
+
+/* device made current on this thread; a runtime call only when it changes */
+static cudaError_t be_cuda_use(int device)
+{
+	if (device == be_cuda_current) return cudaSuccess;
+	cudaError_t e = cudaSetDevice(device);
+	be_cuda_current = e == cudaSuccess ? device : -1;
+	return e;
+}
+
 /* the context of be with its device made current on this thread */
 static be_cuda_ctx_t *be_cuda_ctx(be_t *be)
 {
 	be_cuda_ctx_t *c = be->ctx;
-	cudaSetDevice(c->device);
+	be_cuda_use(c->device);
 	return c;
+}
+
+/* n <= BE_CUDA_PIN bytes of host src queued for device dst through the
+ * next staging half, once the copy that last used it has run; the
+ * caller holds c->pin_lock */
+static int be_cuda_put(be_cuda_ctx_t *c, void *dst, const void *src, size_t n, const char *what)
+{
+	be_cuda_pin_t *h = &c->pin[c->pin_next];
+	int rc = be_cuda_rt(c, cudaEventSynchronize(h->done), what);
+
+	if (rc) return rc;
+	c->pin_next ^= 1;
+	memcpy(h->buf, src, n);
+	if ((rc = be_cuda_rt(c, cudaMemcpyAsync(dst, h->buf, n, cudaMemcpyHostToDevice, c->stream), what)))
+		return rc;
+	return be_cuda_rt(c, cudaEventRecord(h->done, c->stream), what);
 }
 
 static int be_cuda_alloc(be_t *be, size_t n, void **p)
@@ -156,13 +202,20 @@ static void be_cuda_free(be_t *be, void *p)
 	if (p) be_cuda_rt(c, cudaFree(p), "cudaFree");
 }
 
-/* Host buffers are the caller's again on return: both copies wait for the
- * stream (the source of an upload may be pageable or pinned memory). */
+/* Host buffers are the caller's again on return: an upload is staged
+ * through the pinned halves (no wait for the stream), a download waits
+ * for it (the host needs the data). */
 static int be_cuda_upload(be_t *be, void *dst, const void *src, size_t n)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream), "upload");
-	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "upload");
+	int rc = 0;
+
+	pthread_mutex_lock(&c->pin_lock);
+	for (size_t o = 0; o < n && !rc; o += BE_CUDA_PIN)
+		rc = be_cuda_put(c, (char *)dst + o, (const char *)src + o,
+		                 n - o < BE_CUDA_PIN ? n - o : BE_CUDA_PIN, "upload");
+	pthread_mutex_unlock(&c->pin_lock);
+	return rc;
 }
 
 static int be_cuda_download(be_t *be, void *dst, const void *src, size_t n)
@@ -332,10 +385,11 @@ static int be_cuda_trimul_out(be_t *be, const be_trimul_out_t *t)
 	return be_cuda_k(c, cu_trimul_out(c->stream, t, be_cuda_prec(be) == BE_PREC_BF16), "trimul_out");
 }
 
-/* idx is host memory: it goes through c->idx, BE_CUDA_IDX_ROWS rows at a
- * time (the stream runs each slice's copy after the previous slice's
- * kernel, so the buffer is never grown: no allocation during a fold), and
- * the stream is waited for so that the caller may reuse idx on return */
+/* idx is host memory: it goes through a staging half into c->idx,
+ * BE_CUDA_IDX_ROWS rows at a time (the stream runs each slice's copy after
+ * the previous slice's kernel, so the buffer is never grown: no
+ * allocation during a fold); staged, idx is the caller's again on return
+ * without a wait for the stream */
 static int be_cuda_gather(be_t *be, const be_gather_t *p)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -347,14 +401,14 @@ static int be_cuda_gather(be_t *be, const be_gather_t *p)
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
 	pthread_mutex_lock(&c->idx_lock);
+	pthread_mutex_lock(&c->pin_lock);
 	for (int64_t r0 = 0; r0 < rows && !rc; r0 += BE_CUDA_IDX_ROWS) {
 		int64_t n = rows - r0 < BE_CUDA_IDX_ROWS ? rows - r0 : BE_CUDA_IDX_ROWS;
-		rc = be_cuda_rt(c, cudaMemcpyAsync(c->idx, idx + r0, sizeof(int32_t) * (size_t)n,
-		                                   cudaMemcpyHostToDevice, c->stream), "gather indices");
+		rc = be_cuda_put(c, c->idx, idx + r0, sizeof(int32_t) * (size_t)n, "gather indices");
 		if (!rc) rc = be_cuda_k(c, cu_gather(c->stream, y + r0 * d, table, c->idx, n, d, scale),
 		                        "gather");
 	}
-	if (!rc) rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "gather");
+	pthread_mutex_unlock(&c->pin_lock);
 	pthread_mutex_unlock(&c->idx_lock);
 	return rc;
 }
@@ -392,14 +446,19 @@ BE_CUDA_LAUNCH(ln_linear, be_ln_linear_t, cu_ln_linear(c->stream, p))
 /* the resources of c that exist, in reverse order of creation */
 static void be_cuda_release(be_cuda_ctx_t *c)
 {
-	cudaSetDevice(c->device);
+	be_cuda_use(c->device);
 	if (c->stream) cudaStreamSynchronize(c->stream);
+	for (int i = 0; i < 2; i++) {
+		if (c->pin[i].done) cudaEventDestroy(c->pin[i].done);
+		if (c->pin[i].buf) cudaFreeHost(c->pin[i].buf);
+	}
 	if (c->blas) cublasDestroy(c->blas);
 	if (c->ws) cudaFree(c->ws);
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
 	pthread_mutex_destroy(&c->idx_lock);
 	pthread_mutex_destroy(&c->stage_lock);
+	pthread_mutex_destroy(&c->pin_lock);
 	free(c);
 }
 
@@ -461,11 +520,13 @@ int be_cuda_set_precision(be_t *be, be_prec_t prec)
 static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec);
 
 /* one more worker on the parent's device: own stream, cuBLAS handle and
- * workspace, the parent's GEMM precision and weights */
+ * workspace, the parent's GEMM precision and weights, whose uploads (queued
+ * on the parent's stream) are waited for first: the worker's stream is
+ * not ordered after the parent's */
 static be_t *be_cuda_worker(be_t *parent)
 {
 	be_cuda_ctx_t *pc = parent->ctx;
-	return be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
+	return be_cuda_sync(parent) ? NULL : be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
 }
 
 /* 1 when kernels built for the architectures archs ("80,86,90", PTX of
@@ -525,6 +586,19 @@ int be_cuda_count(void)
 /* the backend of device `device` at precision prec, its workspace made
  * for it (its properties in *prop when prop is not NULL); NULL after one
  * logged line */
+/* c's two pinned staging halves and their events */
+static int be_cuda_pins(be_cuda_ctx_t *c)
+{
+	for (int i = 0; i < 2; i++) {
+		int rc = be_cuda_rt(c, cudaHostAlloc(&c->pin[i].buf, BE_CUDA_PIN, cudaHostAllocPortable),
+		                    "pinned staging");
+		if (rc || (rc = be_cuda_rt(c, cudaEventCreateWithFlags(&c->pin[i].done, cudaEventDisableTiming),
+		                           "staging event")))
+			return rc;
+	}
+	return 0;
+}
+
 static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec)
 {
 	int n = 0;
@@ -552,6 +626,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 	c->compute = CUBLAS_COMPUTE_32F;
 	pthread_mutex_init(&c->idx_lock, NULL);
 	pthread_mutex_init(&c->stage_lock, NULL);
+	pthread_mutex_init(&c->pin_lock, NULL);
 	*be = (be_t){
 		.name = c->name, .precision = "fp32", .ctx = c, .destroy = be_cuda_destroy,
 		.worker = be_cuda_worker,
@@ -562,9 +637,10 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		BE_OPS(BE_CUDA_SLOT)
 #undef BE_CUDA_SLOT
 	};
-	if (be_cuda_rt(c, cudaSetDevice(device), "cudaSetDevice") ||
+	if (be_cuda_rt(c, be_cuda_use(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||
 	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
+	    be_cuda_pins(c) ||
 	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
 	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
 	    /* after cublasSetStream, which resets the workspace */

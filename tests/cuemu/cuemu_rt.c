@@ -3,7 +3,9 @@
  * (default 16G; a comma list gives each device its own, e.g. 2G,8G),
  * allocations NaN-filled and refused beyond the device's size
  * (CUEMU_FAIL_MALLOC=N also refuses the Nth cudaMalloc of the process),
- * streams whose work waits until a synchronising call, the host thread's
+ * streams whose work waits until a synchronising call (cudaStreamSynchronize,
+ * counted; cudaEventSynchronize on an event recorded in the stream), pinned
+ * host memory as plain host memory, the host thread's
  * last error and the sticky error of a device (CUEMU_FAIL_LAUNCH=N: the Nth
  * kernel launch fails with cudaErrorLaunchFailure, sticky, or with the
  * error CUEMU_FAIL_ERROR=CODE, e.g. 999 cudaErrorUnknown; N@D: the Nth
@@ -66,6 +68,8 @@ static struct {
 	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
 	int             ndev, reverse, trace, fail_dev, expf_ulp;
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
+	long            nsync;        /* cudaStreamSynchronize calls (cuemu_stream_syncs) */
+	long            nsetdev;      /* cudaSetDevice calls (cuemu_set_devices) */
 	cudaError_t     fail_error;   /* what the failed launch leaves */
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
@@ -381,6 +385,9 @@ cudaError_t cudaSetDevice(int device)
 	pthread_once(&rt.once, rt_init);
 	if (device < 0 || device >= rt.ndev) return ret(rt.ndev ? cudaErrorInvalidDevice : cudaErrorNoDevice);
 	cur_dev = device;
+	pthread_mutex_lock(&rt.lock);
+	rt.nsetdev++;
+	pthread_mutex_unlock(&rt.lock);
 	return cudaSuccess;
 }
 
@@ -562,6 +569,101 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	cudaError_t e = sticky();
 	if (e != cudaSuccess) return ret(e);
+	pthread_mutex_lock(&rt.lock);
+	rt.nsync++;
+	pthread_mutex_unlock(&rt.lock);
 	stream_flush(stream_of(s));
 	return ret(rt.dev[stream_of(s)->dev].sticky);
+}
+
+long cuemu_stream_syncs(void)
+{
+	pthread_mutex_lock(&rt.lock);
+	long n = rt.nsync;
+	pthread_mutex_unlock(&rt.lock);
+	return n;
+}
+
+long cuemu_set_devices(void)
+{
+	pthread_mutex_lock(&rt.lock);
+	long n = rt.nsetdev;
+	pthread_mutex_unlock(&rt.lock);
+	return n;
+}
+
+/* --- pinned host memory: plain host memory here --- */
+
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned int flags)
+{
+	(void)flags;
+	if (!p) return ret(cudaErrorInvalidValue);
+	*p = malloc(n ? n : 1);
+	return *p ? cudaSuccess : ret(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaFreeHost(void *p)
+{
+	free(p);
+	return cudaSuccess;
+}
+
+/* --- events: a marker in a stream's queue, done once the stream ran up
+ * to it; synchronising on one runs its stream's queue (all of it: the
+ * work after the marker too, which only runs earlier than on a card) --- */
+
+struct CUevent_st {
+	struct CUstream_st *stream;   /* of the last record, or NULL */
+	int                 done;     /* the last record's marker has run */
+};
+
+static void event_run(void *arg)
+{
+	struct CUevent_st *ev = arg;
+	pthread_mutex_lock(&rt.lock);
+	ev->done = 1;
+	pthread_mutex_unlock(&rt.lock);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
+{
+	(void)flags;
+	pthread_once(&rt.once, rt_init);
+	if (!ev) return ret(cudaErrorInvalidValue);
+	*ev = calloc(1, sizeof **ev);
+	if (!*ev) return ret(cudaErrorMemoryAllocation);
+	(*ev)->done = 1;   /* never recorded: complete */
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t ev)
+{
+	if (!ev) return ret(cudaErrorInvalidResourceHandle);
+	if (ev->stream) stream_flush(ev->stream);   /* its marker still holds ev */
+	free(ev);
+	return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!ev) return ret(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&rt.lock);
+	ev->stream = stream_of(s);
+	ev->done = 0;
+	pthread_mutex_unlock(&rt.lock);
+	return ret(cuemu_enqueue(s, event_run, NULL, ev));
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t ev)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!ev) return ret(cudaErrorInvalidResourceHandle);
+	pthread_mutex_lock(&rt.lock);
+	struct CUstream_st *s = ev->done ? NULL : ev->stream;
+	pthread_mutex_unlock(&rt.lock);
+	if (s) stream_flush(s);
+	return ret(s ? rt.dev[s->dev].sticky : cudaSuccess);
 }

@@ -85,6 +85,10 @@ void cuemu_launch(const cuemu_grid_t *g, cudaStream_t s);
 cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void *), void *arg);
 /* the emulated device of stream s (0: the current device's), or -1 */
 int cuemu_stream_device(cudaStream_t s);
+/* cudaStreamSynchronize and cudaSetDevice calls so far in the process
+ * (tests count the host's waits and device switches with them) */
+long cuemu_stream_syncs(void);
+long cuemu_set_devices(void);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
 /* the kernels' expf (cuemu.h): the host's, moved CUEMU_EXPF_ULP ulp up

@@ -1,0 +1,78 @@
+/* test_cuda_host.c - the CUDA backend's host traffic on the emulated card:
+ * an upload and a gather's indices are staged, so the caller may overwrite
+ * its buffer on return and the host does not wait for the stream; the
+ * device is made current once per host thread, not once per op.  The
+ * emulator runs queued work only when the host synchronises, so a copy
+ * queued straight from the caller's buffer (or a staging half reused too
+ * early) would carry what the buffer holds at that later time. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cuda.h"
+#include "cuemu_rt.h"
+
+static int failures;
+
+static void expect(int ok, const char *what)
+{
+	printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
+	failures += !ok;
+}
+
+int main(void)
+{
+	/* 5 MiB and a few floats: more than both staging halves together */
+	const int64_t n = (5 << 20) / 4 + 7, rows = 3000, d = 5;
+	float *h = malloc(sizeof *h * (size_t)n), *back = malloc(sizeof *back * (size_t)n);
+	float table[4 * 5], *y = NULL, *x = NULL, got[3000 * 5];
+	int32_t *idx = malloc(sizeof *idx * (size_t)rows);
+	be_t *be = be_cuda_init(0);
+	int ok = 1;
+
+	if (!h || !back || !idx || !be) return 99;
+	if (be->alloc(be, sizeof *h * (size_t)n, (void **)&x) || be->alloc(be, sizeof got, (void **)&y))
+		return 99;
+	for (int i = 0; i < 4 * 5; i++) table[i] = (float)i;
+	float *tab = NULL;
+	if (be->alloc(be, sizeof table, (void **)&tab) || be->upload(be, tab, table, sizeof table) ||
+	    be->sync(be))
+		return 99;
+
+	long syncs = cuemu_stream_syncs(), sets = cuemu_set_devices();
+	for (int64_t i = 0; i < n; i++) h[i] = (float)i;
+	expect(be->upload(be, x, h, sizeof *h * (size_t)n) == 0, "upload of 5 MiB");
+	memset(h, 0xff, sizeof *h * (size_t)n);   /* the caller's buffer again: NaN */
+	for (int64_t r = 0; r < rows; r++) idx[r] = (int32_t)(r % 4);
+	be_gather_t g = { .y = y, .table = tab, .idx = idx, .rows = rows, .d = (int)d, .scale = 2.0f };
+	expect(be->gather(be, &g) == 0, "gather of 3000 rows");
+	for (int64_t r = 0; r < rows; r++) idx[r] = 3 - (int32_t)(r % 4);   /* overwritten */
+	be_fill_t f = { .x = y + rows * d - 1, .n = 1, .value = 0.5f };
+	for (int k = 0; k < 100; k++) ok &= be->fill(be, &f) == 0;
+	expect(ok, "100 fills");
+	expect(cuemu_stream_syncs() == syncs, "no stream synchronisation for the upload, gather and fills");
+	expect(cuemu_set_devices() == sets, "no cudaSetDevice on a thread whose device is current");
+
+	expect(be->download(be, back, x, sizeof *back * (size_t)n) == 0, "download");
+	ok = 1;
+	for (int64_t i = 0; i < n; i++) ok &= back[i] == (float)i;
+	expect(ok, "the upload carries what the buffer held when it was called");
+	expect(be->download(be, got, y, sizeof got) == 0, "download of the gather");
+	ok = 1;
+	for (int64_t r = 0; r < rows; r++)
+		for (int64_t j = 0; j < d; j++)
+			ok &= got[r * d + j] == (r == rows - 1 && j == d - 1 ? 0.5f
+			                         : 2.0f * table[(r % 4) * d + j]);
+	expect(ok, "the gather used the indices as they were when it was called");
+
+	be->free(be, x);
+	be->free(be, y);
+	be->free(be, tab);
+	be->destroy(be);
+	free(h);
+	free(back);
+	free(idx);
+	return failures ? 1 : 0;
+}

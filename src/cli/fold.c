@@ -136,7 +136,7 @@ static void fold_close(fold_run_t *r)
 	}
 	free(r->rec);
 	if (r->jsonl) fclose(r->jsonl);
-	if (r->done) fclose(r->done);
+	if (r->journal) fclose(r->journal);
 	json_decref(r->prev);
 	json_decref(r->mine);
 	quota_free(r->qt);
@@ -276,7 +276,7 @@ fail:
 static int fold_shard_line(fold_run_t *r)
 {
 	const opt_t *o = r->o;
-	const char *ext[FOLD_NEXT];
+	const char *ext[FOLD_MAX_FILES];
 	int next = fold_exts(o, ext);
 	json_t *files = json_array();
 	for (int i = 0; files && i < next; i++) json_array_append_new(files, json_string(ext[i]));
@@ -379,7 +379,7 @@ static int fold_queue(fold_run_t *r)
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
-	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_write_outputs,
+	                   .jsonl = r->jsonl, .stop = &fold_stop, .folded = fold_write_outputs,
 	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
 	if (!(r->sched = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
 	if (report_run_event(r->jsonl, o, r->wt) < 0)
@@ -434,7 +434,7 @@ static int fold_run_workers(fold_run_t *r, int *stopped)
 	}
 	fold_tick_stop(r);
 	log_status_line(NULL);
-	*stopped |= fold_stop && r->nunfinished > 0;   /* stopped while placing */
+	*stopped |= fold_stop && r->nunrun > 0;   /* stopped while placing */
 	return 0;
 }
 
@@ -447,7 +447,7 @@ static int fold_exit_status(fold_run_t *r, int stopped)
 
 	/* what can be written is written, whatever could not be before */
 	if (r->dump && safetensors_writer_save(r->dump, o->dump_tensors) < 0) r->io_errors++;
-	complete = !stopped && !r->nunfinished && !r->io_errors;
+	complete = !stopped && !r->nunrun && !r->io_errors;
 	if (fold_summary(r, complete) < 0) r->io_errors++;
 	fold_report(r);
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s%s.tsv",
@@ -456,11 +456,11 @@ static int fold_exit_status(fold_run_t *r, int stopped)
 		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
 		          "not all there is failed); rerun the same command once they can be",
 		          o->outdir, r->io_errors);
-	if (stopped || r->nunfinished)
+	if (stopped || r->nunrun)
 		log_error("%s: %ld record(s) not folded are marked failed in summary.partial%s.tsv; "
 		          "rerun the same command to fold only those (it writes summary%s.tsv once "
 		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
-		          r->nunfinished, r->sfx, r->sfx);
+		          r->nunrun, r->sfx, r->sfx);
 	return stopped || r->io_errors ? EXIT_FATAL : r->nfailed ? EXIT_PARTIAL : EXIT_OK;
 }
 

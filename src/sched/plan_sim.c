@@ -121,7 +121,7 @@ static int sched_sim_step(sched_t *s, sched_sim_t *m)
 	for (int w = 0; w < m->nw; w++) {
 		sched_sim_wk_t *k = &m->wk[w];
 		if (k->busy < 0 || k->fin > m->t) continue;
-		s->it[k->busy].state = SCHED_DONE;
+		s->it[k->busy].state = SCHED_FOLDED;
 		if (!sched_keeps(&s->dev[k->dev])) {
 			s->dev[k->dev].granted -= k->hold;
 			k->hold = 0;

@@ -779,7 +779,7 @@ static void sched_fold_ended(sched_t *s, int i, int di, int rc, const char *err,
 
 	if (rc == 0) {
 		/* the record's files are final before its fold is logged as ok */
-		it->state = SCHED_DONE;
+		it->state = SCHED_FOLDED;
 		sched_item_end(it);
 		if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
 		sched_log_fold(s, &s->it[i], fig, "ok");
@@ -875,7 +875,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 		char err[256] = "";
 		double t0 = sched_now();
 		int rc = sched_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
-		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
+		if (rc == 0 && s->o.folded(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
 		                         sizeof err) < 0)
 			rc = -1;
 		model_out_free(&out);

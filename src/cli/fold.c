@@ -56,6 +56,7 @@
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/fasta.h"
+#include "util/grow.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/sysmem.h"
@@ -151,17 +152,15 @@ static void fold_close(fold_run_t *r)
  * --strict) */
 static int fold_read(fold_run_t *r, fasta_t *in)
 {
-	int rc, cap = 0;
+	size_t cap = 0;
 	job_t j;
+	int rc;
 
 	job_init(&j);
 	while ((rc = fasta_next(in, &j)) > 0) {
-		if (r->nrec == cap) {
-			int nc = cap ? 2 * cap : 64;
-			fold_rec_t *nr = realloc(r->rec, nc * sizeof *nr);
-			if (!nr) { rc = -1; break; }
-			r->rec = nr;
-			cap = nc;
+		if (grow_array(&r->rec, &cap, (size_t)r->nrec + 1, sizeof *r->rec) < 0) {
+			rc = -1;
+			break;
 		}
 		memset(&r->rec[r->nrec], 0, sizeof *r->rec);
 		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
@@ -235,7 +234,7 @@ static int fold_shard(fold_run_t *r)
 	int *of = malloc((r->nrec ? r->nrec : 1) * sizeof *of), n = 0, rc = -1;
 	uint64_t h = 0;
 
-	if (!cost || !of || !(r->mine = json_object())) goto fail;
+	if (!cost || !of || !(r->mine = json_object())) goto done;
 	for (int i = 0; i < r->nrec; i++) {
 		const job_t *j = &r->rec[i].job;
 		const char *body = j->status == JOB_OK ? j->seq : j->reason ? j->reason : "";
@@ -246,7 +245,7 @@ static int fold_shard(fold_run_t *r)
 	}
 	snprintf(r->input_fp, sizeof r->input_fp, "%016llx", (unsigned long long)h);
 	r->ninput = r->nrec;
-	if (shard_assign(cost, r->nrec, r->shard.n, of) < 0) goto fail;
+	if (shard_assign(cost, r->nrec, r->shard.n, of) < 0) goto done;
 	for (int i = 0; i < r->nrec; i++) {
 		if (of[i] != r->shard.k - 1) {
 			job_free(&r->rec[i].job);
@@ -256,14 +255,14 @@ static int fold_shard(fold_run_t *r)
 		if (r->rec[i].job.status != JOB_OK) log_warn("%s: %s", r->o->input, r->rec[i].job.reason);
 		if (json_object_set_new(r->mine, r->rec[i].job.outname, json_true()) < 0) {
 			r->nrec = n;
-			goto fail;
+			goto done;
 		}
 	}
 	r->nrec = n;
 	log_info("shard %d/%d: %d of the %d records of %s", r->shard.k, r->shard.n, n, r->ninput,
 	         r->o->input);
 	rc = 0;
-fail:
+done:
 	if (rc < 0) log_error("--shard %d/%d: out of memory", r->shard.k, r->shard.n);
 	free(cost);
 	free(of);

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/status.h"
 #include "util/sysmem.h"
@@ -27,6 +28,7 @@
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
 #define SCHED_AUTO_CAP 4     /* most auto workers on a card (sched_auto_workers) */
 #define SCHED_SAY_SECS 2.0   /* placing one record: a progress line this often */
+#define SCHED_MEMO_FIRST 256 /* slots of the dry runs' memo at first */
 
 int64_t sched_cost(int len)
 {
@@ -85,7 +87,7 @@ static void sched_memo_add(sched_t *s, int di, int L, int chunk, int ok, const m
 	sched_memo_t *m;
 
 	if (2 * (s->nmemo_used + 1) > s->nmemo) {
-		int n = s->nmemo ? 2 * s->nmemo : 256;
+		int n = s->nmemo ? 2 * s->nmemo : SCHED_MEMO_FIRST;   /* rehashed, not grown */
 		sched_memo_t *old = s->memo, *nm = calloc(n, sizeof *nm);
 		int on = s->nmemo;
 		if (!nm) return;
@@ -186,15 +188,10 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 	sched_item_t *it;
 
 	if (rec < 0) return NULL;
-	if (s->n == s->cap) {
-		int cap = s->cap ? 2 * s->cap : 64;
-		sched_item_t *ni = realloc(s->it, cap * sizeof *ni);
-		int *nx = ni ? realloc(s->next, cap * sizeof *nx) : NULL;
-		if (ni) s->it = ni;
-		if (nx) s->next = nx;
-		if (!ni || !nx || wq_reserve(&s->wq, cap) < 0) return NULL;
-		s->cap = cap;
-	}
+	if (grow_array(&s->it, &s->cap_it, (size_t)s->n + 1, sizeof *s->it) < 0 ||
+	    grow_array(&s->next, &s->cap_next, (size_t)s->n + 1, sizeof *s->next) < 0 ||
+	    wq_reserve(&s->wq, (int)s->cap_it) < 0)
+		return NULL;
 	if (rec >= s->nrec) {
 		int nh = rec + 1 > 2 * s->nrec ? rec + 1 : 2 * s->nrec;
 		int *h = realloc(s->last, nh * sizeof *h);

@@ -36,8 +36,9 @@ struct sched {
 	sched_dev_t    *dev;
 	int             ndev;
 	sched_opt_t     o;
-	sched_item_t   *it;
-	int             n, cap;
+	sched_item_t   *it;        /* [n] (capacity cap_it) */
+	int             n;
+	size_t          cap_it, cap_next;
 	int             running;
 	double          t_start;
 	pthread_mutex_t lock;      /* items, grants, the event queue */
@@ -48,7 +49,7 @@ struct sched {
 	int             nlive;     /* devices not retired */
 	char            lost[200]; /* why the last device was retired */
 	wq_t            wq;        /* the waiting items (waitq.h) */
-	int            *next;      /* [cap] the next item of the same record, -1 */
+	int            *next;      /* [n] the next item of the same record, -1 */
 	int            *last;      /* [nrec] a record's last item made, -1 */
 	int             nrec;
 	sched_memo_t   *memo;      /* [nmemo] open addressing, a power of two */

@@ -7,6 +7,7 @@
 #define ESMBATCH_SCHED_SCHEDULER_IMPL_H
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "model/model.h"

@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 		code = merge_main(&o);
 		break;
 	case OPT_CMD_PLAN:
-		code = plan_cmd_main(&o, stdout);
+		code = plan_main(&o, stdout);
 		break;
 	case OPT_CMD_CALIBRATE:
 		code = calib_main(&o, stdout);

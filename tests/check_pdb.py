@@ -11,7 +11,8 @@ usage: check_pdb.py OURS.pdb [EXPECTED.pdb TOL]
    equals the expected one in every column except the coordinates, which
    must agree within TOL plus the two roundings to 3 printed decimals
    (0.001), and the B-factor, which must agree within 0.01 (its last
-   printed digit may round the other way).  A TER record of ours is the
+   printed digit may round the other way); a NaN is within nothing
+   (docs/testing.md, "The golden tolerance").  A TER record of ours is the
    full 80 columns and names its chain's last residue; the reference's
    names the model's, which for every chain of a multimer but the last is
    the 25th glycine of the linker after it (its number the chain's last
@@ -88,10 +89,10 @@ def compare(ours, expected, tol):
                 c0, c1 = float(x[30 + 8 * k:38 + 8 * k]), float(y[30 + 8 * k:38 + 8 * k])
                 # both files print 3 decimals, each rounding by up to
                 # 0.0005: |p0 - p1| <= 0.0005 + |x0 - x1| + 0.0005
-                if abs(c0 - c1) > tol + 0.001 + 1e-9:
+                if not abs(c0 - c1) <= tol + 0.001 + 1e-9:   # NaN fails
                     fail("%s: coordinate off by %.4f > %.4g\n  ours:     %s\n  expected: %s"
                          % (ours, abs(c0 - c1), tol, x, y))
-            if abs(float(x[60:66]) - float(y[60:66])) > 0.01 + 1e-9:
+            if not abs(float(x[60:66]) - float(y[60:66])) <= 0.01 + 1e-9:
                 fail("%s: B-factor differs\n  ours:     %s\n  expected: %s" % (ours, x, y))
 
 

@@ -20,16 +20,20 @@ int golden_open(const char *fixture, safetensors_t **exp, json_t **json);
 json_t *golden_json_load(const char *path);
 /* the entry of sequences[] whose "name" is name, or NULL */
 json_t *golden_json_seq(json_t *root, const char *name);
-/* tolerance for tensor of one sequence entry: 10 x fp32_vs_fp64_max_abs_diff,
- * at least 1e-5; negative when the entry has no figure for that tensor */
+/* The golden tolerance (docs/testing.md; this is its C side, Python's is
+ * tools/check_dump.py): for tensor of one sequence entry 10 x
+ * fp32_vs_fp64_max_abs_diff, at least 1e-5 (NaN for a NaN figure);
+ * negative when the entry has no figure for that tensor */
 double golden_json_tol(json_t *seq, const char *tensor);
 
-/* max |got - expected| against tensor SEQ/TENSOR of expected.safetensors;
- * negative when the tensor is absent or has another element count */
+/* max |got - expected| against tensor SEQ/TENSOR of expected.safetensors,
+ * NaN when either holds a NaN; negative when the tensor is absent or has
+ * another element count */
 double golden_max_diff(const safetensors_t *exp, const char *seq, const char *tensor,
                        const float *got, int64_t n);
-/* golden_max_diff within golden_json_tol of seqj; prints one line with the
- * ratio diff / tolerance and returns 1 when it passes, 0 otherwise */
+/* golden_max_diff within golden_json_tol of seqj (diff <= tol, false when
+ * either is NaN); prints one line with the ratio diff / tolerance and
+ * returns 1 when it passes, 0 otherwise */
 int golden_check(const safetensors_t *exp, json_t *seqj, const char *seq, const char *tensor,
                  const float *got, int64_t n);
 /* a fixture sequence as the engine is fed it (the fixture README: lower-case

@@ -66,9 +66,10 @@ fixture_fa() {
 }
 
 # check_fixture FX OUT DUMP LABEL: a fold of $tmp/FX.fa into OUT against
-# the fixture: every tensor of DUMP within its tolerance
-# (tools/check_dump.py), a summary row per record, every PDB within the
-# fixture's atom tolerance (tests/check_pdb.py); needs need_gemmi
+# the fixture: every tensor of DUMP within the golden tolerance
+# (docs/testing.md; tools/check_dump.py), a summary row per record, every
+# PDB within its atom37_positions tolerance (check_dump.py --tolerance) by
+# tests/check_pdb.py; needs need_gemmi
 check_fixture() {
 	local d=$srcdir/tests/data/$1 out=$2 dump=$3 label=$4 pdb n tol rows
 	"$py" "$srcdir/tools/check_dump.py" "$dump" "$d" > "$dump.check" ||
@@ -78,10 +79,7 @@ check_fixture() {
 	[ "$rows" -eq "$(grep -c '^>' "$tmp/$1.fa")" ] || fail "$label: $rows summary rows"
 	for pdb in "$out"/*.pdb; do
 		n=$(basename "$pdb" .pdb)
-		tol=$("$py" -c "import json, sys
-e = json.load(open(sys.argv[1]))
-s = [x for x in e['sequences'] if x['name'] == sys.argv[2]][0]
-print(max(10 * s['fp32_vs_fp64_max_abs_diff']['atom37_positions'], 1e-5))" "$d/expected.json" "$n")
+		tol=$("$py" "$srcdir/tools/check_dump.py" --tolerance "$d" "$n" atom37_positions)
 		"$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol" >/dev/null ||
 			fail "$label: $("$py" "$srcdir/tests/check_pdb.py" "$pdb" "$d/expected_$n.esm.pdb" "$tol")"
 	done

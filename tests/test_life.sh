@@ -3,7 +3,9 @@
 # every function the list names is defined in the file it names, and the
 # fold command's files call one way only (fold.c -> fold_out.c ->
 # fold_dir.c -> fold_progress.c: none calls a function defined in a file
-# above it).
+# above it); the glossary of words for the ends of things (fold_run.h,
+# after the life of a record) names what exists, and the names it
+# retired are gone.
 # Prints each name that is gone and each call that points up; exit 1 if any.
 . "${srcdir:-.}/tests/lib.sh"
 src=$srcdir/src
@@ -47,5 +49,22 @@ for pair in "fold_out fold" "fold_dir fold" "fold_dir fold_out" "fold_progress f
 done > "$tmp/up"
 cat "$tmp/up"
 [ -s "$tmp/up" ] && fail "$(grep -c . "$tmp/up") call(s) up the fold files"
-echo "$n names in the life of a record checked"
+# the glossary: the lines after "the glossary:" of " *   WORD  NAME  ...";
+# each NAME is a word of src/, and the names these words replaced are gone
+gloss=$(awk '/the glossary:$/ { on = 1; next }
+	on && /^ \*   [a-z]+ +[A-Za-z_]+ / { print $2, $3; next }
+	on && /^ \*     / { next }
+	on { exit }' "$src/cli/fold_run.h")
+ng=$(echo "$gloss" | grep -c .)
+[ "$ng" -ge 5 ] || fail "fold_run.h: the glossary has $ng words, not 5 or more"
+echo "$gloss" | while read -r word name; do
+	[ -n "$name" ] || continue
+	grep -rqw --include='*.[ch]' "$name" "$src" || echo "FAIL: glossary: $word: $name is not in src/"
+done > "$tmp/gloss"
+for old in SCHED_DONE sched_done_fn FOLD_NEXT nunfinished fold_ended res_ended res_done plan_cmd_main; do
+	grep -rnw --include='*.[ch]' "$old" "$src" | sed "s|^|FAIL: $old, a name the glossary retired: |"
+done >> "$tmp/gloss"
+cat "$tmp/gloss"
+[ -s "$tmp/gloss" ] && fail "$(grep -c . "$tmp/gloss") glossary name(s) gone or retired names left"
+echo "$n names in the life of a record and $ng words of the glossary checked"
 finish

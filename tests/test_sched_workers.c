@@ -108,7 +108,7 @@ static int note_fold(void *ctx, const sched_item_t *it, const sched_dev_t *d, co
 
 static sched_t *env_sched(fx_env_t *e, sched_opt_t *o)
 {
-	*o = (sched_opt_t){ .passes = 1, .safety = 1.0, .stop = &e->stop, .done = note_fold, .ctx = e };
+	*o = (sched_opt_t){ .passes = 1, .safety = 1.0, .stop = &e->stop, .folded = note_fold, .ctx = e };
 	sched_t *s = sched_init(e->dev, NDEV, o);
 	assert_non_null(s);
 	for (int i = 0; i < NSEQ; i++) assert_int_equal(sched_add(s, i, seqs[i]), 0);
@@ -122,7 +122,7 @@ static void assert_all_done(const fx_env_t *e, const sched_t *s)
 		if (e->done[i] != 1) fail_msg("record %d folded %d times", i, e->done[i]);
 	for (int i = 0; i < sched_count(s); i++) {
 		const sched_item_t *it = sched_item(s, i);
-		if (it->state != SCHED_DONE) fail_msg("item %d of record %d not done: %s", i, it->rec, it->reason);
+		if (it->state != SCHED_FOLDED) fail_msg("item %d of record %d not done: %s", i, it->rec, it->reason);
 	}
 }
 

@@ -124,7 +124,7 @@ static int count_done(void *ctx, const sched_item_t *it, const sched_dev_t *d, c
 
 static sched_opt_t env_opt(fx_env_t *e)
 {
-	return (sched_opt_t){ .passes = 1, .safety = 1.0, .stop = &e->stop, .done = count_done,
+	return (sched_opt_t){ .passes = 1, .safety = 1.0, .stop = &e->stop, .folded = count_done,
 	                      .ctx = e };
 }
 
@@ -147,7 +147,7 @@ static void test_plan_once(void **state)
 	assert_int_equal(n_plan, NSEQ);     /* and planned nothing */
 	for (int i = 0; i < NSEQ; i++) {
 		assert_int_equal(e.done[i], 1);
-		assert_int_equal(sched_item(s, i)->state, SCHED_DONE);
+		assert_int_equal(sched_item(s, i)->state, SCHED_FOLDED);
 	}
 	sched_free(s);
 	env_close(&e);
@@ -307,7 +307,7 @@ static void test_nofit_prompt(void **state)
 
 	env_open(&e, 1, &budget);
 	sched_opt_t o = env_opt(&e);
-	o.done = never_done;
+	o.folded = never_done;
 	sched_t *s = sched_init(e.dev, e.ndev, &o);
 	assert_non_null(s);
 	n_plan = 0;
@@ -385,7 +385,7 @@ static void test_stop_planning(void **state)
 
 	env_open(&e, 1, (int64_t[]){ (int64_t)1 << 32 });
 	sched_opt_t o = env_opt(&e);
-	o.done = never_done;
+	o.folded = never_done;
 	sched_t *s = sched_init(e.dev, e.ndev, &o);
 	for (int i = 0; i < N; i++) {   /* every length a dry run of its own */
 		assert_non_null(seq[i] = malloc(i + 2));

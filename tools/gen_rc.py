@@ -55,10 +55,13 @@ def integer(v):
 
 
 def c_array(values, fmt, indent=1):
-    """Nested brace initialiser for a nested list."""
+    """Nested brace initialiser for a nested list; a small matrix (at most
+    4 rows of numbers: a rigid frame) on one line."""
     pad = "\t" * indent
     if not isinstance(values[0], list):
         return "{" + ", ".join(fmt(v) for v in values) + "}"
+    if len(values) <= 4 and not isinstance(values[0][0], list):
+        return "{" + ", ".join(c_array(v, fmt) for v in values) + "}"
     inner = [c_array(v, fmt, indent + 1) for v in values]
     return "{\n" + ",\n".join(pad + s for s in inner) + "\n" + "\t" * (indent - 1) + "}"
 

@@ -1,4 +1,6 @@
 /* calibrate.c - `esmbatch calibrate` (see calibrate.h). */
+#include "cli/calibrate.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,17 +9,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "io/atomic_file.h"
-#include "cli/calibrate.h"
 #include "config.h"
-#include "backend/devices.h"
 #include "util/log.h"
 #include "util/sysmem.h"
-#include "sched/memory.h"
-#include "sched/scheduler.h"
+#include "io/atomic_file.h"
+#include "backend/devices.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
+#include "sched/memory.h"
+#include "sched/scheduler.h"
 
 #define CALIB_MAX     64
 #define CALIB_SEED    20261129ull
@@ -235,89 +236,133 @@ static int calib_set_bytes(quota_table_t *t, const char *key, int64_t v)
 	return v < 0 ? 0 : calib_set_num(t, key, v);
 }
 
-int calib_main(const opt_t *o, FILE *out)
-{
-	const char *path = o->outdir ? o->outdir : "quota.tsv";
-	int len[CALIB_MAX], n, code = EXIT_FATAL;
-	double safety = o->exclusive ? CALIB_SAFETY_EXCLUSIVE : CALIB_SAFETY;
-	calib_row_t rows[CALIB_MAX], warm;
-	quota_table_t *qt = NULL, *old = NULL;
-	int64_t context, after_weights, total, overhead;
-	char *svg = NULL, date[32];
-	weights_t *w = NULL;
-	be_t *be = NULL;
-	model_t m;
-	int loaded = 0;
-	model_run_t run = { .chunk = o->chunk_size,
-	                    .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0 };
+/* what a calibration runs on: the device, the model on it, and its memory
+ * in bytes (calib_used) */
+typedef struct {
+	be_t      *be;
+	weights_t *w;
+	model_t    m;
+	int        loaded;
+	int64_t    context;         /* used before the weights */
+	int64_t    after_weights;   /* used once they are loaded */
+	int64_t    total;           /* the device's memory */
+	int64_t    overhead;        /* a worker's own memory (calib_warm_up) */
+} calib_t;
 
-	if ((n = calib_lengths(o->lengths ? o->lengths : CALIB_LENGTHS, len, CALIB_MAX)) < 0)
-		return EXIT_USAGE;
-	sysmem_policy();
-	if (!(be = dev_open(o->devices, o->threads))) goto done;
-	if (dev_precision(be, o->precision) < 0) goto done;
-	context = calib_used(be, &total);
-	if (!(w = weights_open(o->weights))) goto done;
-	if (model_load(&m, w, be) < 0) goto done;
-	loaded = 1;
-	after_weights = calib_used(be, NULL);
+/* the device and the model on it; 0, or -1 after logging */
+static int calib_open(calib_t *c, const opt_t *o)
+{
+	if (!(c->be = dev_open(o->devices, o->threads))) return -1;
+	if (dev_precision(c->be, o->precision) < 0) return -1;
+	c->context = calib_used(c->be, &c->total);
+	if (!(c->w = weights_open(o->weights))) return -1;
+	if (model_load(&c->m, c->w, c->be) < 0) return -1;
+	c->loaded = 1;
+	c->after_weights = calib_used(c->be, NULL);
+	return 0;
+}
+
+static void calib_close(calib_t *c)
+{
+	if (c->loaded) model_free(&c->m);
+	weights_close(c->w);
+	be_free(c->be);
+}
+
+/* path and its plot may be written: no table of another device or weights
+ * there, no file calibrate did not write where the plot goes (unless
+ * --force); *svg the plot's path.  0, or -1 after logging */
+static int calib_may_write(const calib_t *c, const opt_t *o, const char *path, char **svg)
+{
 	if (access(path, F_OK) == 0) {
-		if (!(old = quota_read(path))) goto done;
-		if (calib_table_check(old, path, be->name, weights_fingerprint(w), be->precision) && !o->force) {
+		quota_table_t *old = quota_read(path);
+		int other;
+		if (!old) return -1;
+		other = calib_table_check(old, path, c->be->name, weights_fingerprint(c->w),
+		                          c->be->precision);
+		quota_free(old);
+		if (other && !o->force) {
 			log_error("%s: a table of another device or weights; --force overwrites it", path);
-			goto done;
+			return -1;
 		}
 	}
-	if (!(svg = calib_svg_path(path))) goto done;
-	if (!calib_svg_ours(svg) && !o->force) {
+	if (!(*svg = calib_svg_path(path))) return -1;
+	if (!calib_svg_ours(*svg) && !o->force) {
 		log_error("%s: not a plot calibrate wrote, and the table's plot goes there; --force "
-		          "overwrites it", svg);
-		goto done;
+		          "overwrites it", *svg);
+		return -1;
 	}
-	/* warm-up: one pass at every length gives the worker's own memory
-	 * (BLAS packing buffers, attention scratch, allocator arenas) the size
-	 * no fold of these lengths outgrows (not the longest fold's: the
-	 * GEMMs' blocks, hence the packed panels, are wider at short lengths);
-	 * what it leaves behind is the overhead */
-	for (int i = 0; i < n; i++) {
-		model_run_t once = run;
-		once.passes = 1;
-		if (calib_fold(&m, &once, len[i], &warm) < 0) goto done;
-	}
-	overhead = calib_used(be, NULL) - after_weights;
-	if (overhead < 0) overhead = 0;
-	log_info("calibrate: context %.1f MiB, weights %.1f MiB, worker overhead %.1f MiB",
-	         context / 1048576.0, (after_weights - context) / 1048576.0, overhead / 1048576.0);
+	return 0;
+}
 
-	if (!(qt = quota_init())) goto done;
-	{
-		time_t now = time(NULL);
-		strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+/* warm-up: one pass at every length gives the worker's own memory
+ * (BLAS packing buffers, attention scratch, allocator arenas) the size
+ * no fold of these lengths outgrows (not the longest fold's: the
+ * GEMMs' blocks, hence the packed panels, are wider at short lengths);
+ * what it leaves behind is the overhead (c->overhead).  0 or -1 */
+static int calib_warm_up(calib_t *c, const model_run_t *run, const int *len, int n)
+{
+	calib_row_t warm;
+
+	for (int i = 0; i < n; i++) {
+		model_run_t once = *run;
+		once.passes = 1;
+		if (calib_fold(&c->m, &once, len[i], &warm) < 0) return -1;
 	}
-	char sf[32];
+	c->overhead = calib_used(c->be, NULL) - c->after_weights;
+	if (c->overhead < 0) c->overhead = 0;
+	log_info("calibrate: context %.1f MiB, weights %.1f MiB, worker overhead %.1f MiB",
+	         c->context / 1048576.0, (c->after_weights - c->context) / 1048576.0,
+	         c->overhead / 1048576.0);
+	return 0;
+}
+
+/* a table with the header of this calibration and no rows; NULL */
+static quota_table_t *calib_header(const calib_t *c, const opt_t *o, double safety)
+{
+	quota_table_t *qt = quota_init();
+	const be_t *be = c->be;
+	char date[32], sf[32];
+	time_t now = time(NULL);
+
+	if (!qt) return NULL;
+	strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
 	snprintf(sf, sizeof sf, "%.2f", safety);
 	if (quota_set(qt, "device", be->name) || quota_set(qt, "precision", be->precision) ||
-	    quota_set(qt, "weights", weights_fingerprint(w)) || quota_set(qt, "safety", sf) ||
+	    quota_set(qt, "weights", weights_fingerprint(c->w)) || quota_set(qt, "safety", sf) ||
 	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
-	    calib_set_bytes(qt, "memory", total) ||
+	    calib_set_bytes(qt, "memory", c->total) ||
 	    quota_set(qt, "driver", be->mem_info ? "unknown" : "none") ||
 	    quota_set(qt, "runtime", be->mem_info ? "unknown" : "none") ||
 	    calib_set_num(qt, "chunk_size", o->chunk_size) ||
 	    calib_set_num(qt, "recycles", o->num_recycles) ||
-	    calib_set_bytes(qt, "context", context) ||
-	    calib_set_bytes(qt, "weights_bytes", after_weights - context) ||
-	    calib_set_bytes(qt, "worker_overhead", overhead) || quota_set(qt, "date", date)) {
+	    calib_set_bytes(qt, "context", c->context) ||
+	    calib_set_bytes(qt, "weights_bytes", c->after_weights - c->context) ||
+	    calib_set_bytes(qt, "worker_overhead", c->overhead) || quota_set(qt, "date", date)) {
 		log_error("calibrate: cannot build the table header");
-		goto done;
+		quota_free(qt);
+		return NULL;
 	}
+	return qt;
+}
+
+/* every length folded and measured: rows[0..n) and qt's rows, a line
+ * each on out as it ends; then the seconds per unit of the planner's
+ * cost, from the longest fold (plan --shards predicts a shard's seconds
+ * with it).  0 or -1 */
+static int calib_measure(calib_t *c, const model_run_t *run, const int *len, int n, double safety,
+                         quota_table_t *qt, calib_row_t *rows, FILE *out)
+{
+	char spc[32];
+
 	fprintf(out, "length\tpredicted\tallocated\treserved\tdevice_used\tmeasured\tratio\tquota\tseconds\n");
 	for (int i = 0; i < n; i++) {
 		calib_row_t *r = &rows[i];
-		if (calib_fold(&m, &run, len[i], r) < 0) goto done;
-		r->quota = (int64_t)ceil(r->fig.reserved * safety) + overhead;
+		if (calib_fold(&c->m, run, len[i], r) < 0) return -1;
+		r->quota = (int64_t)ceil(r->fig.reserved * safety) + c->overhead;
 		quota_row_t qr = { len[i], (int64_t)r->fig.allocated, (int64_t)r->fig.reserved,
 		                   r->fig.device_used, r->quota };
-		if (quota_add_row(qt, &qr) < 0) goto done;
+		if (quota_add_row(qt, &qr) < 0) return -1;
 		fprintf(out, "%d\t%zu\t%zu\t%zu\t%lld\t%lld\t%.4f\t%lld\t%.2f\n", len[i], r->fig.predicted,
 		        r->fig.allocated, r->fig.reserved, (long long)r->fig.device_used,
 		        (long long)r->fig.growth,
@@ -325,28 +370,37 @@ int calib_main(const opt_t *o, FILE *out)
 		        (long long)r->quota, r->seconds);
 		fflush(out);
 	}
-	{
-		/* seconds per unit of the planner's cost, from the longest fold
-		 * (plan --shards predicts a shard's seconds with it) */
-		char spc[32];
-		snprintf(spc, sizeof spc, "%.6g", rows[n - 1].seconds / (double)sched_cost(len[n - 1]));
-		if (quota_set(qt, "seconds_per_cost", spc) < 0) goto done;
-	}
-	if (quota_write(qt, path) < 0) goto done;
-	{
-		char title[256];
-		snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", be->name,
-		         weights_fingerprint(w), be->precision);
-		if (calib_svg(svg, rows, n, title) < 0) goto done;
-	}
+	snprintf(spc, sizeof spc, "%.6g", rows[n - 1].seconds / (double)sched_cost(len[n - 1]));
+	return quota_set(qt, "seconds_per_cost", spc) < 0 ? -1 : 0;
+}
+
+int calib_main(const opt_t *o, FILE *out)
+{
+	const char *path = o->outdir ? o->outdir : "quota.tsv";
+	int len[CALIB_MAX], n, code = EXIT_FATAL;
+	double safety = o->exclusive ? CALIB_SAFETY_EXCLUSIVE : CALIB_SAFETY;
+	calib_row_t rows[CALIB_MAX];
+	quota_table_t *qt = NULL;
+	char *svg = NULL, title[256];
+	calib_t c = { 0 };
+	model_run_t run = { .chunk = o->chunk_size,
+	                    .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0 };
+
+	if ((n = calib_lengths(o->lengths ? o->lengths : CALIB_LENGTHS, len, CALIB_MAX)) < 0)
+		return EXIT_USAGE;
+	sysmem_policy();
+	if (calib_open(&c, o) < 0 || calib_may_write(&c, o, path, &svg) < 0 ||
+	    calib_warm_up(&c, &run, len, n) < 0 || !(qt = calib_header(&c, o, safety)) ||
+	    calib_measure(&c, &run, len, n, safety, qt, rows, out) < 0 || quota_write(qt, path) < 0)
+		goto done;
+	snprintf(title, sizeof title, "esmbatch calibrate: %s, weights %s, %s", c.be->name,
+	         weights_fingerprint(c.w), c.be->precision);
+	if (calib_svg(svg, rows, n, title) < 0) goto done;
 	log_info("calibrate: wrote %s and %s", path, svg);
 	code = EXIT_OK;
 done:
 	free(svg);
 	quota_free(qt);
-	quota_free(old);
-	if (loaded) model_free(&m);
-	weights_close(w);
-	be_free(be);
+	calib_close(&c);
 	return code;
 }

@@ -56,6 +56,7 @@
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/fasta.h"
+#include "util/grow.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/sysmem.h"
@@ -136,7 +137,7 @@ static void fold_close(fold_run_t *r)
 	}
 	free(r->rec);
 	if (r->jsonl) fclose(r->jsonl);
-	if (r->done) fclose(r->done);
+	if (r->journal) fclose(r->journal);
 	json_decref(r->prev);
 	json_decref(r->mine);
 	quota_free(r->qt);
@@ -151,17 +152,15 @@ static void fold_close(fold_run_t *r)
  * --strict) */
 static int fold_read(fold_run_t *r, fasta_t *in)
 {
-	int rc, cap = 0;
+	size_t cap = 0;
 	job_t j;
+	int rc;
 
 	job_init(&j);
 	while ((rc = fasta_next(in, &j)) > 0) {
-		if (r->nrec == cap) {
-			int nc = cap ? 2 * cap : 64;
-			fold_rec_t *nr = realloc(r->rec, nc * sizeof *nr);
-			if (!nr) { rc = -1; break; }
-			r->rec = nr;
-			cap = nc;
+		if (grow_array(&r->rec, &cap, (size_t)r->nrec + 1, sizeof *r->rec) < 0) {
+			rc = -1;
+			break;
 		}
 		memset(&r->rec[r->nrec], 0, sizeof *r->rec);
 		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
@@ -235,7 +234,7 @@ static int fold_shard(fold_run_t *r)
 	int *of = malloc((r->nrec ? r->nrec : 1) * sizeof *of), n = 0, rc = -1;
 	uint64_t h = 0;
 
-	if (!cost || !of || !(r->mine = json_object())) goto fail;
+	if (!cost || !of || !(r->mine = json_object())) goto done;
 	for (int i = 0; i < r->nrec; i++) {
 		const job_t *j = &r->rec[i].job;
 		const char *body = j->status == JOB_OK ? j->seq : j->reason ? j->reason : "";
@@ -246,7 +245,7 @@ static int fold_shard(fold_run_t *r)
 	}
 	snprintf(r->input_fp, sizeof r->input_fp, "%016llx", (unsigned long long)h);
 	r->ninput = r->nrec;
-	if (shard_assign(cost, r->nrec, r->shard.n, of) < 0) goto fail;
+	if (shard_assign(cost, r->nrec, r->shard.n, of) < 0) goto done;
 	for (int i = 0; i < r->nrec; i++) {
 		if (of[i] != r->shard.k - 1) {
 			job_free(&r->rec[i].job);
@@ -256,14 +255,14 @@ static int fold_shard(fold_run_t *r)
 		if (r->rec[i].job.status != JOB_OK) log_warn("%s: %s", r->o->input, r->rec[i].job.reason);
 		if (json_object_set_new(r->mine, r->rec[i].job.outname, json_true()) < 0) {
 			r->nrec = n;
-			goto fail;
+			goto done;
 		}
 	}
 	r->nrec = n;
 	log_info("shard %d/%d: %d of the %d records of %s", r->shard.k, r->shard.n, n, r->ninput,
 	         r->o->input);
 	rc = 0;
-fail:
+done:
 	if (rc < 0) log_error("--shard %d/%d: out of memory", r->shard.k, r->shard.n);
 	free(cost);
 	free(of);
@@ -276,7 +275,7 @@ fail:
 static int fold_shard_line(fold_run_t *r)
 {
 	const opt_t *o = r->o;
-	const char *ext[FOLD_NEXT];
+	const char *ext[FOLD_MAX_FILES];
 	int next = fold_exts(o, ext);
 	json_t *files = json_array();
 	for (int i = 0; files && i < next; i++) json_array_append_new(files, json_string(ext[i]));
@@ -379,7 +378,7 @@ static int fold_queue(fold_run_t *r)
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
-	                   .jsonl = r->jsonl, .stop = &fold_stop, .done = fold_write_outputs,
+	                   .jsonl = r->jsonl, .stop = &fold_stop, .folded = fold_write_outputs,
 	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
 	if (!(r->sched = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
 	if (report_run_event(r->jsonl, o, r->wt) < 0)
@@ -434,7 +433,7 @@ static int fold_run_workers(fold_run_t *r, int *stopped)
 	}
 	fold_tick_stop(r);
 	log_status_line(NULL);
-	*stopped |= fold_stop && r->nunfinished > 0;   /* stopped while placing */
+	*stopped |= fold_stop && r->nunrun > 0;   /* stopped while placing */
 	return 0;
 }
 
@@ -447,7 +446,7 @@ static int fold_exit_status(fold_run_t *r, int stopped)
 
 	/* what can be written is written, whatever could not be before */
 	if (r->dump && safetensors_writer_save(r->dump, o->dump_tensors) < 0) r->io_errors++;
-	complete = !stopped && !r->nunfinished && !r->io_errors;
+	complete = !stopped && !r->nunrun && !r->io_errors;
 	if (fold_summary(r, complete) < 0) r->io_errors++;
 	fold_report(r);
 	log_info("%ld folded, %ld split, %ld failed, %ld skipped (done before); summary in %s/summary%s%s.tsv",
@@ -456,11 +455,11 @@ static int fold_exit_status(fold_run_t *r, int stopped)
 		log_error("%s: %ld output(s) could not be written (see above; a record whose files are "
 		          "not all there is failed); rerun the same command once they can be",
 		          o->outdir, r->io_errors);
-	if (stopped || r->nunfinished)
+	if (stopped || r->nunrun)
 		log_error("%s: %ld record(s) not folded are marked failed in summary.partial%s.tsv; "
 		          "rerun the same command to fold only those (it writes summary%s.tsv once "
 		          "every record has a final outcome)", stopped ? "interrupted" : "no device left",
-		          r->nunfinished, r->sfx, r->sfx);
+		          r->nunrun, r->sfx, r->sfx);
 	return stopped || r->io_errors ? EXIT_FATAL : r->nfailed ? EXIT_PARTIAL : EXIT_OK;
 }
 

@@ -39,7 +39,7 @@ char *fold_path(const char *dir, const char *name, const char *ext)
 }
 
 /* the files of a record, as extensions (fold_run.h) */
-int fold_exts(const opt_t *o, const char *ext[FOLD_NEXT])
+int fold_exts(const opt_t *o, const char *ext[FOLD_MAX_FILES])
 {
 	int n = 0;
 
@@ -85,7 +85,7 @@ typedef struct {
 static int fold_each_ext(void *ctx, const char *file, size_t n)
 {
 	const fold_each_t *c = ctx;
-	const char *ext[FOLD_NEXT];
+	const char *ext[FOLD_MAX_FILES];
 	int next = fold_exts(c->r->o, ext), ok = 1;
 
 	if (n < 4 || (strncmp(file + n - 4, ".pdb", 4) && strncmp(file + n - 4, ".cif", 4))) return 0;
@@ -143,8 +143,8 @@ void fold_journal(fold_run_t *r, const fold_rec_t *x)
 	              "recycles", r->o->num_recycles, "chunk_size", r->o->chunk_size,
 	              "precision", be_prec_name(r->o->precision),
 	              "numbering", fold_numbering(r->o), "row", x->row, "files", st.files);
-	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->done, "%s\n", line) < 0 ||
-	    fflush(r->done) != 0) {
+	if (!e || !(line = json_dumps(e, JSON_COMPACT)) || fprintf(r->journal, "%s\n", line) < 0 ||
+	    fflush(r->journal) != 0) {
 		log_error("%s/done%s.jsonl: write failed: %s", r->o->outdir, r->sfx, strerror(errno));
 		fold_io_error(r);
 	}
@@ -314,14 +314,14 @@ int fold_journal_open(fold_run_t *r)
 	int last = '\n', rc;
 
 	if (!path) return -1;
-	if (!(r->done = atomic_file_fopen(path, O_RDWR | O_CREAT | O_APPEND, "a+"))) {
+	if (!(r->journal = atomic_file_fopen(path, O_RDWR | O_CREAT | O_APPEND, "a+"))) {
 		free(path);
 		return -1;
 	}
-	rewind(r->done);
-	if ((rc = journal_read(r->done, path, &r->prev, &last)) < 0)
+	rewind(r->journal);
+	if ((rc = journal_read(r->journal, path, &r->prev, &last)) < 0)
 		;   /* logged */
-	else if (fseek(r->done, 0, SEEK_END) < 0 || (last != '\n' && fputc('\n', r->done) == EOF)) {
+	else if (fseek(r->journal, 0, SEEK_END) < 0 || (last != '\n' && fputc('\n', r->journal) == EOF)) {
 		log_error("%s: cannot write: %s", path, strerror(errno));
 		rc = -1;
 	}

@@ -33,16 +33,16 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 	FILE *f;
 	int rc = -1;
 
-	if (x->res_done && strcmp(status, "failed")) {
+	if (x->res_folded && strcmp(status, "failed")) {
 		snprintf(fig, sizeof fig, "%.2f\t%.4f\t%.2f\t%zu\t%zu\t%zu\t%lld",
-		         x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, x->secs,
+		         x->plddt_sum / x->res_folded, x->ptm_sum / x->res_folded, x->secs,
 		         x->fig.predicted, x->fig.allocated, x->fig.reserved,
 		         (long long)x->fig.device_used);
 		snprintf(qc, sizeof qc, "%.4f\t%lld\t%lld\t%lld\t%lld",
 		         nq ? (double)(x->qc.band[QC_CONFIDENT] + x->qc.band[QC_VERY_HIGH]) / nq : 0.0,
 		         (long long)x->qc.band[QC_VERY_LOW], (long long)x->qc.band[QC_LOW],
 		         (long long)x->qc.band[QC_CONFIDENT], (long long)x->qc.band[QC_VERY_HIGH]);
-		qc_flags(&x->qc, x->plddt_sum / x->res_done, x->ptm_sum / x->res_done, flags,
+		qc_flags(&x->qc, x->plddt_sum / x->res_folded, x->ptm_sum / x->res_folded, flags,
 		         sizeof flags);
 	}
 	if (x->job.seq && *x->job.seq) qc_crc64_hex(x->job.seq, strlen(x->job.seq), crc);
@@ -132,7 +132,7 @@ static int fold_write_files(const char *dir, const char *base, const char *const
                             const pdb_input_t *in, const model_out_t *out, char *reason,
                             size_t cap)
 {
-	atomic_file_t a[FOLD_NEXT];
+	atomic_file_t a[FOLD_MAX_FILES];
 	int e, n = 0, rc = 0;
 
 	for (e = 0; e < next && rc == 0; e++) {
@@ -151,7 +151,7 @@ static int fold_write_files(const char *dir, const char *base, const char *const
 	return rc;
 }
 
-/* sched_done_fn: write the outputs of one folded item (a whole record, or
+/* sched_folded_fn: write the outputs of one folded item (a whole record, or
  * a fragment with the record's chains and residue numbers) */
 int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                        const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
@@ -165,7 +165,7 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 	char frag[96];
 	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
 	int *chain = malloc(sizeof *chain * (t->L ? t->L : 1));
-	const char *ext[FOLD_NEXT];
+	const char *ext[FOLD_MAX_FILES];
 	int next = fold_exts(o, ext);
 
 	snprintf(frag, sizeof frag, "SEQUENCE %d-%d OF %zu, RECORD CHAINS AND NUMBERS",
@@ -199,7 +199,7 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 	pthread_mutex_lock(&r->lock);
 	if (rc == 0) {
 		x->frags++;
-		x->res_done += it->len;
+		x->res_folded += it->len;
 		x->plddt_sum += meta.mean_plddt * it->len;
 		x->ptm_sum += (double)out->ptm * it->len;
 		x->secs += secs;
@@ -215,6 +215,76 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 	return rc;
 }
 
+/* record x failed (some item of v[0..n) not folded, or none ran): its
+ * folded fragments removed (not outputs), its row "failed" with the
+ * first reason */
+static void fold_finish_failed(fold_run_t *r, fold_rec_t *x, const sched_item_t *v, int n,
+                               const char *const *ext, int next)
+{
+	const char *why = "not folded";
+	int unrun = n == 0;
+
+	for (int i = 0; i < n; i++) {
+		if (v[i].state != SCHED_FOLDED) {
+			why = v[i].reason;
+			unrun |= v[i].unrun;
+			continue;
+		}
+		/* a fragment of a record that failed: not an output */
+		for (int e = 0; e < next; e++) {
+			char *from = fold_frag_name(x, &v[i]);
+			char *fp = from ? fold_path(r->o->outdir, from, ext[e]) : NULL;
+			if (fp) unlink(fp);
+			free(fp);
+			free(from);
+		}
+	}
+	fold_count_finished(r, x, v, n, why);
+	int rc = fold_row(x, NULL, "failed", why);
+	r->nfailed++;
+	r->nunrun += unrun;   /* not final: summary.partial.tsv */
+	if (rc < 0) fold_io_error(r);
+}
+
+/* record x's n > 1 fragments renamed NAME.partIofN in order: their names
+ * (the file column) onto ff, their ranges onto rf.  0, or -1 when one
+ * could not be renamed (logged) */
+static int fold_rename_frags(fold_run_t *r, fold_rec_t *x, const sched_item_t *v, int n,
+                             const char *const *ext, int next, FILE *ff, FILE *rf)
+{
+	int bad = 0;
+
+	for (int i = 0; i < n; i++) {
+		char *from = fold_frag_name(x, &v[i]), *part = NULL;
+		if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
+			log_error("record %lld (%s): out of memory", (long long)x->job.recno,
+			          x->job.name);
+			part = NULL;
+			bad = 1;
+		}
+		for (int e = 0; e < next && part; e++) {
+			char *fp = fold_path(r->o->outdir, from, ext[e]);
+			char *tp = fold_path(r->o->outdir, part, ext[e]);
+			/* never over a FIFO, device or directory (atomic_file.h) */
+			if (fp && tp && atomic_file_check(tp) < 0) {
+				bad = 1;
+			} else if (!fp || !tp || rename(fp, tp) < 0) {
+				log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
+				          strerror(errno));
+				bad = 1;
+			}
+			free(fp);
+			free(tp);
+		}
+		fprintf(ff, "%s%s%s", i ? "," : "", part ? part : "?", ext[0]);
+		fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
+		        v[i].start + v[i].len);
+		free(from);
+		free(part);
+	}
+	return bad ? -1 : 0;
+}
+
 /* The outcome of record k from its final items v[0..n) (by ascending
  * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
  * in order) or failed (fragments already written removed); its row, and for ok and
@@ -224,38 +294,18 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 {
 	fold_rec_t *x = &r->rec[k];
-	int failed = -1, bad = 0, unrun = n == 0, rc;
+	int failed = -1, bad = 0;
 	char *files = NULL, *ranges = NULL;
 	size_t fn = 0, rn = 0;
 	FILE *ff = NULL, *rf = NULL;
-	const char *status = "ok", *ext[FOLD_NEXT];
+	const char *status = "ok", *ext[FOLD_MAX_FILES];
 	int next = fold_exts(r->o, ext);
 
 	x->finished = 1;
 	for (int i = 0; i < n && failed < 0; i++)
-		if (v[i].state != SCHED_DONE) failed = i;
+		if (v[i].state != SCHED_FOLDED) failed = i;
 	if (failed >= 0 || n == 0) {
-		const char *why = "not folded";
-		for (int i = 0; i < n; i++) {
-			if (v[i].state != SCHED_DONE) {
-				why = v[i].reason;
-				unrun |= v[i].unrun;
-				continue;
-			}
-			/* a fragment of a record that failed: not an output */
-			for (int e = 0; e < next; e++) {
-				char *from = fold_frag_name(x, &v[i]);
-				char *fp = from ? fold_path(r->o->outdir, from, ext[e]) : NULL;
-				if (fp) unlink(fp);
-				free(fp);
-				free(from);
-			}
-		}
-		fold_ended(r, x, v, n, why);
-		rc = fold_row(x, NULL, "failed", why);
-		r->nfailed++;
-		r->nunfinished += unrun;   /* not final: summary.partial.tsv */
-		if (rc < 0) fold_io_error(r);
+		fold_finish_failed(r, x, v, n, ext, next);
 		return;
 	}
 	/* the file column and the fragment ranges, as long as they come */
@@ -265,34 +315,7 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		fprintf(ff, "%s%s", x->job.outname, ext[0]);
 	} else {
 		status = "split";
-		for (int i = 0; i < n; i++) {
-			char *from = fold_frag_name(x, &v[i]), *part = NULL;
-			if (!from || asprintf(&part, "%s.part%dof%d", x->job.outname, i + 1, n) < 0) {
-				log_error("record %lld (%s): out of memory", (long long)x->job.recno,
-				          x->job.name);
-				part = NULL;
-				bad = 1;
-			}
-			for (int e = 0; e < next && part; e++) {
-				char *fp = fold_path(r->o->outdir, from, ext[e]);
-				char *tp = fold_path(r->o->outdir, part, ext[e]);
-				/* never over a FIFO, device or directory (atomic_file.h) */
-				if (fp && tp && atomic_file_check(tp) < 0) {
-					bad = 1;
-				} else if (!fp || !tp || rename(fp, tp) < 0) {
-					log_error("%s: cannot rename to %s: %s", fp ? fp : from, tp ? tp : part,
-					          strerror(errno));
-					bad = 1;
-				}
-				free(fp);
-				free(tp);
-			}
-			fprintf(ff, "%s%s%s", i ? "," : "", part ? part : "?", ext[0]);
-			fprintf(rf, "%s%d-%d", i ? "," : "fragments ", v[i].start + 1,
-			        v[i].start + v[i].len);
-			free(from);
-			free(part);
-		}
+		bad = fold_rename_frags(r, x, v, n, ext, next, ff, rf) < 0;
 	}
 	if (ff && fclose(ff) != 0) bad = 1;
 	if (rf && fclose(rf) != 0) bad = 1;
@@ -304,16 +327,16 @@ void fold_finish(fold_run_t *r, int k, const sched_item_t *v, int n)
 		if (fold_row(x, NULL, "failed", "cannot rename its fragments (output error)") < 0)
 			fold_io_error(r);
 		r->nfailed++;
-		fold_ended(r, x, v, n, "cannot rename its fragments (output error)");
+		fold_count_finished(r, x, v, n, "cannot rename its fragments (output error)");
 	} else if (fold_row(x, files, status, n > 1 ? ranges : NULL) < 0) {
 		fold_io_error(r);
 		r->nfailed++;
-		fold_ended(r, x, v, n, "out of memory for its summary row");
+		fold_count_finished(r, x, v, n, "out of memory for its summary row");
 	} else {
 		fold_journal(r, x);
 		if (n > 1) r->nsplit++;
 		else r->nok++;
-		fold_ended(r, x, v, n, NULL);
+		fold_count_finished(r, x, v, n, NULL);
 	}
 	free(files);
 	free(ranges);

@@ -37,10 +37,10 @@ static void fold_line(fold_run_t *r, sched_t *s, char *line, size_t cap)
 	char el[32], eta[32] = "-", ran[32];
 	int n, rec = -1, running = sched_running(s, &rec, &secs);
 
-	rate = dt > 0 ? r->res_ended / dt : 0;
+	rate = dt > 0 ? r->res_finished / dt : 0;
 	fold_secs(dt, el, sizeof el);
-	if (rate > 0) fold_secs((r->res_todo - r->res_ended) / rate, eta, sizeof eta);
-	n = snprintf(line, cap, "%ld/%ld records in %s, %.0f residues/s, ETA %s", r->ended, r->todo, el,
+	if (rate > 0) fold_secs((r->res_todo - r->res_finished) / rate, eta, sizeof eta);
+	n = snprintf(line, cap, "%ld/%ld records in %s, %.0f residues/s, ETA %s", r->nfinished, r->todo, el,
 	             rate, eta);
 	if (running > 0 && rec >= 0 && rec < r->nrec && n < (int)cap) {
 		fold_secs(secs, ran, sizeof ran);
@@ -73,11 +73,11 @@ void fold_progress(fold_run_t *r, sched_t *s)
 	double say = r->every > 0 && r->every < FOLD_SAY ? r->every : FOLD_SAY;
 
 	pthread_mutex_lock(&r->lock);
-	fold_say(r, s, say, r->ended == r->todo);
+	fold_say(r, s, say, r->nfinished == r->todo);
 	pthread_mutex_unlock(&r->lock);
 }
 
-void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why)
+void fold_count_finished(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why)
 {
 	int unrun = why && n > 0;
 	char secs[32];
@@ -85,8 +85,8 @@ void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n
 
 	for (int i = 0; i < n; i++) unrun &= v[i].state == SCHED_FAILED && v[i].unrun;
 	pthread_mutex_lock(&r->lock);
-	k = ++r->ended;
-	r->res_ended += x->job.len;
+	k = ++r->nfinished;
+	r->res_finished += x->job.len;
 	pthread_mutex_unlock(&r->lock);
 	if (unrun) return;   /* counted in one line after the run */
 	if (why) {
@@ -97,12 +97,12 @@ void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n
 	else fold_secs(x->secs, secs, sizeof secs);
 	if (n > 1)
 		log_info("[%ld/%ld] %s: split into %d fragments, %lld residues, mean pLDDT %.1f, pTM %.3f, %s",
-		         k, r->todo, x->job.name, n, (long long)x->job.len, x->plddt_sum / x->res_done,
-		         x->ptm_sum / x->res_done, secs);
+		         k, r->todo, x->job.name, n, (long long)x->job.len, x->plddt_sum / x->res_folded,
+		         x->ptm_sum / x->res_folded, secs);
 	else
 		log_info("[%ld/%ld] %s: ok, %lld residues on %s, mean pLDDT %.1f, pTM %.3f, %s", k, r->todo,
-		         x->job.name, (long long)x->job.len, r->dev[v[0].dev].be->name, x->plddt_sum / x->res_done,
-		         x->ptm_sum / x->res_done, secs);
+		         x->job.name, (long long)x->job.len, r->dev[v[0].dev].be->name, x->plddt_sum / x->res_folded,
+		         x->ptm_sum / x->res_folded, secs);
 }
 
 /* the ticker's thread: the progress line every r->every seconds, until

@@ -27,6 +27,20 @@
  *   fold_finish         cli/fold_out.c     its row, fragments renamed, done.jsonl
  *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
  * (tests/test_life.sh checks that each is defined in the file named.)
+ *
+ * One word per end of things, each meaning this and only this
+ * (tests/test_life.sh checks that each name exists in src/, and that the
+ * names these words retired are gone), the glossary:
+ *   ended     sched_fold_ended     a fold of an item is over, whatever came of it
+ *   folded    SCHED_FOLDED         an item's fold succeeded and its files are
+ *                                  written (sched_folded_fn: fold_write_outputs)
+ *   settled   fold_record_settled  every item of a record has ended; the
+ *                                  scheduler hands the record over
+ *   finished  fold_finish          a settled record's outcome made final: its row,
+ *                                  fragments renamed or removed, done.jsonl
+ *   done      fold_journal         in done.jsonl (r->journal): a rerun skips it
+ *   unrun     nunrun               failed before it ran, for no fault of its own
+ *                                  (stopped, no device left): not final
  */
 #ifndef ESMBATCH_CLI_FOLD_RUN_H
 #define ESMBATCH_CLI_FOLD_RUN_H
@@ -52,7 +66,7 @@
 typedef struct {
 	job_t     job;
 	int       frags;       /* fragments folded (1: the whole record) */
-	int64_t   res_done;    /* residues folded */
+	int64_t   res_folded;  /* residues folded */
 	double    plddt_sum;   /* mean pLDDT x residues, over fragments */
 	double    ptm_sum;     /* pTM x residues */
 	double    secs;
@@ -74,7 +88,7 @@ typedef struct {
 	fasta_t     *in;         /* the input, open from the first stage on */
 	const char **names;      /* [nrec + 1] the records' names (the dump's) */
 	FILE        *jsonl;      /* run.jsonl */
-	FILE        *done;       /* done.jsonl, appended */
+	FILE        *journal;    /* done.jsonl, appended */
 	int          lockfd;     /* DIR/.esmbatch.lock, flock'ed; -1 none */
 	shard_t      shard;      /* --shard; n 0: the whole input */
 	char         sfx[32];    /* ".K-of-N" or "" (shard_suffix) */
@@ -86,11 +100,11 @@ typedef struct {
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
-	long         nunfinished;  /* of nfailed, those with no final outcome:
-	                              an item never run (interrupted, no device
-	                              left) */
-	long         todo, ended;  /* records queued for this run; ended of them */
-	int64_t      res_todo, res_ended;
+	long         nunrun;     /* of nfailed, those with no final outcome:
+	                            an item never run (interrupted, no device
+	                            left) */
+	long         todo, nfinished;   /* records queued for this run; finished of them */
+	int64_t      res_todo, res_finished;
 	double       t_start, t_said;   /* run start; last progress log line */
 	double       every;      /* the ticker's period (s); 0: none */
 	sched_t     *sched;      /* the scheduler, from the queue stage on (the
@@ -104,7 +118,7 @@ typedef struct {
 	pthread_mutex_t lock;    /* io_errors, and the results of a record's
 	                            fragments (fold_write_outputs) from the
 	                            workers; finishing a record is the output
-	                            step's; ended, res_ended, t_said (the
+	                            step's; nfinished, res_finished, t_said (the
 	                            ticker reads them) */
 } fold_run_t;
 
@@ -112,7 +126,7 @@ typedef struct {
  * of its name: the structures asked by --format, then with --pae the PAE.
  * The summary's file column names the first: the PDB, or the mmCIF when
  * only cif is asked. */
-#define FOLD_NEXT 3
+#define FOLD_MAX_FILES 3
 
 /* tabs in a row from column file on: summary.tsv has 21 columns, the row
  * all but index, name, length and bucket */
@@ -121,7 +135,7 @@ typedef struct {
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
-/* sched_done_fn: write the files of one folded item */
+/* sched_folded_fn: write the files of one folded item */
 int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
                         const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
                         double secs, char *reason, size_t cap);
@@ -141,12 +155,12 @@ int  fold_summary_retract(const fold_run_t *r);
 int  fold_summary(fold_run_t *r, int complete);
 
 /* fold_progress.c */
-/* Record x has ended (its items v[0..n)): counted, and one line, "[k/N]
+/* Record x is finished (its items v[0..n)): counted, and one line, "[k/N]
  * NAME: ..." (info), or with why (it failed) a warning, none for a record
  * none of whose items ran (interrupted, no device left: the run's last
- * line counts them, nunfinished).  From fold_finish. */
-void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
-/* The progress line as a record has ended: the live status line on a
+ * line counts them, nunrun).  From fold_finish. */
+void fold_count_finished(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
+/* The progress line as a record is finished: the live status line on a
  * terminal, else a "progress:" info line at most every 10 s (or
  * ESMBATCH_PROGRESS_EVERY if less) and after the last.  On the output
  * step. */
@@ -164,8 +178,8 @@ void fold_tick_stop(fold_run_t *r);
 void  fold_io_error(fold_run_t *r);
 /* DIR/NAME EXT, or NULL */
 char *fold_path(const char *dir, const char *name, const char *ext);
-/* ext[] = the extensions of a record's files; how many (<= FOLD_NEXT) */
-int   fold_exts(const opt_t *o, const char *ext[FOLD_NEXT]);
+/* ext[] = the extensions of a record's files; how many (<= FOLD_MAX_FILES) */
+int   fold_exts(const opt_t *o, const char *ext[FOLD_MAX_FILES]);
 /* DIR/STEM.K-of-N EXT when sharded, else DIR/STEM EXT; or NULL */
 char *fold_file(const fold_run_t *r, const char *stem, const char *ext);
 /* take the directory's locks: 0, DIR_LOCK_BUSY or -1 (logged) */

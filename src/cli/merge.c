@@ -31,6 +31,7 @@
 #include "io/dir_lock.h"
 #include "io/journal.h"
 #include "sched/shard.h"
+#include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 #include "util/tsv.h"
@@ -56,9 +57,15 @@ typedef struct {
 	int          n;            /* N of the shards found */
 	merge_fp_t  *fp;           /* [n] */
 	merge_row_t *row;
-	long         nrow, cap;
+	long         nrow;
+	size_t       cap;
 	char        *head;         /* the shards' header line (owned) */
 	int          tabs;         /* in head */
+	int          ref;          /* the first shard with a fingerprint, -1 */
+	int          missing;      /* shards without a summary */
+	int          unknown;      /* of them, those never run */
+	int          unfinished;   /* shards with summary.partial.K-of-N.tsv */
+	long         nmissing;     /* the records of the missing shards that ran */
 } merge_t;
 
 /* missing shards logged one by one; the rest in one line */
@@ -229,12 +236,9 @@ static int merge_read_summary(merge_t *m, int k, const char *stem, int *found)
 			rc = -1;
 			break;
 		}
-		if (m->nrow == m->cap) {
-			long nc = m->cap ? 2 * m->cap : 256;
-			merge_row_t *nr = realloc(m->row, nc * sizeof *nr);
-			if (!nr) { rc = -1; break; }
-			m->row = nr;
-			m->cap = nc;
+		if (grow_array(&m->row, &m->cap, (size_t)m->nrow + 1, sizeof *m->row) < 0) {
+			rc = -1;
+			break;
 		}
 		merge_row_t *r = &m->row[m->nrow];
 		r->index = idx < 0 ? -1 : idx;
@@ -342,11 +346,75 @@ static long merge_list_failed(const merge_t *m)
 	return nfailed;
 }
 
+/* shard k read into m: its fingerprint, its summary's rows (checked: one
+ * partition, the same settings, its files, its row count), or counted
+ * missing or unfinished (logged).  0, or -1 when the merge cannot go on */
+static int merge_shard(merge_t *m, int k)
+{
+	int found, ref;
+	long before = m->nrow;
+
+	if (merge_read_fp(m, k) < 0 || merge_read_summary(m, k, "summary", &found) < 0 ||
+	    (!found && merge_read_summary(m, k, "summary.partial", &m->fp[k - 1].partial) < 0))
+		return -1;
+	merge_fp_t *fp = &m->fp[k - 1];
+	found |= fp->partial;
+	if (found && !fp->have) {
+		log_error("%s: summary%s.%d-of-%d.tsv has no run.%d-of-%d.jsonl naming its input and "
+		          "weights: cannot check it belongs with the others", m->dir,
+		          fp->partial ? ".partial" : "", k, m->n, k, m->n);
+		return -1;
+	}
+	if (fp->have && m->ref < 0) m->ref = k - 1;
+	ref = m->ref;
+	if (fp->have && (strcmp(fp->input, m->fp[ref].input) || strcmp(fp->weights, m->fp[ref].weights) ||
+	                 fp->records != m->fp[ref].records)) {
+		log_error("%s: shard %d/%d (input %s, %ld records, weights %s) and shard %d/%d "
+		          "(input %s, %ld records, weights %s) folded different inputs or weights: "
+		          "not one partition", m->dir, ref + 1, m->n, m->fp[ref].input,
+		          m->fp[ref].records, m->fp[ref].weights, k, m->n, fp->input, fp->records,
+		          fp->weights);
+		return -1;
+	}
+	if (fp->have && (!fp->settings != !m->fp[ref].settings ||
+	                 (fp->settings && strcmp(fp->settings, m->fp[ref].settings)))) {
+		log_error("%s: shard %d/%d (%s) and shard %d/%d (%s) were run with different settings: "
+		          "rerun one with the other's", m->dir, ref + 1, m->n,
+		          m->fp[ref].settings ? m->fp[ref].settings : "settings not recorded", k, m->n,
+		          fp->settings ? fp->settings : "settings not recorded");
+		return -1;
+	}
+	if (!found) {
+		m->missing++;
+		m->nmissing += fp->have ? fp->in_shard : 0;
+		m->unknown += !fp->have;
+		if (m->missing <= MERGE_SAY_MISSING && fp->have)
+			log_error("shard %d/%d: no summary.%d-of-%d.tsv (not finished): its %ld record(s) "
+			          "are missing; rerun it", k, m->n, k, m->n, fp->in_shard);
+		else if (m->missing <= MERGE_SAY_MISSING)
+			log_error("shard %d/%d: no summary.%d-of-%d.tsv (never run): its records are "
+			          "missing; run it", k, m->n, k, m->n);
+	} else if (merge_check_files(m, k, before) < 0) {
+		return -1;
+	} else if (fp->in_shard != m->nrow - before) {
+		log_error("%s/summary%s.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
+		          "run's; rerun shard %d/%d", m->dir, fp->partial ? ".partial" : "", k, m->n,
+		          m->nrow - before, fp->in_shard, k, m->n);
+		return -1;
+	} else if (fp->partial) {
+		m->unfinished++;
+		log_error("shard %d/%d: not finished (interrupted, or an output not written: "
+		          "summary.partial.%d-of-%d.tsv, no summary.%d-of-%d.tsv): rerun it", k, m->n,
+		          k, m->n, k, m->n);
+	}
+	return 0;
+}
+
 int merge_main(const opt_t *o)
 {
-	merge_t m = { .dir = o->outdir };
-	int fd = -1, code = EXIT_FATAL, rc, missing = 0, unknown = 0, unfinished = 0, ref = -1;
-	long nfailed = 0, nmissing = 0;
+	merge_t m = { .dir = o->outdir, .ref = -1 };
+	int fd = -1, code = EXIT_FATAL, rc, missing, unknown, unfinished;
+	long nfailed = 0, nmissing;
 	char more[96] = "";
 
 	if ((rc = dir_lock_take(m.dir, "", LOCK_EX, &fd)) < 0) {
@@ -359,62 +427,12 @@ int merge_main(const opt_t *o)
 	}
 	if (merge_find_n(&m) < 0) goto done;
 	if (!(m.fp = calloc(m.n, sizeof *m.fp))) goto done;
-	for (int k = 1; k <= m.n; k++) {
-		int found;
-		long before = m.nrow;
-		if (merge_read_fp(&m, k) < 0 || merge_read_summary(&m, k, "summary", &found) < 0 ||
-		    (!found && merge_read_summary(&m, k, "summary.partial", &m.fp[k - 1].partial) < 0))
-			goto done;
-		merge_fp_t *fp = &m.fp[k - 1];
-		found |= fp->partial;
-		if (found && !fp->have) {
-			log_error("%s: summary%s.%d-of-%d.tsv has no run.%d-of-%d.jsonl naming its input and "
-			          "weights: cannot check it belongs with the others", m.dir,
-			          fp->partial ? ".partial" : "", k, m.n, k, m.n);
-			goto done;
-		}
-		if (fp->have && ref < 0) ref = k - 1;
-		if (fp->have && (strcmp(fp->input, m.fp[ref].input) || strcmp(fp->weights, m.fp[ref].weights) ||
-		                 fp->records != m.fp[ref].records)) {
-			log_error("%s: shard %d/%d (input %s, %ld records, weights %s) and shard %d/%d "
-			          "(input %s, %ld records, weights %s) folded different inputs or weights: "
-			          "not one partition", m.dir, ref + 1, m.n, m.fp[ref].input,
-			          m.fp[ref].records, m.fp[ref].weights, k, m.n, fp->input, fp->records,
-			          fp->weights);
-			goto done;
-		}
-		if (fp->have && (!fp->settings != !m.fp[ref].settings ||
-		                 (fp->settings && strcmp(fp->settings, m.fp[ref].settings)))) {
-			log_error("%s: shard %d/%d (%s) and shard %d/%d (%s) were run with different settings: "
-			          "rerun one with the other's", m.dir, ref + 1, m.n,
-			          m.fp[ref].settings ? m.fp[ref].settings : "settings not recorded", k, m.n,
-			          fp->settings ? fp->settings : "settings not recorded");
-			goto done;
-		}
-		if (!found) {
-			missing++;
-			nmissing += fp->have ? fp->in_shard : 0;
-			unknown += !fp->have;
-			if (missing <= MERGE_SAY_MISSING && fp->have)
-				log_error("shard %d/%d: no summary.%d-of-%d.tsv (not finished): its %ld record(s) "
-				          "are missing; rerun it", k, m.n, k, m.n, fp->in_shard);
-			else if (missing <= MERGE_SAY_MISSING)
-				log_error("shard %d/%d: no summary.%d-of-%d.tsv (never run): its records are "
-				          "missing; run it", k, m.n, k, m.n);
-		} else if (merge_check_files(&m, k, before) < 0) {
-			goto done;
-		} else if (fp->in_shard != m.nrow - before) {
-			log_error("%s/summary%s.%d-of-%d.tsv: %ld rows, its run says %ld records: another "
-			          "run's; rerun shard %d/%d", m.dir, fp->partial ? ".partial" : "", k, m.n,
-			          m.nrow - before, fp->in_shard, k, m.n);
-			goto done;
-		} else if (fp->partial) {
-			unfinished++;
-			log_error("shard %d/%d: not finished (interrupted, or an output not written: "
-			          "summary.partial.%d-of-%d.tsv, no summary.%d-of-%d.tsv): rerun it", k, m.n,
-			          k, m.n, k, m.n);
-		}
-	}
+	for (int k = 1; k <= m.n; k++)
+		if (merge_shard(&m, k) < 0) goto done;
+	missing = m.missing;
+	unknown = m.unknown;
+	unfinished = m.unfinished;
+	nmissing = m.nmissing;
 	if (missing > MERGE_SAY_MISSING)
 		log_error("and %d more shard(s) of %d without their summary (%d of them never run)",
 		          missing - MERGE_SAY_MISSING, m.n, unknown);

@@ -240,6 +240,99 @@ static int set_str(char **dst, const char *opt, const char *s)
 	return 0;
 }
 
+/* option c (getopt_long's return; on: its text, for messages) into o; -v
+ * and -q counted in *vdelta.  0, or -1 after logging */
+static int opt_one(opt_t *o, int c, const char *on, int *vdelta)
+{
+	switch (c) {
+	case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
+	case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
+	case 'w':
+		if (set_str(&o->weights, "--weights", optarg)) return -1;
+		o->weights_given = 1;
+		break;
+	case O_LMWEIGHTS: if (set_str(&o->lm_weights, "--lm-weights", optarg)) return -1; break;
+	case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
+	case O_STRICT: o->strict = 1; break;
+	case O_CHUNK:
+		if (parse_int("--chunk-size", optarg, 0, 1 << 20, &o->chunk_size))
+			return -1;
+		break;
+	case O_RECYCLES:
+		if (parse_int("--num-recycles", optarg, -1, 64, &o->num_recycles))
+			return -1;
+		break;
+	case O_PREC: {
+		int i;
+		for (i = 0; i < BE_PREC_COUNT; i++)
+			if (strcmp(optarg, be_prec_name((be_prec_t)i)) == 0)
+				break;
+		if (i == BE_PREC_COUNT) {
+			log_error("--precision: expected auto, fp32, bf16 or fp16, got '%s'",
+			          optarg);
+			return -1;
+		}
+		o->precision = (be_prec_t)i;
+		break;
+	}
+	case O_DEVICES:
+		if (set_str(&o->devices, "--devices", optarg)) return -1;
+		if (!optarg[strspn(optarg, ",")]) {
+			log_error("--devices: no device in '%s'", optarg);
+			return -1;
+		}
+		break;   /* each element's form: opt_validate (dev_list_check) */
+	case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
+	case O_PAE: o->pae = 1; break;
+	case O_FORMAT: if (parse_formats(optarg, &o->formats)) return -1; break;
+	case O_KEEPNUM: o->keep_linker_numbering = 1; break;
+	case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
+	case O_NOSPLIT: o->no_split = 1; break;
+	case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
+	case O_EXCLUSIVE: o->exclusive = 1; break;
+	case O_FORCE: o->force = 1; break;
+	case O_WORKERS:
+		if (!strcmp(optarg, "auto")) o->workers = 0;
+		else if (parse_int("--workers", optarg, 1, 256, &o->workers))
+			return -1;
+		break;
+	case O_CPUMEM:
+		if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
+			log_error("--cpu-memory: expected a size from 1 byte to 1048576G such as 64G, got '%s'",
+			          optarg);
+			return -1;
+		}
+		break;
+	case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
+	case O_SHARDS:
+		if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;
+		break;
+	case 't':
+		if (parse_int("--threads", optarg, 0, 4096, &o->threads))
+			return -1;
+		break;
+	case 'v': (*vdelta)++; break;
+	case 'q': (*vdelta)--; break;
+	case 'h': o->help = 1; break;
+	case 'V': o->cmd = OPT_CMD_VERSION; break;
+	case ':':
+		/* a long option by the name given (its optopt is an
+		 * internal value past 255), a short one by its letter */
+		if (!strncmp(on, "--", 2) || optopt <= 0 || optopt > 255)
+			log_error("option %s needs an argument (try --help)", on);
+		else
+			log_error("option -%c needs an argument (try --help)", optopt);
+		return -1;
+	default:
+		if (optopt)
+			log_error("unknown option -%c (try --help)", optopt);
+		else
+			log_error("unknown option %s (try --help)", on);
+		return -1;
+	}
+	return 0;
+}
+
 int opt_parse(opt_t *o, int argc, char **argv)
 {
 	int first = 1, c, vdelta = 0;
@@ -267,92 +360,7 @@ int opt_parse(opt_t *o, int argc, char **argv)
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":i:o:w:t:vqhV", long_opts, NULL)) != -1) {
 		const char *on = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-		switch (c) {
-		case 'i': if (set_str(&o->input, "--input", optarg)) return -1; break;
-		case 'o': if (set_str(&o->outdir, "--outdir", optarg)) return -1; break;
-		case 'w':
-			if (set_str(&o->weights, "--weights", optarg)) return -1;
-			o->weights_given = 1;
-			break;
-		case O_LMWEIGHTS: if (set_str(&o->lm_weights, "--lm-weights", optarg)) return -1; break;
-		case O_NAMES: if (set_str(&o->names, "--names", optarg)) return -1; break;
-		case O_STRICT: o->strict = 1; break;
-		case O_CHUNK:
-			if (parse_int("--chunk-size", optarg, 0, 1 << 20, &o->chunk_size))
-				return -1;
-			break;
-		case O_RECYCLES:
-			if (parse_int("--num-recycles", optarg, -1, 64, &o->num_recycles))
-				return -1;
-			break;
-		case O_PREC: {
-			int i;
-			for (i = 0; i < BE_PREC_COUNT; i++)
-				if (strcmp(optarg, be_prec_name((be_prec_t)i)) == 0)
-					break;
-			if (i == BE_PREC_COUNT) {
-				log_error("--precision: expected auto, fp32, bf16 or fp16, got '%s'",
-				          optarg);
-				return -1;
-			}
-			o->precision = (be_prec_t)i;
-			break;
-		}
-		case O_DEVICES:
-			if (set_str(&o->devices, "--devices", optarg)) return -1;
-			if (!optarg[strspn(optarg, ",")]) {
-				log_error("--devices: no device in '%s'", optarg);
-				return -1;
-			}
-			break;   /* each element's form: opt_validate (dev_list_check) */
-		case O_DUMP: if (set_str(&o->dump_tensors, "--dump-tensors", optarg)) return -1; break;
-		case O_PAE: o->pae = 1; break;
-		case O_FORMAT: if (parse_formats(optarg, &o->formats)) return -1; break;
-		case O_KEEPNUM: o->keep_linker_numbering = 1; break;
-		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
-		case O_NOSPLIT: o->no_split = 1; break;
-		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
-		case O_EXCLUSIVE: o->exclusive = 1; break;
-		case O_FORCE: o->force = 1; break;
-		case O_WORKERS:
-			if (!strcmp(optarg, "auto")) o->workers = 0;
-			else if (parse_int("--workers", optarg, 1, 256, &o->workers))
-				return -1;
-			break;
-		case O_CPUMEM:
-			if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
-				log_error("--cpu-memory: expected a size from 1 byte to 1048576G such as 64G, got '%s'",
-				          optarg);
-				return -1;
-			}
-			break;
-		case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
-		case O_SHARDS:
-			if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;
-			break;
-		case 't':
-			if (parse_int("--threads", optarg, 0, 4096, &o->threads))
-				return -1;
-			break;
-		case 'v': vdelta++; break;
-		case 'q': vdelta--; break;
-		case 'h': o->help = 1; break;
-		case 'V': o->cmd = OPT_CMD_VERSION; break;
-		case ':':
-			/* a long option by the name given (its optopt is an
-			 * internal value past 255), a short one by its letter */
-			if (!strncmp(on, "--", 2) || optopt <= 0 || optopt > 255)
-				log_error("option %s needs an argument (try --help)", on);
-			else
-				log_error("option -%c needs an argument (try --help)", optopt);
-			return -1;
-		default:
-			if (optopt)
-				log_error("unknown option -%c (try --help)", optopt);
-			else
-				log_error("unknown option %s (try --help)", on);
-			return -1;
-		}
+		if (opt_one(o, c, on, &vdelta) < 0) return -1;
 	}
 	if (optind < argc) {
 		log_error("unexpected argument '%s' (try --help)", argv[optind]);

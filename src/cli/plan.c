@@ -19,25 +19,26 @@
  * cost in the planner's unit (sched_cost); seconds: cost x the quota
  * table's seconds_per_cost (calibrate measures it), "-" without one.
  */
+#include "cli/plan.h"
+
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include <stdlib.h>
-
-#include "sched/bucket.h"
-#include "cli/calibrate.h"
-#include "backend/devices.h"
+#include "util/grow.h"
+#include "util/log.h"
 #include "io/fasta.h"
 #include "io/job.h"
-#include "cli/setup.h"
-#include "util/log.h"
-#include "cli/plan.h"
+#include "backend/devices.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+#include "sched/bucket.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
 #include "sched/shard.h"
-#include "model/tokenizer.h"
-#include "model/weights.h"
+#include "cli/calibrate.h"
+#include "cli/setup.h"
 
 typedef struct {
 	int64_t records, residues, longest;
@@ -50,19 +51,15 @@ typedef struct {
 /* every record's cost and residues, in input order (a failed record: 0) */
 typedef struct {
 	int64_t *cost, *res;
-	int      n, cap;
+	int      n;
+	size_t   cap_cost, cap_res;
 } plan_recs_t;
 
 static int plan_recs_add(plan_recs_t *p, int64_t cost, int64_t res)
 {
-	if (p->n == p->cap) {
-		int nc = p->cap ? 2 * p->cap : 64;
-		int64_t *c = realloc(p->cost, nc * sizeof *c), *r = c ? realloc(p->res, nc * sizeof *r) : NULL;
-		if (c) p->cost = c;
-		if (r) p->res = r;
-		if (!c || !r) return -1;
-		p->cap = nc;
-	}
+	if (grow_array(&p->cost, &p->cap_cost, (size_t)p->n + 1, sizeof *p->cost) < 0 ||
+	    grow_array(&p->res, &p->cap_res, (size_t)p->n + 1, sizeof *p->res) < 0)
+		return -1;
 	p->cost[p->n] = cost;
 	p->res[p->n++] = res;
 	return 0;
@@ -130,42 +127,47 @@ done:
 	return rc;
 }
 
-int plan_cmd_main(const opt_t *o, FILE *out)
+/* what the input holds: the per-bucket tally of its good records, and what
+ * the per-device plan (--weights) and the partition (--shards) need */
+typedef struct {
+	tally_t     t[BUCKET_MAX + 1];
+	int64_t     nfailed;
+	char      **seq;       /* [nseq] the good records' sequences (--weights) */
+	int        *idx;       /* [nseq] their record indexes */
+	int         nseq;
+	size_t      cap_seq, cap_idx;
+	plan_recs_t recs;      /* --shards */
+} plan_input_t;
+
+static void plan_input_free(plan_input_t *in)
 {
-	char **seq = NULL;
-	int *idx = NULL, nseq = 0, capseq = 0;
-	quota_table_t *qt = NULL;
+	for (int i = 0; i < in->nseq; i++) free(in->seq[i]);
+	free(in->seq);
+	free(in->idx);
+	free(in->recs.cost);
+	free(in->recs.res);
+}
+
+/* o->input's records into in; a process exit code (EXIT_OK, or
+ * EXIT_FATAL after logging) */
+static int plan_read(const opt_t *o, plan_input_t *in)
+{
 	fasta_t *r;
-	bucket_set_t bs;
-	tally_t t[BUCKET_MAX + 1], tot = { 0, 0, 0 };
-	int64_t nfailed = 0;
-	plan_recs_t recs = { 0 };
 	job_t j;
 	int rc, code = EXIT_OK;
-	char lab[32];
 
-	bucket_set_default(&bs);
-	memset(t, 0, sizeof t);
-	if (o->quota_table && !(qt = quota_read(o->quota_table)))
+	if (!(r = fasta_open(o->input, o->names, NULL)))
 		return EXIT_FATAL;
-	if (qt)
-		log_info("quota table %s: device %s, precision %s, weights %s, safety %g",
-		         o->quota_table, qt->device, qt->precision, qt->weights,
-		         qt->safety);
-	if (!(r = fasta_open(o->input, o->names, NULL))) {
-		quota_free(qt);
-		return EXIT_FATAL;
-	}
 	job_init(&j);
 	while ((rc = fasta_next(r, &j)) > 0) {
-		if (o->shards && plan_recs_add(&recs, j.status == JOB_OK ? sched_cost((int)strlen(j.seq)) : 0,
+		if (o->shards && plan_recs_add(&in->recs, j.status == JOB_OK ? sched_cost((int)strlen(j.seq)) : 0,
 		                               j.status == JOB_OK ? j.len : 0) < 0) {
 			log_error("out of memory");
 			code = EXIT_FATAL;
 			break;
 		}
 		if (j.status != JOB_OK) {
-			nfailed++;
+			in->nfailed++;
 			if (o->strict) {
 				log_error("%s: %s (--strict)", fasta_path(r), j.reason);
 				code = EXIT_FATAL;
@@ -174,25 +176,19 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 			log_warn("%s: %s", fasta_path(r), j.reason);
 			continue;
 		}
-		if (o->weights && nseq == capseq) {   /* kept for the per-device plan */
-			int nc = capseq ? 2 * capseq : 64;
-			char **ns = realloc(seq, nc * sizeof *ns);
-			int *ni = ns ? realloc(idx, nc * sizeof *ni) : NULL;
-			if (ns) seq = ns;
-			if (ni) idx = ni;
-			if (!ns || !ni) {
+		if (o->weights) {   /* kept for the per-device plan */
+			size_t need = (size_t)in->nseq + 1;
+			if (grow_array(&in->seq, &in->cap_seq, need, sizeof *in->seq) < 0 ||
+			    grow_array(&in->idx, &in->cap_idx, need, sizeof *in->idx) < 0) {
 				log_error("out of memory");
 				code = EXIT_FATAL;
 				break;
 			}
-			capseq = nc;
-		}
-		if (o->weights) {
-			idx[nseq] = (int)j.index;
-			seq[nseq++] = j.seq;
+			in->idx[in->nseq] = (int)j.index;
+			in->seq[in->nseq++] = j.seq;
 			j.seq = NULL;
 		}
-		tally_t *b = &t[bucket_of(NULL, tok_model_len(j.len, j.nchains))];
+		tally_t *b = &in->t[bucket_of(NULL, tok_model_len(j.len, j.nchains))];
 		b->records++;
 		b->residues += j.len;
 		if (j.len > b->longest)
@@ -202,8 +198,18 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 		code = EXIT_FATAL;
 	job_free(&j);
 	fasta_close(r);
-	if (code != EXIT_OK) goto done;
+	return code;
+}
 
+/* the per-bucket table, "failed" and "total"; returns the records counted */
+static int64_t plan_buckets(const quota_table_t *qt, const plan_input_t *in, FILE *out)
+{
+	bucket_set_t bs;
+	tally_t tot = { 0, 0, 0 };
+	const tally_t *t = in->t;
+	char lab[32];
+
+	bucket_set_default(&bs);
 	fprintf(out, "bucket\trecords\tresidues\tlongest\tquota\n");
 	for (int b = 0; b <= bs.n; b++) {
 		int64_t q = qt ? quota_for_bucket(qt, &bs, b) : -1;
@@ -219,31 +225,41 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 		if (t[b].longest > tot.longest)
 			tot.longest = t[b].longest;
 	}
-	fprintf(out, "failed\t%" PRId64 "\t-\t-\t-\n", nfailed);
+	fprintf(out, "failed\t%" PRId64 "\t-\t-\t-\n", in->nfailed);
 	fprintf(out, "total\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n",
-	        tot.records + nfailed, tot.residues, tot.longest);
-	if (o->weights && plan_devices(o, qt, seq, idx, nseq, out) < 0) {
-		code = EXIT_FATAL;
+	        tot.records + in->nfailed, tot.residues, tot.longest);
+	return tot.records + in->nfailed;
+}
+
+int plan_main(const opt_t *o, FILE *out)
+{
+	quota_table_t *qt = NULL;
+	plan_input_t in = { 0 };
+	int64_t nrec;
+	int code;
+
+	if (o->quota_table && !(qt = quota_read(o->quota_table)))
+		return EXIT_FATAL;
+	if (qt)
+		log_info("quota table %s: device %s, precision %s, weights %s, safety %g",
+		         o->quota_table, qt->device, qt->precision, qt->weights,
+		         qt->safety);
+	if ((code = plan_read(o, &in)) != EXIT_OK) goto done;
+	code = EXIT_FATAL;
+	nrec = plan_buckets(qt, &in, out);
+	if (o->weights && plan_devices(o, qt, in.seq, in.idx, in.nseq, out) < 0)
 		goto done;
-	}
-	if (o->shards && plan_shards(o, qt, &recs, out) < 0) {
-		code = EXIT_FATAL;
+	if (o->shards && plan_shards(o, qt, &in.recs, out) < 0)
 		goto done;
-	}
 	if (fflush(out) != 0 || ferror(out)) {
 		log_error("cannot write the plan to stdout");
-		code = EXIT_FATAL;
 		goto done;
 	}
-	if (tot.records + nfailed == 0)
+	if (nrec == 0)
 		log_warn("%s: no records", o->input);
-	code = nfailed ? EXIT_PARTIAL : EXIT_OK;
+	code = in.nfailed ? EXIT_PARTIAL : EXIT_OK;
 done:
-	for (int i = 0; i < nseq; i++) free(seq[i]);
-	free(seq);
-	free(idx);
-	free(recs.cost);
-	free(recs.res);
+	plan_input_free(&in);
 	quota_free(qt);
 	return code;
 }

@@ -9,6 +9,6 @@
 #include "cli/options.h"
 
 /* Returns a process exit code (EXIT_* in options.h). */
-int plan_cmd_main(const opt_t *o, FILE *out);
+int plan_main(const opt_t *o, FILE *out);
 
 #endif

@@ -343,20 +343,13 @@ done:
 	return rc;
 }
 
-torch_zip_t *torch_zip_open(const char *path)
+/* path mapped (tz->map) and opened as a zip archive (tz->za); 0, or -1
+ * after logging */
+static int torch_zip_map(torch_zip_t *tz, const char *path)
 {
-	torch_zip_t *tz = calloc(1, sizeof *tz);
-	const torch_pickle_val_t *sd, *cfg;
 	struct stat sb;
-	char *pkl = NULL, *name = NULL, *bo = NULL;
-	torch_zip_src_t *src = NULL;
-	size_t plen, n;
-	int fd = -1, zerr = 0;
+	int fd, zerr = 0;
 
-	if (!tz || !(tz->path = strdup(path))) {
-		log_error("%s: out of memory", path);
-		goto fail;
-	}
 	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &sb) < 0) {
 		log_error("%s: cannot open: %s", path, strerror(errno));
 		goto fail;
@@ -387,31 +380,64 @@ torch_zip_t *torch_zip_open(const char *path)
 		zip_error_fini(&ze);
 		goto fail;
 	}
-	fd = -1;   /* zip_fdopen owns it now */
-	if (torch_zip_directory(tz) < 0) goto fail;
-	/* PREFIX/data.pkl: the one pickle */
+	/* zip_fdopen owns fd now */
+	return 0;
+fail:
+	if (fd >= 0) close(fd);
+	return -1;
+}
+
+/* tz->prefix: the folder of the one PREFIX/data.pkl; its byteorder, if
+ * any, little-endian.  0, or -1 after logging */
+static int torch_zip_find_pickle(torch_zip_t *tz, const char *path)
+{
+	char *name = NULL, *bo = NULL;
+	size_t n;
+	int rc = -1;
+
 	for (size_t i = 0; i < tz->nent; i++) {
 		const char *s = tz->ent[i].name, *sl = strchr(s, '/');
 		if (!sl || strcmp(sl + 1, "data.pkl")) continue;
 		if (tz->prefix) {
 			log_error("%s: more than one data.pkl in the archive", path);
-			goto fail;
+			goto done;
 		}
-		if (!(tz->prefix = strndup(s, (size_t)(sl + 1 - s)))) goto fail;
+		if (!(tz->prefix = strndup(s, (size_t)(sl + 1 - s)))) goto done;
 	}
 	if (!tz->prefix) {
 		log_error("%s: a zip archive without PREFIX/data.pkl: not a PyTorch checkpoint", path);
-		goto fail;
+		goto done;
 	}
-	if (asprintf(&name, "%sbyteorder", tz->prefix) < 0) { name = NULL; goto fail; }
+	if (asprintf(&name, "%sbyteorder", tz->prefix) < 0) { name = NULL; goto done; }
 	if (torch_zip_entry(tz, name)) {
-		if (!(bo = torch_zip_read_entry(tz, name, &n))) goto fail;
+		if (!(bo = torch_zip_read_entry(tz, name, &n))) goto done;
 		if (strcmp(bo, "little")) {
 			log_error("%s: byte order '%.16s' (only little-endian checkpoints are read)", path, bo);
-			goto fail;
+			goto done;
 		}
 	}
+	rc = 0;
+done:
 	free(name);
+	free(bo);
+	return rc;
+}
+
+torch_zip_t *torch_zip_open(const char *path)
+{
+	torch_zip_t *tz = calloc(1, sizeof *tz);
+	const torch_pickle_val_t *sd, *cfg;
+	char *pkl = NULL, *name = NULL;
+	torch_zip_src_t *src = NULL;
+	size_t plen, n;
+
+	if (!tz || !(tz->path = strdup(path))) {
+		log_error("%s: out of memory", path);
+		goto fail;
+	}
+	if (torch_zip_map(tz, path) < 0) goto fail;
+	if (torch_zip_directory(tz) < 0) goto fail;
+	if (torch_zip_find_pickle(tz, path) < 0) goto fail;
 	if (asprintf(&name, "%sdata.pkl", tz->prefix) < 0) { name = NULL; goto fail; }
 	if (!(pkl = torch_zip_read_entry(tz, name, &plen))) goto fail;
 	tz->pk.path = tz->path;
@@ -451,15 +477,12 @@ torch_zip_t *torch_zip_open(const char *path)
 		json_decref(j);
 	}
 	free(name);
-	free(bo);
 	free(pkl);
 	free(src);
 	torch_pickle_free(&tz->pk);
 	return tz;
 fail:
-	if (fd >= 0) close(fd);
 	free(name);
-	free(bo);
 	free(pkl);
 	free(src);
 	torch_zip_close(tz);

@@ -239,15 +239,74 @@ static int split_tabs(char *line, char **f, int max)
 
 #define MAX_FIELDS 64
 
+/* the first line, "esmbatch-quota VERSION key=value...", into t; NULL, or
+ * what is wrong with it (in msg when it is formatted) */
+static const char *quota_parse_header(quota_table_t *t, char *line, char *msg, size_t n)
+{
+	char *f[MAX_FIELDS];
+	int nf = split_tabs(line, f, MAX_FIELDS), have_safety = 0;
+
+	if (nf < 2 || strcmp(f[0], QUOTA_MAGIC) != 0)
+		return "not a quota table (first line must start with '" QUOTA_MAGIC "')";
+	if (nf > MAX_FIELDS || strcmp(f[1], QUOTA_VERSION) != 0)
+		return "unsupported quota table version (expected " QUOTA_VERSION ")";
+	for (int i = 2; i < nf; i++) {
+		char *eq = strchr(f[i], '=');
+		if (!eq)
+			return "header field is not key=value";
+		*eq = '\0';
+		int is_safety = strcmp(f[i], "safety") == 0;
+		if (is_safety ? have_safety : quota_get(t, f[i]) != NULL)
+			return "header key given twice";
+		if (quota_set(t, f[i], eq + 1) < 0) {
+			int k = quota_num(f[i]);
+			if (k < 0)
+				return "bad header key or value";
+			snprintf(msg, n, "%s must be %s", f[i], quota_nums[k].range);
+			return msg;
+		}
+		have_safety |= is_safety;
+	}
+	if (!t->device || !t->precision || !t->weights || !have_safety)
+		return "header needs device=, precision=, weights= and safety=";
+	return NULL;
+}
+
+/* a row, "max_len peak_allocated peak_reserved device_used quota", added
+ * to t; NULL, or what is wrong with it (in msg when it is formatted) */
+static const char *quota_parse_row(quota_table_t *t, char *line, char *msg, size_t n)
+{
+	static const char *const quota_cols[5] = { "max_len", "peak_allocated", "peak_reserved",
+	                                           "device_used", "quota" };
+	char *f[MAX_FIELDS];
+	quota_row_t r;
+	int64_t *col[5] = { &r.max_len, &r.peak_allocated, &r.peak_reserved, &r.device_used, &r.quota };
+
+	if (split_tabs(line, f, MAX_FIELDS) != 5)
+		return "expected 5 tab-separated fields";
+	for (int c = 0; c < 5; c++) {
+		int figure = c >= 1 && c <= 3;
+		if (parse_field(f[c], figure, !figure,
+		                c ? QUOTA_BYTES_MAX : QUOTA_LEN_MAX, col[c]) < 0) {
+			snprintf(msg, n, "%s must be %s", quota_cols[c],
+			         c == 0 ? "an integer in [1, 2^31 - 1]" :
+			         figure ? "a byte count in [0, 2^50] (digits) or '-'" :
+			                  "a byte count in [1, 2^50] (digits)");
+			return msg;
+		}
+	}
+	if (quota_add_row(t, &r) < 0)
+		return "max_len must increase from row to row";
+	return NULL;
+}
+
 quota_table_t *quota_read_fp(FILE *fp, const char *name)
 {
 	quota_table_t *t = quota_init();
-	static const char *const quota_cols[5] = { "max_len", "peak_allocated", "peak_reserved",
-	                                           "device_used", "quota" };
-	char *line, *f[MAX_FIELDS], msg[160];
+	char *line, msg[160];
 	lines_t ln;
 	size_t len;
-	int lno = 0, have_cols = 0, have_safety = 0, nf, rc;
+	int lno = 0, have_cols = 0, rc;
 	const char *err = NULL;
 
 	if (!t) {
@@ -266,43 +325,8 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 			goto bad;
 		}
 		if (lno == 1) {
-			nf = split_tabs(line, f, MAX_FIELDS);
-			if (nf < 2 || strcmp(f[0], QUOTA_MAGIC) != 0) {
-				err = "not a quota table (first line must start with '" QUOTA_MAGIC "')";
+			if ((err = quota_parse_header(t, line, msg, sizeof msg)))
 				goto bad;
-			}
-			if (nf > MAX_FIELDS || strcmp(f[1], QUOTA_VERSION) != 0) {
-				err = "unsupported quota table version (expected " QUOTA_VERSION ")";
-				goto bad;
-			}
-			for (int i = 2; i < nf; i++) {
-				char *eq = strchr(f[i], '=');
-				if (!eq) {
-					err = "header field is not key=value";
-					goto bad;
-				}
-				*eq = '\0';
-				int is_safety = strcmp(f[i], "safety") == 0;
-				if (is_safety ? have_safety : quota_get(t, f[i]) != NULL) {
-					err = "header key given twice";
-					goto bad;
-				}
-				if (quota_set(t, f[i], eq + 1) < 0) {
-					int k = quota_num(f[i]);
-					if (k >= 0) {
-						snprintf(msg, sizeof msg, "%s must be %s", f[i], quota_nums[k].range);
-						err = msg;
-					} else {
-						err = "bad header key or value";
-					}
-					goto bad;
-				}
-				have_safety |= is_safety;
-			}
-			if (!t->device || !t->precision || !t->weights || !have_safety) {
-				err = "header needs device=, precision=, weights= and safety=";
-				goto bad;
-			}
 			continue;
 		}
 		if (len == 0 || line[0] == '#')
@@ -316,29 +340,8 @@ quota_table_t *quota_read_fp(FILE *fp, const char *name)
 			have_cols = 1;
 			continue;
 		}
-		nf = split_tabs(line, f, MAX_FIELDS);
-		if (nf != 5) {
-			err = "expected 5 tab-separated fields";
+		if ((err = quota_parse_row(t, line, msg, sizeof msg)))
 			goto bad;
-		}
-		quota_row_t r;
-		int64_t *col[5] = { &r.max_len, &r.peak_allocated, &r.peak_reserved, &r.device_used, &r.quota };
-		for (int c = 0; c < 5; c++) {
-			int figure = c >= 1 && c <= 3;
-			if (parse_field(f[c], figure, !figure,
-			                c ? QUOTA_BYTES_MAX : QUOTA_LEN_MAX, col[c]) < 0) {
-				snprintf(msg, sizeof msg, "%s must be %s", quota_cols[c],
-				         c == 0 ? "an integer in [1, 2^31 - 1]" :
-				         figure ? "a byte count in [0, 2^50] (digits) or '-'" :
-				                  "a byte count in [1, 2^50] (digits)");
-				err = msg;
-				goto bad;
-			}
-		}
-		if (quota_add_row(t, &r) < 0) {
-			err = "max_len must increase from row to row";
-			goto bad;
-		}
 	}
 	if (rc < 0)
 		goto fail;

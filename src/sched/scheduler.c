@@ -1,5 +1,7 @@
 /* scheduler.c - devices, budgets, workers and the folds they run
  * (measured: sched_fold), halving (see scheduler.h). */
+#include "sched/scheduler.h"
+
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,61 +14,21 @@
 
 #include <jansson.h>
 
-#include "sched/bucket.h"
-#include "backend/devices.h"
-#include "io/job.h"
+#include "util/grow.h"
 #include "util/log.h"
-#include "sched/scheduler.h"
 #include "util/status.h"
 #include "util/sysmem.h"
+#include "io/job.h"
+#include "backend/devices.h"
+#include "sched/bucket.h"
+#include "sched/scheduler_impl.h"
 #include "sched/waitq.h"
 
 #define SCHED_MIN_CHUNK 8
 #define SCHED_CPU_CHUNK 32   /* smallest auto chunk in host memory */
 #define SCHED_AUTO_CAP 4     /* most auto workers on a card (sched_auto_workers) */
 #define SCHED_SAY_SECS 2.0   /* placing one record: a progress line this often */
-
-/* a dry run's outcome for a length and chunk on one device (the plan is a
- * function of those alone: memory model, DESIGN.md section 4) */
-typedef struct {
-	int          used, dev, L, chunk, ok;
-	model_plan_t plan;
-} sched_memo_t;
-
-/* an event for the output step: a line of run.jsonl, or a settled record */
-typedef struct sched_ev {
-	struct sched_ev *next;
-	sched_item_t     it;        /* the fold as it ended (seq NULL) */
-	mem_fig_t        fig;
-	int              has_fig;
-	const char      *status;    /* NULL: record it.rec settled, with v[0..n) */
-	sched_item_t    *v;
-	int              n;
-} sched_ev_t;
-
-struct sched {
-	sched_dev_t    *dev;
-	int             ndev;
-	sched_opt_t     o;
-	sched_item_t   *it;
-	int             n, cap;
-	int             running;
-	double          t_start;
-	pthread_mutex_t lock;      /* items, grants, the event queue */
-	pthread_cond_t  cond;
-	sched_ev_t     *head, **tail;   /* events not yet written, oldest first */
-	pthread_mutex_t out;       /* held by the one thread on the output step */
-	int            *gone;      /* [ndev] 1: the device is lost, retired */
-	int             nlive;     /* devices not retired */
-	char            lost[200]; /* why the last device was retired */
-	wq_t            wq;        /* the waiting items (waitq.h) */
-	int            *next;      /* [cap] the next item of the same record, -1 */
-	int            *last;      /* [nrec] a record's last item made, -1 */
-	int             nrec;
-	sched_memo_t   *memo;      /* [nmemo] open addressing, a power of two */
-	int             nmemo, nmemo_used;
-	double          t_place, t_said;   /* placing the current record: since, last line */
-};
+#define SCHED_MEMO_FIRST 256 /* slots of the dry runs' memo at first */
 
 int64_t sched_cost(int len)
 {
@@ -125,7 +87,7 @@ static void sched_memo_add(sched_t *s, int di, int L, int chunk, int ok, const m
 	sched_memo_t *m;
 
 	if (2 * (s->nmemo_used + 1) > s->nmemo) {
-		int n = s->nmemo ? 2 * s->nmemo : 256;
+		int n = s->nmemo ? 2 * s->nmemo : SCHED_MEMO_FIRST;   /* rehashed, not grown */
 		sched_memo_t *old = s->memo, *nm = calloc(n, sizeof *nm);
 		int on = s->nmemo;
 		if (!nm) return;
@@ -226,15 +188,10 @@ static sched_item_t *sched_push(sched_t *s, int rec, const char *frag, int start
 	sched_item_t *it;
 
 	if (rec < 0) return NULL;
-	if (s->n == s->cap) {
-		int cap = s->cap ? 2 * s->cap : 64;
-		sched_item_t *ni = realloc(s->it, cap * sizeof *ni);
-		int *nx = ni ? realloc(s->next, cap * sizeof *nx) : NULL;
-		if (ni) s->it = ni;
-		if (nx) s->next = nx;
-		if (!ni || !nx || wq_reserve(&s->wq, cap) < 0) return NULL;
-		s->cap = cap;
-	}
+	if (grow_array(&s->it, &s->cap_it, (size_t)s->n + 1, sizeof *s->it) < 0 ||
+	    grow_array(&s->next, &s->cap_next, (size_t)s->n + 1, sizeof *s->next) < 0 ||
+	    wq_reserve(&s->wq, (int)s->cap_it) < 0)
+		return NULL;
 	if (rec >= s->nrec) {
 		int nh = rec + 1 > 2 * s->nrec ? rec + 1 : 2 * s->nrec;
 		int *h = realloc(s->last, nh * sizeof *h);
@@ -497,10 +454,7 @@ int sched_add(sched_t *s, int rec, const char *seq)
 int sched_count(const sched_t *s) { return s->n; }
 const sched_item_t *sched_item(const sched_t *s, int i) { return &s->it[i]; }
 
-/* 1: d's workers keep their arenas from one fold to the next (a device
- * with a driver's memory: a card, sim:SIZE); the CPU reserves one per fold
- * (host pages, whose growth a fold's figures measure) */
-static int sched_keeps(const sched_dev_t *d)
+int sched_keeps(const sched_dev_t *d)
 {
 	return d->be->mem_info != NULL;
 }
@@ -512,10 +466,7 @@ static int64_t sched_extra(int64_t hold, int64_t q)
 	return q > hold ? q - hold : 0;
 }
 
-/* the longest waiting item that a worker of d holding `hold` can take now
- * (what it adds fits the budget not yet granted); -1 none.  *any: some
- * waiting item could ever run on d */
-static int sched_pick(sched_t *s, sched_dev_t *d, int64_t hold, int *any)
+int sched_pick(sched_t *s, sched_dev_t *d, int64_t hold, int *any)
 {
 	int64_t least = wq_least(&s->wq), free = d->budget - d->granted, lim;
 
@@ -526,19 +477,13 @@ static int sched_pick(sched_t *s, sched_dev_t *d, int64_t hold, int *any)
 	return wq_pick(&s->wq, lim);
 }
 
-/* item i leaves the queue to run */
-static void sched_start(sched_t *s, int i)
+void sched_start(sched_t *s, int i)
 {
 	wq_take(&s->wq, i);
 	s->it[i].state = SCHED_RUN;
 }
 
-/* A worker of d holding *hold takes item i, or, i < 0 while items wait
- * that the device could run, gives its kept arena back (*hold -> 0; the
- * caller releases it) so that the memory serves another worker or a
- * larger item.  Returns 1 when the arena is to be released.  The same
- * policy runs the workers and the plan.  Lock held. */
-static int sched_hold(sched_dev_t *d, sched_item_t *it, int any, int64_t *hold)
+int sched_hold(sched_dev_t *d, sched_item_t *it, int any, int64_t *hold)
 {
 	if (it) {
 		int64_t x = sched_extra(*hold, it->quota);
@@ -831,7 +776,7 @@ static void sched_fold_ended(sched_t *s, int i, int di, int rc, const char *err,
 
 	if (rc == 0) {
 		/* the record's files are final before its fold is logged as ok */
-		it->state = SCHED_DONE;
+		it->state = SCHED_FOLDED;
 		sched_item_end(it);
 		if (sched_settled(s, it->rec)) sched_log_settled(s, it->rec);
 		sched_log_fold(s, &s->it[i], fig, "ok");
@@ -927,7 +872,7 @@ static int sched_worker(sched_t *s, sched_wk_t *w, int once)
 		char err[256] = "";
 		double t0 = sched_now();
 		int rc = sched_fold(&w->m, &t, &run, &plan, &out, &fig, err, sizeof err);
-		if (rc == 0 && s->o.done(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
+		if (rc == 0 && s->o.folded(s->o.ctx, &snap, d, &t, &out, &fig, sched_now() - t0, err,
 		                         sizeof err) < 0)
 			rc = -1;
 		model_out_free(&out);
@@ -959,126 +904,6 @@ static void sched_worker_run(sched_t *s, int di, int wi)
 	sched_wk_init(s, &w, di, wi);
 	sched_worker(s, &w, 0);
 	sched_wk_free(s, &w);
-}
-
-typedef struct {
-	int64_t items, longest, quota, at_once, peak;
-} sched_tally_t;
-
-int sched_plan(sched_t *s, FILE *out, int order)
-{
-	int nw = 0, w, nb = BUCKET_MAX + 1, ord = 0, *busy = NULL, *wdev = NULL, *started = NULL;
-	double t = 0, *fin = NULL, *at = NULL;
-	int64_t *peak = calloc(s->ndev, sizeof *peak), *hold = NULL;
-	sched_tally_t *tl = NULL;
-	char lab[32];
-	int rc = -1;
-
-	for (int i = 0; i < s->ndev; i++) nw += s->dev[i].workers;
-	busy = malloc(nw * sizeof *busy);
-	wdev = malloc(nw * sizeof *wdev);
-	fin = malloc(nw * sizeof *fin);
-	started = malloc((s->n + 1) * sizeof *started);
-	at = malloc((s->n + 1) * sizeof *at);
-	tl = calloc((size_t)s->ndev * nb, sizeof *tl);
-	hold = calloc(nw > 0 ? nw : 1, sizeof *hold);
-	if (!peak || !busy || !wdev || !fin || !started || !at || !tl || !hold) goto done;
-	w = 0;
-	for (int i = 0; i < s->ndev; i++)
-		for (int k = 0; k < s->dev[i].workers; k++) wdev[w++] = i;
-	for (w = 0; w < nw; w++) busy[w] = -1;
-	for (;;) {
-		int any, running = 0;
-		for (w = 0; w < nw; w++) {
-			sched_dev_t *d = &s->dev[wdev[w]];
-			int i;
-			if (busy[w] >= 0) continue;
-			if ((i = sched_pick(s, d, hold[w], &any)) < 0 && sched_hold(d, NULL, any, &hold[w]))
-				i = sched_pick(s, d, 0, &any);   /* its kept arena given back */
-			if (i < 0) continue;
-			sched_start(s, i);
-			s->it[i].dev = wdev[w];
-			s->it[i].worker = w;
-			sched_hold(d, &s->it[i], 1, &hold[w]);
-			busy[w] = i;
-			fin[w] = t + (double)sched_cost(s->it[i].len);
-			started[ord] = i;
-			at[ord++] = t;
-		}
-		/* what runs now, per device and bucket */
-		for (int i = 0; i < s->ndev; i++) {
-			int64_t now[BUCKET_MAX + 1] = { 0 };
-			if (s->dev[i].granted > peak[i]) peak[i] = s->dev[i].granted;
-			for (w = 0; w < nw; w++)
-				if (busy[w] >= 0 && wdev[w] == i) now[bucket_of(NULL, s->it[busy[w]].tok.L)]++;
-			for (int b = 0; b < nb; b++) {
-				sched_tally_t *x = &tl[i * nb + b];
-				if (now[b] > x->at_once) x->at_once = now[b];
-				if (now[b] && s->dev[i].granted > x->peak) x->peak = s->dev[i].granted;
-			}
-		}
-		for (w = 0; w < nw; w++)   /* on to the earliest end */
-			if (busy[w] >= 0 && (!running++ || fin[w] < t)) t = fin[w];
-		if (!running) break;
-		for (w = 0; w < nw; w++) {
-			if (busy[w] < 0 || fin[w] > t) continue;
-			s->it[busy[w]].state = SCHED_DONE;
-			if (!sched_keeps(&s->dev[wdev[w]])) {
-				s->dev[wdev[w]].granted -= hold[w];
-				hold[w] = 0;
-			}
-			busy[w] = -1;
-		}
-	}
-	for (int k = 0; k < ord; k++) {
-		sched_item_t *it = &s->it[started[k]];
-		sched_tally_t *x = &tl[it->dev * nb + bucket_of(NULL, it->tok.L)];
-		x->items++;
-		if (it->len > x->longest) x->longest = it->len;
-		if (it->quota > x->quota) x->quota = it->quota;
-	}
-	fprintf(out, "device\tbudget\tworkers\tpeak\tkept\n");
-	for (int i = 0; i < s->ndev; i++)   /* kept: the workers' arenas at the end */
-		fprintf(out, "%s\t%lld\t%d\t%lld\t%lld\n", s->dev[i].be->name, (long long)s->dev[i].budget,
-		        s->dev[i].workers, (long long)peak[i], (long long)s->dev[i].granted);
-	fprintf(out, "\ndevice\tbucket\titems\tlongest\tquota\tat_once\tpeak\n");
-	for (int i = 0; i < s->ndev; i++)
-		for (int b = 0; b < nb; b++) {
-			const sched_tally_t *x = &tl[i * nb + b];
-			if (!x->items) continue;
-			fprintf(out, "%s\t%s\t%lld\t%lld\t%lld\t%lld\t%lld\n", s->dev[i].be->name,
-			        bucket_label(NULL, b, lab, sizeof lab), (long long)x->items,
-			        (long long)x->longest, (long long)x->quota, (long long)x->at_once,
-			        (long long)x->peak);
-		}
-	if (order) {
-		fprintf(out, "\nstart\tdevice\tworker\trecord\tresidues\tchunk\tquota\n");
-		for (int k = 0; k < ord; k++) {
-			const sched_item_t *it = &s->it[started[k]];
-			fprintf(out, "%.1f\t%s\t%d\t%d\t%d-%d\t%d\t%lld\n", t > 0 ? 100.0 * at[k] / t : 0.0,
-			        s->dev[it->dev].be->name, it->worker, it->rec, it->start + 1, it->start + it->len,
-			        it->chunk, (long long)it->quota);
-		}
-	}
-	rc = ferror(out) ? -1 : 0;
-done:
-	/* nothing ran: every item planned is waiting again */
-	for (int k = 0; k < ord; k++) {
-		sched_item_t *it = &s->it[started[k]];
-		it->state = SCHED_WAIT;
-		it->dev = it->worker = -1;
-		wq_put(&s->wq, started[k], it->quota, it->len);
-	}
-	for (int i = 0; i < s->ndev; i++) s->dev[i].granted = s->dev[i].seen = 0;
-	free(peak);
-	free(busy);
-	free(wdev);
-	free(fin);
-	free(started);
-	free(at);
-	free(tl);
-	free(hold);
-	return rc;
 }
 
 #ifndef _OPENMP

@@ -41,7 +41,7 @@
 #include "io/safetensors.h"
 #include "model/tokenizer.h"
 
-typedef enum { SCHED_WAIT, SCHED_RUN, SCHED_DONE, SCHED_FAILED, SCHED_SPLIT } sched_state_t;
+typedef enum { SCHED_WAIT, SCHED_RUN, SCHED_FOLDED, SCHED_FAILED, SCHED_SPLIT } sched_state_t;
 
 typedef struct {
 	int           rec;        /* the record it belongs to (caller's index) */
@@ -80,7 +80,7 @@ typedef struct sched sched_t;
 
 /* Called by a worker (no lock held) when an item's fold succeeded; writes
  * its outputs.  0, or negative: the item fails with `reason`. */
-typedef int (*sched_done_fn)(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+typedef int (*sched_folded_fn)(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                              const model_out_t *out, const mem_fig_t *fig, double secs,
                              char *reason, size_t cap);
 
@@ -102,7 +102,7 @@ typedef struct {
 	const quota_table_t *qt;          /* or NULL */
 	FILE                *jsonl;       /* one line per device and per fold */
 	volatile sig_atomic_t *stop;      /* nonzero: take no more items */
-	sched_done_fn        done;
+	sched_folded_fn      folded;
 	sched_settled_fn     settled;     /* or NULL */
 	void                *ctx;
 	safetensors_writer_t         *dump;        /* --dump-tensors (one worker only) */

@@ -133,7 +133,7 @@ int shard_assign(const int64_t *cost, int n, int nshards, int *of)
 	int64_t *load = calloc(nshards, sizeof *load);
 	int rc = -1;
 
-	if (!order || !heap || !load) goto fail;
+	if (!order || !heap || !load) goto done;
 	for (int i = 0; i < n; i++) order[i] = i;
 	/* the comparison is a total order: the sorted order is unique */
 	qsort_r(order, n, sizeof *order, shard_cmp, (void *)cost);
@@ -145,7 +145,7 @@ int shard_assign(const int64_t *cost, int n, int nshards, int *of)
 		shard_sift(heap, nshards, load, 0);
 	}
 	rc = 0;
-fail:
+done:
 	free(order);
 	free(heap);
 	free(load);

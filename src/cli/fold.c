@@ -124,6 +124,7 @@ static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item
 static void fold_close(fold_run_t *r)
 {
 	sched_free(r->sched);
+	fold_cache_close(r);
 	free(r->names);
 	fasta_close(r->in);
 	/* the weights' buffers are released through their backends: close
@@ -364,11 +365,12 @@ static int fold_open_model(fold_run_t *r)
 		calib_table_check(r->qt, o->quota_table, r->dev[i].be->name, weights_fingerprint(r->wt),
 		                  r->dev[i].be->precision);
 	if (o->dump_tensors && !(r->dump = safetensors_writer_init())) return EXIT_FATAL;
-	return 0;
+	return fold_cache_open(r) < 0 ? EXIT_FATAL : 0;
 }
 
 /* queue: the scheduler made, and every record failed (a bad one),
- * skipped (done by an earlier run: fold_resumable) or queued (sched_add);
+ * skipped (done by an earlier run: fold_resumable), written from the
+ * cache (fold_cache_take) or queued (sched_add);
  * the plan logged.  0 or an exit code */
 static int fold_queue(fold_run_t *r)
 {
@@ -387,6 +389,7 @@ static int fold_queue(fold_run_t *r)
 	for (int i = 0; i < r->nrec; i++) {
 		fold_rec_t *x = &r->rec[i];
 		const char *row;
+		int hit = 0;
 		if (x->job.status != JOB_OK) {
 			if (fold_row(x, NULL, "failed", x->job.reason) < 0) return EXIT_FATAL;
 			r->nfailed++;
@@ -395,6 +398,8 @@ static int fold_queue(fold_run_t *r)
 			x->skipped = 1;
 			r->nskipped++;
 			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
+		} else if ((hit = fold_cache_take(r, i)) != 0) {
+			if (hit < 0) return EXIT_FATAL;
 		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
 			return EXIT_FATAL;
 		} else {
@@ -407,6 +412,7 @@ static int fold_queue(fold_run_t *r)
 	if (r->nskipped)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r->nskipped, o->outdir);
+	if (r->ncached) log_info("%ld record(s) written from the cache %s", r->ncached, o->cache);
 	return 0;
 }
 

@@ -101,7 +101,7 @@ void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n
 		         x->ptm_sum / x->res_done, secs);
 	else
 		log_info("[%ld/%ld] %s: ok, %lld residues on %s, mean pLDDT %.1f, pTM %.3f, %s", k, r->todo,
-		         x->job.name, (long long)x->job.len, r->dev[v[0].dev].be->name, x->plddt_sum / x->res_done,
+		         x->job.name, (long long)x->job.len, x->cached ? "the cache" : r->dev[v[0].dev].be->name, x->plddt_sum / x->res_done,
 		         x->ptm_sum / x->res_done, secs);
 }
 

@@ -63,10 +63,9 @@ static char *fold_cache_seq(const tok_t *t)
 	return s;
 }
 
-/* the key of encoding t folded on be in passes trunk passes at chunk, or
- * NULL (no memory) */
-static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be, int passes,
-                            int chunk)
+/* the key of encoding t folded on be in passes trunk passes at the run's
+ * --chunk-size, or NULL (no memory) */
+static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be, int passes)
 {
 	const char *cfg = weights_cfg_json(r->wt);
 	char *seq = fold_cache_seq(t), *key = NULL;
@@ -74,7 +73,7 @@ static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be,
 
 	if (seq && asprintf(&key, "esmbatch structure %d\nsequence %s\nweights %s\nconfig %016llx\n"
 	                    "passes %d\nchunk %d\nprecision %s\nnumerics %s\n", FOLD_CACHE_VERSION,
-	                    seq, weights_fingerprint(r->wt), ch, passes, chunk, be->precision,
+	                    seq, weights_fingerprint(r->wt), ch, passes, r->o->chunk_size, be->precision,
 	                    be->numerics ? be->numerics : be->name) < 0)
 		key = NULL;
 	free(seq);
@@ -169,7 +168,7 @@ int fold_cache_take(fold_run_t *r, int i)
 			       !strcmp(r->dev[e].be->numerics ? r->dev[e].be->numerics : r->dev[e].be->name,
 			               be->numerics ? be->numerics : be->name);
 		if (seen) continue;
-		if (!(key = fold_cache_key(r, &t, be, passes, o->chunk_size))) {
+		if (!(key = fold_cache_key(r, &t, be, passes))) {
 			rc = -1;
 			break;
 		}
@@ -190,7 +189,7 @@ void fold_cache_add(fold_run_t *r, const sched_item_t *it, const sched_dev_t *d,
 	char *key;
 
 	if (!r->cache || d->be == &fold_cache_be) return;
-	if (!(key = fold_cache_key(r, t, d->be, out->passes, it->chunk)) || !(b = malloc(n))) {
+	if (!(key = fold_cache_key(r, t, d->be, out->passes)) || !(b = malloc(n))) {
 		log_warn("%s: not stored in the cache (out of memory)", r->rec[it->rec].job.name);
 		free(key);
 		return;

@@ -13,8 +13,9 @@
  * the entry holds the model's outputs (atom positions, masks, pLDDT, PAE,
  * pTM), not files, and a hit is written through fold_write_outputs under
  * the record's own name and options.  A lookup tries each kind of device
- * of the run (any of them could have folded the record) at the run's
- * --chunk-size; a fold that had to run at a smaller chunk is stored under
+ * of the run (any of them could have folded the record) at the chunk the
+ * scheduler plans the record at first (sched_first_chunk; chunking changes
+ * the sums); a fold that had to run at a smaller chunk is stored under
  * that one.  The entry also holds the fold's seconds and memory figures,
  * which the summary row of a hit repeats (its source column says cache).
  * Fragments of a split record are not stored.  --force and --dump-tensors
@@ -63,9 +64,10 @@ static char *fold_cache_seq(const tok_t *t)
 	return s;
 }
 
-/* the key of encoding t folded on be in passes trunk passes at the run's
- * --chunk-size, or NULL (no memory) */
-static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be, int passes)
+/* the key of encoding t folded on be in passes trunk passes at chunk, or
+ * NULL (no memory) */
+static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be, int passes,
+                            int chunk)
 {
 	const char *cfg = weights_cfg_json(r->wt);
 	char *seq = fold_cache_seq(t), *key = NULL;
@@ -73,7 +75,7 @@ static char *fold_cache_key(const fold_run_t *r, const tok_t *t, const be_t *be,
 
 	if (seq && asprintf(&key, "esmbatch structure %d\nsequence %s\nweights %s\nconfig %016llx\n"
 	                    "passes %d\nchunk %d\nprecision %s\nnumerics %s\n", FOLD_CACHE_VERSION,
-	                    seq, weights_fingerprint(r->wt), ch, passes, r->o->chunk_size, be->precision,
+	                    seq, weights_fingerprint(r->wt), ch, passes, chunk, be->precision,
 	                    be->numerics ? be->numerics : be->name) < 0)
 		key = NULL;
 	free(seq);
@@ -151,6 +153,7 @@ int fold_cache_take(fold_run_t *r, int i)
 	fold_rec_t *x = &r->rec[i];
 	const opt_t *o = r->o;
 	int passes = o->num_recycles >= 0 ? o->num_recycles + 1 : weights_cfg(r->wt)->max_recycles;
+	int chunk = r->sched ? sched_first_chunk(r->sched, (int)strlen(x->job.seq)) : o->chunk_size;
 	tok_t t = { 0 };
 	int rc = 0;
 
@@ -168,7 +171,7 @@ int fold_cache_take(fold_run_t *r, int i)
 			       !strcmp(r->dev[e].be->numerics ? r->dev[e].be->numerics : r->dev[e].be->name,
 			               be->numerics ? be->numerics : be->name);
 		if (seen) continue;
-		if (!(key = fold_cache_key(r, &t, be, passes))) {
+		if (!(key = fold_cache_key(r, &t, be, passes, chunk))) {
 			rc = -1;
 			break;
 		}
@@ -189,7 +192,7 @@ void fold_cache_add(fold_run_t *r, const sched_item_t *it, const sched_dev_t *d,
 	char *key;
 
 	if (!r->cache || d->be == &fold_cache_be) return;
-	if (!(key = fold_cache_key(r, t, d->be, out->passes)) || !(b = malloc(n))) {
+	if (!(key = fold_cache_key(r, t, d->be, out->passes, it->chunk)) || !(b = malloc(n))) {
 		log_warn("%s: not stored in the cache (out of memory)", r->rec[it->rec].job.name);
 		free(key);
 		return;

@@ -3,7 +3,8 @@
 # second run into a new -o with the same cache folds nothing (folds
 # counted from run.jsonl's fold events, one per fold) and its outputs
 # equal the first's byte for byte (the structures; the summary but for
-# its source column, fold then cache); the same sequence in other case
+# its source column, fold then cache), and so do a warm run's shards,
+# merged (they fold nothing); the same sequence in other case
 # or with another letter the model reads as X hits, under another name
 # and --format its own files; other weights, recycles or chunk size
 # never hit; the CPU at 1 and 2 threads gives identical files (so the
@@ -45,6 +46,17 @@ run -i "$tmp/in.fa" -o "$tmp/b" --cache "$c" || fail "rerun into b exited $?"
 "$bin" cache verify -o "$c" >"$tmp/v" || fail "cache verify exited $?: $(cat "$tmp/v")"
 grep -qx "entries	$n" "$tmp/v" || fail "cache verify: $(cat "$tmp/v")"
 
+# shards: a shard's hits are its own records; merge gives the table the
+# cold run wrote, the source column aside
+for k in 1 2; do
+	run -i "$tmp/in.fa" -o "$tmp/sh" --cache "$c" --shard $k/2 || fail "shard $k/2 exited $?"
+done
+[ "$(cat "$tmp"/sh/run.*-of-2.jsonl | grep -c '"event":"fold"')" -eq 0 ] || fail "shards folded"
+[ "$(cat "$tmp"/sh/run.*-of-2.jsonl | grep -c '"event":"cache"')" -eq $n ] || fail "shards: hits"
+"$bin" merge -q -o "$tmp/sh" || fail "merge exited $?"
+[ "$(cut -f1-21 "$tmp/a/summary.tsv")" = "$(cut -f1-21 "$tmp/sh/summary.tsv")" ] ||
+	fail "merged shards: the summary rows differ from the cold run's"
+
 # the sequence as the model folds it: lower case, B for X, other names,
 # other files
 awk -v OFS='' '/^>/ { print ">other_" substr($0, 2); next } { print tolower($0) }' "$tmp/in.fa" > "$tmp/lower.fa"
@@ -83,6 +95,14 @@ head -6 "$tmp/in.fa" > "$tmp/three.fa"
 	fail "2 threads: exited $?"
 for f in "$tmp"/t2/*.pdb; do
 	cmp -s "$f" "$tmp/a/${f##*/}" || fail "2 threads: ${f##*/} differs from 1 thread's"
+done
+# and so on CBLAS (ESMBATCH_CPU_BLAS=1, the path of a CPU without AVX-512)
+for t in 1 2; do
+	ESMBATCH_CPU_BLAS=1 "$bin" -q --weights "$w" --devices cpu --num-recycles 0 -t $t \
+		-i "$tmp/three.fa" -o "$tmp/blas$t" || fail "CBLAS, $t threads: exited $?"
+done
+for f in "$tmp"/blas1/*.pdb; do
+	cmp -s "$f" "$tmp/blas2/${f##*/}" || fail "CBLAS: ${f##*/} differs between 1 and 2 threads"
 done
 
 # a flipped byte and a truncated entry: warned, never served, refolded

@@ -68,29 +68,6 @@ static void fold_on_signal(int sig)
 	fold_stop = 1;
 }
 
-/* mkdir -p; 0 or negative (logged) */
-static int fold_mkdirs(const char *dir)
-{
-	char *p = strdup(dir);
-	int rc = 0;
-
-	if (!p) return -1;
-	for (char *s = p + 1;; s++) {
-		if (*s != '/' && *s) continue;
-		char c = *s;
-		*s = 0;
-		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-			log_error("%s: cannot create directory: %s", p, strerror(errno));
-			rc = -1;
-			break;
-		}
-		*s = c;
-		if (!c) break;
-	}
-	free(p);
-	return rc;
-}
-
 /* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
  * milliseconds longer (a slow file system), so tests can see that it holds
  * up no worker; 0 when not set */
@@ -325,7 +302,7 @@ static int fold_open_locks(fold_run_t *r)
 	const opt_t *o = r->o;
 	int rc;
 
-	if (fold_mkdirs(o->outdir) < 0) return EXIT_FATAL;
+	if (atomic_file_mkdirs(o->outdir) < 0) return EXIT_FATAL;
 	if (o->dump_tensors && fold_check_output(r, o->dump_tensors) < 0) return EXIT_USAGE;
 	if ((rc = fold_lock_dir(r)) < 0) return rc == DIR_LOCK_BUSY ? EXIT_BUSY : EXIT_FATAL;
 	fold_clean_tmp(r);

@@ -220,6 +220,15 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 	return 0;
 }
 
+/* a size option (dev_parse_size), e.g. the example given; 0 or -1 after
+ * logging */
+static int parse_size(const char *opt, const char *s, const char *example, int64_t *out)
+{
+	if ((*out = dev_parse_size(s)) > 0) return 0;
+	log_error("%s: expected a size from 1 byte to 1048576G such as %s, got '%s'", opt, example, s);
+	return -1;
+}
+
 /* --format: a comma list of pdb and cif; 0 or -1 after logging */
 static int parse_formats(const char *s, int *out)
 {
@@ -339,22 +348,10 @@ int opt_parse(opt_t *o, int argc, char **argv)
 			else if (parse_int("--workers", optarg, 1, 256, &o->workers))
 				return -1;
 			break;
-		case O_CPUMEM:
-			if ((o->cpu_memory = dev_parse_size(optarg)) <= 0) {
-				log_error("--cpu-memory: expected a size from 1 byte to 1048576G such as 64G, got '%s'",
-				          optarg);
-				return -1;
-			}
-			break;
+		case O_CPUMEM: if (parse_size("--cpu-memory", optarg, "64G", &o->cpu_memory)) return -1; break;
 		case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
 		case O_CACHE: if (set_str(&o->cache, "--cache", optarg)) return -1; break;
-		case O_CACHEMAX:
-			if ((o->cache_max = dev_parse_size(optarg)) <= 0) {
-				log_error("--cache-max: expected a size from 1 byte to 1048576G such as 10G, got '%s'",
-				          optarg);
-				return -1;
-			}
-			break;
+		case O_CACHEMAX: if (parse_size("--cache-max", optarg, "10G", &o->cache_max)) return -1; break;
 		case O_SHARDS:
 			if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;
 			break;

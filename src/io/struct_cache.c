@@ -15,6 +15,7 @@
 
 #include <zlib.h>
 
+#include "io/atomic_file.h"
 #include "io/struct_cache.h"
 #include "util/grow.h"
 #include "util/hash.h"
@@ -33,29 +34,6 @@ struct cache {
 	unsigned long   seq;       /* temporaries made by this process */
 	pthread_mutex_t lock;      /* bytes, seq */
 };
-
-/* mkdir -p; 0 or -1 (logged) */
-static int cache_mkdirs(const char *dir)
-{
-	char *p = strdup(dir);
-	int rc = 0;
-
-	if (!p) return -1;
-	for (char *s = p + 1;; s++) {
-		if (*s != '/' && *s) continue;
-		char ch = *s;
-		*s = 0;
-		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-			log_error("%s: cannot create the cache directory: %s", p, strerror(errno));
-			rc = -1;
-			break;
-		}
-		*s = ch;
-		if (!ch) break;
-	}
-	free(p);
-	return rc;
-}
 
 void cache_name(const char *key, char name[33])
 {
@@ -87,7 +65,7 @@ cache_t *cache_open(const char *dir, int64_t max_bytes)
 	pthread_mutex_init(&c->lock, NULL);
 	if (e && sscanf(e, "cacheput:%ld", &c->pause_ms) != 1) c->pause_ms = 0;
 	c->max = max_bytes;
-	if (cache_mkdirs(dir) < 0 || access(dir, R_OK | W_OK | X_OK) < 0) {
+	if (atomic_file_mkdirs(dir) < 0 || access(dir, R_OK | W_OK | X_OK) < 0) {
 		if (errno) log_error("%s: cannot use it as the cache: %s", dir, strerror(errno));
 		cache_close(c);
 		return NULL;

@@ -65,8 +65,12 @@ cache_t *cache_open(const char *dir, int64_t max_bytes)
 	pthread_mutex_init(&c->lock, NULL);
 	if (e && sscanf(e, "cacheput:%ld", &c->pause_ms) != 1) c->pause_ms = 0;
 	c->max = max_bytes;
-	if (atomic_file_mkdirs(dir) < 0 || access(dir, R_OK | W_OK | X_OK) < 0) {
-		if (errno) log_error("%s: cannot use it as the cache: %s", dir, strerror(errno));
+	if (atomic_file_mkdirs(dir) < 0) {
+		cache_close(c);
+		return NULL;
+	}
+	if (access(dir, R_OK | W_OK | X_OK) < 0) {
+		log_error("%s: cannot use it as the cache: %s", dir, strerror(errno));
 		cache_close(c);
 		return NULL;
 	}

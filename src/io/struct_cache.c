@@ -2,6 +2,7 @@
  * named by their key's hash, written by rename, checked by CRC-32, least
  * recently used evicted (struct_cache.h).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +33,8 @@ struct cache {
 	int64_t         bytes;     /* the store's size as last walked, plus this process's writes */
 	long            pause_ms;  /* ESMBATCH_FAULT=cacheput:MS */
 	unsigned long   seq;       /* temporaries made by this process */
+	char            host[40];  /* this host's name (letters, digits, '-'):
+	                              processes of two hosts may share a PID */
 	pthread_mutex_t lock;      /* bytes, seq */
 };
 
@@ -63,6 +66,9 @@ cache_t *cache_open(const char *dir, int64_t max_bytes)
 		return NULL;
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	if (gethostname(c->host, sizeof c->host - 1) < 0 || !*c->host) snprintf(c->host, sizeof c->host, "host");
+	for (char *h = c->host; *h; h++)
+		if (!isalnum((unsigned char)*h) && *h != '-') *h = '-';
 	if (e && sscanf(e, "cacheput:%ld", &c->pause_ms) != 1) c->pause_ms = 0;
 	c->max = max_bytes;
 	if (atomic_file_mkdirs(dir) < 0) {
@@ -240,7 +246,7 @@ int cache_put(cache_t *c, const char *key, const void *data, size_t n)
 	pthread_mutex_unlock(&c->lock);
 	if (asprintf(&subdir, "%s/%s", c->dir, sub) < 0) subdir = NULL;
 	if (!subdir || !(path = cache_path(c->dir, name)) ||
-	    asprintf(&tmp, "%s/.%s.%ld.%lu.tmp", subdir, name, (long)getpid(), seq) < 0) {
+	    asprintf(&tmp, "%s/.%s.%s.%ld.%lu.tmp", subdir, name, c->host, (long)getpid(), seq) < 0) {
 		tmp = NULL;
 		log_error("%s: out of memory", c->dir);
 		goto done;

@@ -7,8 +7,8 @@
  * byte order, lengths), the key text itself, the blob and a CRC-32 of
  * everything before it; an entry whose size, magic, key or checksum is
  * not right is corrupt: warned of in one line naming it and never served.
- * An entry is written to a temporary (DIR/HH/.NAME.PID.N.tmp, created
- * O_EXCL) that is flushed to disk and renamed over NAME.esmc, so readers
+ * An entry is written to a temporary (DIR/HH/.NAME.HOST.PID.N.tmp,
+ * created O_EXCL) that is flushed to disk and renamed over NAME.esmc, so readers
  * see a whole entry or none, whoever writes at once; no lock is taken.
  * A hit sets the entry's mtime to now (atime is often not kept), so the
  * least recently used entries are the oldest by mtime; with a size limit

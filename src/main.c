@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "cli/cache_cmd.h"
 #include "cli/calibrate.h"
 #include "cli/convert.h"
 #include "cli/fold.h"
@@ -96,6 +97,9 @@ int main(int argc, char **argv)
 		break;
 	case OPT_CMD_CALIBRATE:
 		code = calib_main(&o, stdout);
+		break;
+	case OPT_CMD_CACHE:
+		code = cache_cmd_main(&o, stdout);
 		break;
 	case OPT_CMD_REPORT:
 		code = report_main(&o);

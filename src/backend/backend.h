@@ -338,6 +338,11 @@ struct be {
 	 * "fp32", "bf16", "fp16"; they accumulate in fp32, and every
 	 * activation stays fp32 */
 	const char *precision;
+	/* what decides the bits of its results beside the precision: equal
+	 * strings (and precisions) give equal outputs for equal inputs, so a
+	 * cache of results may serve one for the other ("cpu avx512, BLAS
+	 * ...", "cuda sm_90 NVIDIA H200, cuBLAS 120403") */
+	const char *numerics;
 	/* 1: Linear weight matrices are held as bfloat16, converted once at
 	 * load (weights.h) and shared by the device's workers; GEMMs read
 	 * them as bf16 operands (be_gemm_t.a_bf16 / b_bf16).  Every other

@@ -844,6 +844,22 @@ static int cpu_trimul(be_t *be, const be_trimul_t *p)
 
 static void cpu_destroy(be_t *be) { free(be); }
 
+/* be->numerics: the kernels (the own AVX-512 ones or CBLAS) and the BLAS
+ * library with the core it chose; the thread count is not in it, for
+ * every op's sums run in the same order however many threads share the
+ * rows (tests/test_cache.sh compares 1 and 2 threads byte for byte) */
+static const char *cpu_numerics(void)
+{
+	static char s[256];
+
+#ifdef HAVE_OPENBLAS_GET_CONFIG
+	snprintf(s, sizeof s, "cpu %s, BLAS %s", cpu_has_cg ? "avx512" : "cblas", openblas_get_config());
+#else
+	snprintf(s, sizeof s, "cpu %s, BLAS CBLAS", cpu_has_cg ? "avx512" : "cblas");
+#endif
+	return s;
+}
+
 be_t *be_cpu_init(int threads)
 {
 	be_t *be = calloc(1, sizeof *be);
@@ -857,7 +873,8 @@ be_t *be_cpu_init(int threads)
 #endif
 	cpu_has_cg = cpu_has_avx512() && !getenv("ESMBATCH_CPU_BLAS");
 	*be = (be_t){
-		.name = "cpu", .precision = "fp32", .host_mem = 1, .destroy = cpu_destroy,
+		.name = "cpu", .precision = "fp32", .numerics = cpu_numerics(), .host_mem = 1,
+		.destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync,
 		/* every op of the list, cpu_<slot> each */

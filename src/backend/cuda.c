@@ -64,6 +64,7 @@ typedef struct {
 typedef struct {
 	int                 device;
 	char                name[16];     /* "cuda:N", the backend's name */
+	char                numerics[320]; /* be->numerics: arch, card, cuBLAS */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
 	void               *ws;           /* [be->workspace] bytes: cuBLAS's, idx, stage */
@@ -663,6 +664,14 @@ be_t *be_cuda_init(int device)
 	if (be && be_cuda_k(be->ctx, cu_smem_init((int)prop.sharedMemPerBlockOptin), "shared memory limits")) {
 		be_cuda_destroy(be);
 		return NULL;
+	}
+	if (be) {
+		be_cuda_ctx_t *c = be->ctx;
+		int rt = 0;
+		if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = CUDART_VERSION;
+		snprintf(c->numerics, sizeof c->numerics, "cuda sm_%d%d %s, runtime %d, cuBLAS %d",
+		         prop.major, prop.minor, prop.name, rt, CUBLAS_VERSION);
+		be->numerics = c->numerics;
 	}
 	if (be)
 		log_info("cuda backend: device %d, %s, %.1f GiB, sm_%d%d", device, prop.name,

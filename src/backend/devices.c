@@ -23,6 +23,7 @@ typedef struct {
 	size_t          budget, used;
 	pthread_mutex_t lock;
 	char            name[48];
+	char            numerics[288];   /* "sim " and the CPU's */
 } dev_sim_t;
 
 #define DEV_SIM_HDR 64   /* bytes before each block: its size; keeps 64-byte alignment */
@@ -179,6 +180,8 @@ static be_t *dev_sim_open(const char *spec, int threads)
 	s->be.free = dev_sim_free;
 	s->be.mem_info = dev_sim_mem_info;
 	s->be.trimul = NULL;   /* planned and run as on a card: batched GEMMs */
+	snprintf(s->numerics, sizeof s->numerics, "sim %s", cpu->numerics);
+	s->be.numerics = s->numerics;
 	s->be.destroy = dev_sim_destroy;
 	return &s->be;
 }

@@ -69,29 +69,6 @@ static void fold_on_signal(int sig)
 	fold_stop = 1;
 }
 
-/* mkdir -p; 0 or negative (logged) */
-static int fold_mkdirs(const char *dir)
-{
-	char *p = strdup(dir);
-	int rc = 0;
-
-	if (!p) return -1;
-	for (char *s = p + 1;; s++) {
-		if (*s != '/' && *s) continue;
-		char c = *s;
-		*s = 0;
-		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
-			log_error("%s: cannot create directory: %s", p, strerror(errno));
-			rc = -1;
-			break;
-		}
-		*s = c;
-		if (!c) break;
-	}
-	free(p);
-	return rc;
-}
-
 /* ESMBATCH_FAULT=slowio:MS: each record's output step takes MS
  * milliseconds longer (a slow file system), so tests can see that it holds
  * up no worker; 0 when not set */
@@ -125,6 +102,7 @@ static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item
 static void fold_close(fold_run_t *r)
 {
 	sched_free(r->sched);
+	fold_cache_close(r);
 	free(r->names);
 	fasta_close(r->in);
 	/* the weights' buffers are released through their backends: close
@@ -323,7 +301,7 @@ static int fold_open_locks(fold_run_t *r)
 	const opt_t *o = r->o;
 	int rc;
 
-	if (fold_mkdirs(o->outdir) < 0) return EXIT_FATAL;
+	if (atomic_file_mkdirs(o->outdir) < 0) return EXIT_FATAL;
 	if (o->dump_tensors && fold_check_output(r, o->dump_tensors) < 0) return EXIT_USAGE;
 	if ((rc = fold_lock_dir(r)) < 0) return rc == DIR_LOCK_BUSY ? EXIT_BUSY : EXIT_FATAL;
 	fold_clean_tmp(r);
@@ -363,11 +341,12 @@ static int fold_open_model(fold_run_t *r)
 		calib_table_check(r->qt, o->quota_table, r->dev[i].be->name, weights_fingerprint(r->wt),
 		                  r->dev[i].be->precision);
 	if (o->dump_tensors && !(r->dump = safetensors_writer_init())) return EXIT_FATAL;
-	return 0;
+	return fold_cache_open(r) < 0 ? EXIT_FATAL : 0;
 }
 
 /* queue: the scheduler made, and every record failed (a bad one),
- * skipped (done by an earlier run: fold_resumable) or queued (sched_add);
+ * skipped (done by an earlier run: fold_resumable), written from the
+ * cache (fold_cache_take) or queued (sched_add);
  * the plan logged.  0 or an exit code */
 static int fold_queue(fold_run_t *r)
 {
@@ -386,6 +365,7 @@ static int fold_queue(fold_run_t *r)
 	for (int i = 0; i < r->nrec; i++) {
 		fold_rec_t *x = &r->rec[i];
 		const char *row;
+		int hit = 0;
 		if (x->job.status != JOB_OK) {
 			if (fold_row(x, NULL, "failed", x->job.reason) < 0) return EXIT_FATAL;
 			r->nfailed++;
@@ -394,6 +374,8 @@ static int fold_queue(fold_run_t *r)
 			x->skipped = 1;
 			r->nskipped++;
 			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
+		} else if ((hit = fold_cache_take(r, i)) != 0) {
+			if (hit < 0) return EXIT_FATAL;
 		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
 			return EXIT_FATAL;
 		} else {
@@ -406,6 +388,7 @@ static int fold_queue(fold_run_t *r)
 	if (r->nskipped)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r->nskipped, o->outdir);
+	if (r->ncached) log_info("%ld record(s) written from the cache %s", r->ncached, o->cache);
 	return 0;
 }
 

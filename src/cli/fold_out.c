@@ -51,7 +51,8 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 		rc = tsv_put(f, file ? file : "-");
 		if (fputc('\t', f) < 0 || tsv_put(f, status) < 0 || fputc('\t', f) < 0 ||
 		    tsv_put(f, reason ? reason : "-") < 0 || fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) < 0 ||
-		    tsv_put(f, flags) < 0)
+		    tsv_put(f, flags) < 0 || fputc('\t', f) < 0 ||
+		    tsv_put(f, strcmp(status, "failed") ? x->cached ? "cache" : "fold" : "-") < 0)
 			rc = -1;
 		if (fclose(f) != 0) rc = -1;
 	}
@@ -192,6 +193,7 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 		rc = -1;
 	}
 	if (rc == 0) rc = fold_write_files(o->outdir, base, ext, next, &pin, out, reason, cap);
+	if (rc == 0 && whole) fold_cache_add(r, it, d, t, out, fig, secs);
 	if (rc == 0)
 		log_debug("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
 		         it->start + 1, it->start + it->len, d->be->name, meta.mean_plddt,
@@ -349,7 +351,7 @@ void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
 	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
 	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
 	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
-	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\n", f);
+	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\tsource\n", f);
 	for (int i = 0; i < r->nrec; i++)
 		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
 }

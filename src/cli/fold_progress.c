@@ -101,8 +101,8 @@ void fold_count_finished(fold_run_t *r, const fold_rec_t *x, const sched_item_t 
 		         x->ptm_sum / x->res_folded, secs);
 	else
 		log_info("[%ld/%ld] %s: ok, %lld residues on %s, mean pLDDT %.1f, pTM %.3f, %s", k, r->todo,
-		         x->job.name, (long long)x->job.len, r->dev[v[0].dev].be->name, x->plddt_sum / x->res_folded,
-		         x->ptm_sum / x->res_folded, secs);
+		         x->job.name, (long long)x->job.len, x->cached ? "the cache" : r->dev[v[0].dev].be->name,
+		         x->plddt_sum / x->res_folded, x->ptm_sum / x->res_folded, secs);
 }
 
 /* the ticker's thread: the progress line every r->every seconds, until

@@ -9,18 +9,22 @@
  *               done.jsonl and what a rerun skips
  *   fold_progress.c  what the run says as it goes: a line per record,
  *               the progress line, the ticker thread
+ *   fold_cache.c  --cache: a record written from the store before it is
+ *               queued, a folded one added to it
  * Private to src/cli/fold*.c.
  *
  * The life of a record, the functions it passes through in order:
  *   fold_main           cli/fold.c         the run's stages, each one below
  *   fold_open_input     cli/fold.c         read from the FASTA into r->rec
  *   fold_open_shard     cli/fold.c         kept when it is shard K's (--shard)
- *   fold_queue          cli/fold.c         failed, skipped (done before) or queued:
+ *   fold_queue          cli/fold.c         failed, skipped (done before), taken
+ *   fold_cache_take     cli/fold_cache.c   from the cache (--cache) or queued:
  *   sched_add           sched/scheduler.c  planned on each device, maybe halved
  *   sched_run           sched/scheduler.c  the workers start
  *   sched_worker        sched/scheduler.c  a worker takes it (the longest that fits)
  *   sched_fold          sched/scheduler.c  folded, its memory measured (model_fold)
  *   fold_write_outputs  cli/fold_out.c     its files written, on the worker
+ *   fold_cache_add      cli/fold_cache.c   its structure stored (--cache)
  *   sched_fold_ended    sched/scheduler.c  ok, out of memory, device lost or failed
  *   sched_drain         sched/scheduler.c  the output step: one thread, in order
  *   fold_record_settled cli/fold.c         every item of it ended:
@@ -54,6 +58,7 @@
 #include "cli/options.h"
 #include "io/fasta.h"
 #include "io/safetensors.h"
+#include "io/struct_cache.h"
 #include "model/model.h"
 #include "model/weights.h"
 #include "protein/qc.h"
@@ -75,6 +80,7 @@ typedef struct {
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
 	int       finished;    /* fold_finish ran */
+	int       cached;      /* written from the cache (--cache) */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -99,7 +105,9 @@ typedef struct {
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
 	safetensors_writer_t *dump;
+	cache_t     *cache;      /* --cache, or NULL */
 	long         nok, nfailed, nsplit, nskipped;
+	long         ncached;    /* of nok, written from the cache */
 	long         nunrun;     /* of nfailed, those with no final outcome:
 	                            an item never run (interrupted, no device
 	                            left) */
@@ -128,9 +136,9 @@ typedef struct {
  * only cif is asked. */
 #define FOLD_MAX_FILES 3
 
-/* tabs in a row from column file on: summary.tsv has 21 columns, the row
+/* tabs in a row from column file on: summary.tsv has 22 columns, the row
  * all but index, name, length and bucket */
-#define FOLD_ROW_TABS 16
+#define FOLD_ROW_TABS 17
 
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
@@ -153,6 +161,19 @@ int  fold_summary_retract(const fold_run_t *r);
  * summary.partial.tsv (summary.tsv removed).  Written atomically; 0 or
  * -1 (logged). */
 int  fold_summary(fold_run_t *r, int complete);
+
+/* fold_cache.c */
+/* --cache: the store opened (nothing without it); 0 or -1 (logged) */
+int  fold_cache_open(fold_run_t *r);
+void fold_cache_close(fold_run_t *r);
+/* Before record i is queued: when the cache holds its structure, its
+ * files and row written from it and the record finished (1), else 0;
+ * -1 out of memory. */
+int  fold_cache_take(fold_run_t *r, int i);
+/* After a whole record's files are written (fold_write_outputs, on the
+ * worker): its structure added to the cache (a failure is only logged). */
+void fold_cache_add(fold_run_t *r, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                    const model_out_t *out, const mem_fig_t *fig, double secs);
 
 /* fold_progress.c */
 /* Record x is finished (its items v[0..n)): counted, and one line, "[k/N]

@@ -12,7 +12,7 @@
 
 void opt_init(opt_t *o)
 {
-	const char *w = getenv("ESMBATCH_WEIGHTS");
+	const char *w = getenv("ESMBATCH_WEIGHTS"), *cache = getenv("ESMBATCH_CACHE");
 
 	memset(o, 0, sizeof *o);
 	o->cmd = OPT_CMD_FOLD;
@@ -33,6 +33,7 @@ void opt_init(opt_t *o)
 	o->no_split = 0;
 	o->threads = 0;
 	o->workers = 0;   /* auto */
+	o->cache = (cache && *cache) ? strdup(cache) : NULL;
 }
 
 void opt_free(opt_t *o)
@@ -47,11 +48,13 @@ void opt_free(opt_t *o)
 	free(o->quota_table);
 	free(o->lengths);
 	free(o->shard);
+	free(o->cache);
+	free(o->cache_action);
 	memset(o, 0, sizeof *o);
 }
 
 static const char *cmd_names[] = { "fold", "plan", "calibrate", "version", "convert",
-	                            "report", "merge" };
+	                            "report", "merge", "cache" };
 
 const char *opt_cmd_name(opt_cmd_t c)
 {
@@ -68,6 +71,7 @@ void opt_usage(FILE *fp)
 "       esmbatch calibrate --weights FILE [--lengths LIST] [-o TSV] [options]\n"
 "       esmbatch convert --weights IN[,LM] [--lm-weights LM] -o OUT.safetensors\n"
 "       esmbatch report -o DIR\n"
+"       esmbatch cache stats|verify|prune -o DIR [--cache-max SIZE]\n"
 "       esmbatch version [--weights W] | --version | help | --help\n"
 "\n"
 "Fold every protein of a FASTA file (plain, gzip, BGZF or stdin) with\n"
@@ -89,6 +93,10 @@ void opt_usage(FILE *fp)
 "  merge       one summary.tsv, in input order, from the shards' summaries in\n"
 "              -o (fold --shard); exit 3 and a list when records are missing\n"
 "              or failed; summary.partial.tsv while a shard is unfinished\n"
+"  cache       the structure cache in -o DIR (fold --cache): stats, its\n"
+"              entries and size; verify, every entry checked (exit 1 when one\n"
+"              is corrupt); prune, corrupt entries and dead temporaries\n"
+"              removed, and with --cache-max the least recently used\n"
 "  help        print this help (as --help)\n"
 "\n"
 "Options:\n"
@@ -131,6 +139,11 @@ void opt_usage(FILE *fp)
 "                          (at most 4 on a card, 1 on the CPU) (default auto)\n"
 "      --cpu-memory SIZE   memory of the cpu device, weights included, e.g.\n"
 "                          64G (default: 90% of the available memory)\n"
+"      --cache DIR         a store of finished structures shared by runs (and\n"
+"                          machines): a record found there is written from it,\n"
+"                          a folded one added (default: $ESMBATCH_CACHE)\n"
+"      --cache-max SIZE    the cache's size limit, e.g. 10G: the least recently\n"
+"                          used entries are evicted (default: none)\n"
 "  -v, --verbose           more log output (repeatable)\n"
 "  -q, --quiet             less log output (repeatable)\n"
 "  -h, --help              print this help and exit (also: esmbatch help)\n"
@@ -153,7 +166,7 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS
+	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS, O_CACHE, O_CACHEMAX
 };
 
 static const struct option long_opts[] = {
@@ -181,6 +194,8 @@ static const struct option long_opts[] = {
 	{ "cpu-memory",   required_argument, NULL, O_CPUMEM },
 	{ "shard",        required_argument, NULL, O_SHARD },
 	{ "shards",       required_argument, NULL, O_SHARDS },
+	{ "cache",        required_argument, NULL, O_CACHE },
+	{ "cache-max",    required_argument, NULL, O_CACHEMAX },
 	{ "verbose",      no_argument,       NULL, 'v' },
 	{ "quiet",        no_argument,       NULL, 'q' },
 	{ "help",         no_argument,       NULL, 'h' },
@@ -203,6 +218,15 @@ static int parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 	}
 	*out = (int)v;
 	return 0;
+}
+
+/* a size option (dev_parse_size), e.g. the example given; 0 or -1 after
+ * logging */
+static int parse_size(const char *opt, const char *s, const char *example, int64_t *out)
+{
+	if ((*out = dev_parse_size(s)) > 0) return 0;
+	log_error("%s: expected a size from 1 byte to 1048576G such as %s, got '%s'", opt, example, s);
+	return -1;
 }
 
 /* --format: a comma list of pdb and cif; 0 or -1 after logging */
@@ -304,6 +328,8 @@ static int opt_one(opt_t *o, int c, const char *on, int *vdelta)
 		}
 		break;
 	case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
+	case O_CACHE: if (set_str(&o->cache, "--cache", optarg)) return -1; break;
+	case O_CACHEMAX: if (parse_size("--cache-max", optarg, "10G", &o->cache_max)) return -1; break;
 	case O_SHARDS:
 		if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;
 		break;
@@ -352,6 +378,11 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		}
 		o->cmd = (opt_cmd_t)i;
 		first = 2;
+		/* cache ACTION */
+		if (o->cmd == OPT_CMD_CACHE && argc > 2 && argv[2][0] != '-') {
+			if (set_str(&o->cache_action, "cache", argv[2])) return -1;
+			first = 3;
+		}
 	}
 	/* getopt over argv[first-1 ..]: the element at index 0 is skipped */
 	argc -= first - 1;
@@ -424,6 +455,22 @@ int opt_validate(const opt_t *o)
 			return -1;
 		}
 		return 0;
+	}
+	if (o->cmd == OPT_CMD_CACHE) {
+		const char *a = o->cache_action;
+		if (!a || (strcmp(a, "stats") && strcmp(a, "verify") && strcmp(a, "prune"))) {
+			log_error("cache: expected stats, verify or prune, got '%s'", a ? a : "nothing");
+			return -1;
+		}
+		if (!o->outdir && !o->cache) {
+			log_error("cache %s: give -o DIR, the cache directory", a);
+			return -1;
+		}
+		return 0;
+	}
+	if (o->cache_max && !o->cache && o->cmd == OPT_CMD_FOLD) {
+		log_error("--cache-max: give --cache DIR (or ESMBATCH_CACHE) too");
+		return -1;
 	}
 	if (o->cmd == OPT_CMD_MERGE) {
 		if (!o->outdir) {

@@ -35,7 +35,8 @@ typedef enum {
 	OPT_CMD_VERSION,
 	OPT_CMD_CONVERT,
 	OPT_CMD_REPORT,
-	OPT_CMD_MERGE
+	OPT_CMD_MERGE,
+	OPT_CMD_CACHE
 } opt_cmd_t;
 
 typedef struct {
@@ -76,9 +77,14 @@ typedef struct {
 	int        shards;        /* --shards N: plan's partition; 0 = none */
 	int64_t    cpu_memory;    /* --cpu-memory: bytes the CPU device may hold,
 	                             weights included; 0 = 90% of MemAvailable */
+	char      *cache;         /* --cache DIR, else $ESMBATCH_CACHE: the store
+	                             of finished structures; NULL: none */
+	int64_t    cache_max;     /* --cache-max: its size limit; 0 = none */
+	char      *cache_action;  /* the cache command's: stats, verify, prune */
 } opt_t;
 
-void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS */
+void opt_init(opt_t *o);          /* all defaults; reads ESMBATCH_WEIGHTS,
+                                     ESMBATCH_CACHE */
 void opt_free(opt_t *o);
 
 /* Parse argv (argv[1] may name a subcommand).  Returns 0, or -1 after

@@ -258,3 +258,25 @@ int atomic_file_close(atomic_file_t *a, int ok)
 	atomic_file_release(a);
 	return rc;
 }
+
+int atomic_file_mkdirs(const char *dir)
+{
+	char *p = strdup(dir);
+	int rc = 0;
+
+	if (!p) return -1;
+	for (char *s = p + 1;; s++) {
+		if (*s != '/' && *s) continue;
+		char c = *s;
+		*s = 0;
+		if (mkdir(p, 0777) < 0 && errno != EEXIST) {
+			log_error("%s: cannot create directory: %s", p, strerror(errno));
+			rc = -1;
+			break;
+		}
+		*s = c;
+		if (!c) break;
+	}
+	free(p);
+	return rc;
+}

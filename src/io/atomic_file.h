@@ -58,6 +58,9 @@ int   atomic_file_beside(const char *a, const char *b);
  * else -1 after one logged line: checked before a long run that writes
  * PATH at its end. */
 int   atomic_file_check(const char *path);
+/* mkdir -p DIR (a directory esmbatch writes in: -o, --cache); 0, or -1
+ * after one logged line naming the directory that could not be made. */
+int   atomic_file_mkdirs(const char *dir);
 
 /* Create PATH.tmp.PID for writing (refused when PATH exists and is not a
  * regular file); returns a->f, or NULL after one logged line. */

@@ -291,6 +291,11 @@ static int sched_cache_chunk(const sched_t *s, int L)
 	return n < L ? n : 0;
 }
 
+int sched_first_chunk(const sched_t *s, int len)
+{
+	return s->o.chunk ? s->o.chunk : sched_cache_chunk(s, len);
+}
+
 /* the stop flag is up */
 static int sched_stopped(const sched_t *s)
 {

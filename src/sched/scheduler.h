@@ -157,6 +157,10 @@ int64_t  sched_cost(int len);
 int      sched_fold(const model_t *m, const tok_t *t, const model_run_t *r,
                     const model_plan_t *p, model_out_t *out, mem_fig_t *fig, char *err,
                     size_t errcap);
+/* The chunk size an item of len characters is planned at first (the one
+ * it runs at unless no device has room for it): the run's chunk, or with
+ * auto (0) the CPU's cache chunk for its length, else 0. */
+int      sched_first_chunk(const sched_t *s, int len);
 /* Seconds on the monotonic clock. */
 double   sched_now(void);
 /* Items, in the order made (a record's fragments: ascending start). */

@@ -830,8 +830,9 @@ int be_cpu_set_precision(be_t *be, be_prec_t prec)
 	if (prec != BE_PREC_BF16 || (native = cpu_dnnl_probe(&isa)) < 0) return -EINVAL;
 	be->weights_bf16 = 1;
 	be->precision = "bf16";
-	log_info("device %s: bf16 GEMMs %s (oneDNN's ISA: %s)", be->name,
-	         native ? "on oneDNN's bf16 matmul" : "widened to fp32 (oneDNN has no bf16 matmul on it)", isa);
+	log_info("device %s: oneDNN's ISA %s: bf16 GEMMs %s", be->name, isa,
+	         native ? "on oneDNN's bf16 matmul where it is the faster, else widened to fp32" :
+	         "widened to fp32 (oneDNN has no bf16 matmul here that beats the own kernels)");
 	return 0;
 }
 

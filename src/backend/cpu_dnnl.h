@@ -12,9 +12,11 @@
 #include "backend/backend.h"
 
 /* What oneDNN offers this process, found once: *isa the name of the ISA
- * it chose ("avx512_core_amx", "avx2", ...); the return value 1 where it
- * has a bf16 matmul of its own (AMX or AVX512-BF16), 0 where bf16 GEMMs
- * are widened to fp32, -1 in a build without oneDNN (*isa "none"). */
+ * it chose ("avx512_core_amx", "avx2", ...; DNNL_MAX_CPU_ISA caps it);
+ * the return value 1 where bf16 GEMMs run on its bf16 matmul (AMX; with
+ * AVX512-BF16 only under the test hook ESMBATCH_CPU_DNNL, the own fp32
+ * kernels being faster there), 0 where they are widened to fp32, -1 in
+ * a build without oneDNN (*isa "none"). */
 int cpu_dnnl_probe(const char **isa);
 
 /* g at bf16 (as above) on be, a CPU backend or one that wraps it: through

@@ -4,7 +4,8 @@
  * a bf16 weight as it is held, an fp32 activation rounded (to nearest
  * even, as the GEMM's operand and as the widened path rounds it) into a
  * contiguous bf16 copy; dst fp32, alpha as the output scale, bias its bias
- * argument, beta a sum post-op and the ReLU an eltwise one.  One engine
+ * argument, beta a sum post-op and the ReLU an eltwise one (oneDNN scales
+ * the bias by alpha too: a GEMM with both is widened).  One engine
  * for the process; a stream per call (cheap on the CPU), so callers on
  * many threads at once (the transition's tiles, several workers) each run
  * their own.  Primitives come from oneDNN's primitive cache, keyed by
@@ -250,6 +251,8 @@ static int cpu_dnnl_matmul(const be_gemm_t *g)
 	dnnl_stream_t st = NULL;
 	cpu_dnnl_key_t k;
 
+	/* oneDNN scales the bias with the product (alpha (A B + bias)) */
+	if (g->alpha != 1.0f && g->bias) return 1;
 	if (!g->a_bf16) {
 		if (!(pa = cpu_dnnl_pack(g->a, g->batch, g->stride_a, ra, ca, g->lda))) return STATUS_OOM;
 		a = pa; lda = ca; sa = (int64_t)ra * ca;

@@ -15,6 +15,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -104,6 +105,15 @@ static void cpu_dnnl_init(void)
 	cpu_dnnl_native = isa == dnnl_cpu_isa_avx512_core_bf16 || isa == dnnl_cpu_isa_avx512_core_amx;
 	cpu_dnnl_amx = isa == dnnl_cpu_isa_avx512_core_amx;
 	cpu_dnnl_all = getenv("ESMBATCH_CPU_DNNL") != NULL;
+}
+
+const char *cpu_dnnl_version(void)
+{
+	static char v[32];
+	const dnnl_version_t *d = dnnl_version();
+
+	snprintf(v, sizeof v, "%d.%d.%d", d->major, d->minor, d->patch);
+	return v;
 }
 
 int cpu_dnnl_probe(const char **isa)
@@ -324,6 +334,11 @@ int cpu_dnnl_gemm(be_t *be, const be_gemm_t *g)
 }
 
 #else
+
+const char *cpu_dnnl_version(void)
+{
+	return NULL;
+}
 
 int cpu_dnnl_probe(const char **isa)
 {

@@ -19,6 +19,9 @@
  * a build without oneDNN (*isa "none"). */
 int cpu_dnnl_probe(const char **isa);
 
+/* oneDNN's version ("2.6.3"), or NULL in a build without it */
+const char *cpu_dnnl_version(void);
+
 /* g at bf16 (as above) on be, a CPU backend or one that wraps it: through
  * oneDNN where cpu_dnnl_probe gives 1 and the shape is one it is faster
  * at, else cpu_dnnl_widened.  0 or negative. */

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
+#include "backend/cpu_dnnl.h"
 #include "cli/cache_cmd.h"
 #include "cli/calibrate.h"
 #include "cli/convert.h"
@@ -57,6 +58,14 @@ static int print_version(void)
 #else
 	printf("openmp: no\n");
 #endif
+	if (cpu_dnnl_version()) {
+		const char *isa;
+		int native = cpu_dnnl_probe(&isa);
+		printf("onednn: %s (ISA %s: --precision bf16 on the CPU, %s)\n", cpu_dnnl_version(), isa,
+		       native == 1 ? "its bf16 matmul where faster" : "widened to fp32");
+	} else {
+		printf("onednn: no (--precision bf16 on the CPU is refused)\n");
+	}
 	printf("htslib: %s\n", hts_version());
 	return EXIT_OK;
 }

@@ -375,6 +375,12 @@ static inline int be_supports(const be_t *be, be_op_t op)
 
 /* The CPU backend (OpenMP + CBLAS); always available. NULL on error. */
 be_t *be_cpu_init(int threads);
+/* The precision of a backend made by be_cpu_init: auto and fp32 compute
+ * in fp32; bf16 (a build with oneDNN, cpu_dnnl.h) holds the Linear weight
+ * matrices in bf16 (weights_bf16) and runs GEMMs on bf16 operands with
+ * fp32 accumulation, logging how.  -ENODEV: not a CPU backend; -EINVAL:
+ * a precision it cannot compute in. */
+int   be_cpu_set_precision(be_t *be, be_prec_t prec);
 /* The CUDA backend for one device; NULL (logged) when there is none. */
 be_t *be_cuda_init(int device);
 /* destroys any backend (NULL is fine) */

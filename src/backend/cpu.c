@@ -18,6 +18,7 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -33,6 +34,7 @@ static int omp_get_max_threads(void) { return 1; }
 
 #include "backend/backend.h"
 #include "backend/cpu_avx512.h"
+#include "backend/cpu_dnnl.h"
 #include "backend/cpu_ipa.h"
 #include "backend/cpu_transition.h"
 #include "backend/cpu_ln_linear.h"
@@ -279,11 +281,15 @@ static int cpu_gemm_few(const be_gemm_t *g)
 	       8 * pad <= g->m;
 }
 
-/* every GEMM in fp32, whatever g->prec asks for */
+/* At bf16 (be->weights_bf16: --precision bf16) a GEMM of the backend's
+ * precision or with a bf16 weight goes to cpu_dnnl.c; every other one in
+ * fp32, whatever g->prec asks for */
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;
 
+	if (g->a_bf16 || g->b_bf16 || (be->weights_bf16 && g->prec != BE_PREC_FP32))
+		return cpu_dnnl_gemm(be, g);
 	if (g->k > 0 && cpu_has_cg && cpu_gemm_few(g)) {
 		be_gemm_t t = *g;
 		t.m = g->n;
@@ -858,6 +864,39 @@ static const char *cpu_numerics(void)
 	snprintf(s, sizeof s, "cpu %s, BLAS CBLAS", cpu_has_cg ? "avx512" : "cblas");
 #endif
 	return s;
+}
+
+/* be->numerics at bf16: the fp32 kernels' and which of oneDNN's paths the
+ * GEMMs take (its ISA; its own matmul or the operands widened), for the
+ * two sum in different orders */
+static const char *cpu_numerics_bf16(const char *isa, int native)
+{
+	static char s[320];
+
+	snprintf(s, sizeof s, "%s, oneDNN %s %s", cpu_numerics(), isa, native ? "matmul" : "widened");
+	return s;
+}
+
+int be_cpu_set_precision(be_t *be, be_prec_t prec)
+{
+	const char *isa;
+	int native;
+
+	if (!be || be->destroy != cpu_destroy) return -ENODEV;
+	if (prec == BE_PREC_AUTO || prec == BE_PREC_FP32) {
+		be->weights_bf16 = 0;
+		be->precision = "fp32";
+		be->numerics = cpu_numerics();
+		return 0;
+	}
+	if (prec != BE_PREC_BF16 || (native = cpu_dnnl_probe(&isa)) < 0) return -EINVAL;
+	be->weights_bf16 = 1;
+	be->precision = "bf16";
+	be->numerics = cpu_numerics_bf16(isa, native);
+	log_info("device %s: oneDNN's ISA %s: bf16 GEMMs %s", be->name, isa,
+	         native ? "on oneDNN's bf16 matmul where it is the faster, else widened to fp32" :
+	         "widened to fp32 (oneDNN has no bf16 matmul here that beats the own kernels)");
+	return 0;
 }
 
 be_t *be_cpu_init(int threads)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu_dnnl.h"
 #include "backend/cuda.h"
 #include "backend/devices.h"
 #include "io/safetensors.h"
@@ -84,47 +85,15 @@ static void dev_sim_destroy(be_t *be)
 	free(s);
 }
 
-/* x: [n] float32 (bf16 0) or bfloat16 (bf16 1) values as float32 rounded to
- * bfloat16 (to nearest even), malloc'ed; NULL when out of memory */
-static float *dev_sim_bf16(const void *x, int64_t n, int bf16)
-{
-	float *y = malloc(sizeof *y * (size_t)(n > 0 ? n : 1));
-
-	for (int64_t i = 0; y && i < n; i++)
-		y[i] = safetensors_bf16_to_f32(bf16 ? ((const uint16_t *)x)[i] :
-		                               safetensors_f32_to_bf16(((const float *)x)[i]));
-	return y;
-}
-
-/* elements a GEMM operand spans: batch x [rows, cols] rows of stride ld */
-static int64_t dev_sim_span(int batch, int64_t stride, int rows, int cols, int64_t ld)
-{
-	return batch > 0 && rows > 0 && cols > 0 ? (batch - 1) * stride + (rows - 1) * ld + cols : 0;
-}
-
 /* A GEMM on a sim: card at bf16 (weights_bf16), as the card computes it:
  * both operands rounded to bf16 (a bf16 weight widened), fp32
  * accumulation, on the CPU backend; a GEMM asking for fp32 stays fp32. */
 static int dev_sim_gemm(be_t *be, const be_gemm_t *g)
 {
 	dev_sim_t *s = (dev_sim_t *)be;
-	be_gemm_t r = *g;
-	float *a, *b;
-	int rc;
 
 	if (g->prec == BE_PREC_FP32 && !g->a_bf16 && !g->b_bf16) return s->cpu->gemm(s->cpu, g);
-	a = dev_sim_bf16(g->a, dev_sim_span(g->batch, g->stride_a, g->transa ? g->k : g->m,
-	                                    g->transa ? g->m : g->k, g->lda), g->a_bf16);
-	b = dev_sim_bf16(g->b, dev_sim_span(g->batch, g->stride_b, g->transb ? g->n : g->k,
-	                                    g->transb ? g->k : g->n, g->ldb), g->b_bf16);
-	r.a = a;
-	r.b = b;
-	r.a_bf16 = r.b_bf16 = 0;
-	r.prec = BE_PREC_FP32;
-	rc = a && b ? s->cpu->gemm(s->cpu, &r) : STATUS_OOM;
-	free(a);
-	free(b);
-	return rc;
+	return cpu_dnnl_widened(s->cpu, g);
 }
 
 int64_t dev_parse_size(const char *s)
@@ -188,7 +157,7 @@ static be_t *dev_sim_open(const char *spec, int threads)
 
 int dev_precision(be_t *be, be_prec_t prec)
 {
-	int rc;
+	int rc, cpu;
 
 	if (be->destroy == dev_sim_destroy && (prec == BE_PREC_BF16 || prec == BE_PREC_AUTO)) {
 		/* a sim: card at bf16, a card's auto: weights and GEMMs as a card
@@ -197,11 +166,14 @@ int dev_precision(be_t *be, be_prec_t prec)
 		be->precision = be_prec_name(prec);
 		be->gemm = dev_sim_gemm;
 	}
-	rc = be->weights_bf16 ? 0 : be_cuda_set_precision(be, prec);
+	rc = be->weights_bf16 ? 0 : be_cpu_set_precision(be, prec);
+	cpu = rc != -ENODEV;
+	if (!cpu) rc = be_cuda_set_precision(be, prec);
 
 	if (rc == -EINVAL && prec != BE_PREC_AUTO && prec != BE_PREC_FP32) {
-		log_error("--precision %s: device %s computes in fp32 only (use fp32 or auto)",
-		          be_prec_name(prec), be->name);
+		int bf16 = cpu && cpu_dnnl_probe(NULL) >= 0;
+		log_error("--precision %s: device %s computes in fp32%s only (use fp32%s or auto)",
+		          be_prec_name(prec), be->name, bf16 ? " or bf16" : "", bf16 ? ", bf16" : "");
 		return -1;
 	}
 	if (rc < 0 && rc != -EINVAL) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu_dnnl.h"
 #include "backend/devices.h"
 #include "util/log.h"
 #include "cli/options.h"
@@ -112,7 +113,8 @@ void opt_usage(FILE *fp)
 "      --strict            a bad record is a fatal error\n"
 "      --chunk-size N      trunk chunk size, 0 = auto (default 0)\n"
 "      --num-recycles N    trunk recycles, -1 = model default (default -1)\n"
-"      --precision P       auto, fp32, bf16 or fp16 (default auto)\n"
+"      --precision P       auto, fp32, bf16 or fp16 (default auto); on the CPU\n"
+"                          fp32, or bf16 in a build with oneDNN (--version)\n"
 "      --devices LIST      cpu, cuda, cuda:N, sim:SIZE, comma-separated\n"
 "                          (default: every visible CUDA device, else cpu)\n"
 "      --dump-tensors FILE write intermediate tensors (safetensors)\n"
@@ -420,14 +422,13 @@ int opt_validate(const opt_t *o)
 	if (o->help || o->cmd == OPT_CMD_VERSION)
 		return 0;
 	if (dev_list_check(o->devices) < 0) return -1;
-	/* only CUDA devices compute in bf16 or fp16, sim: cards in bf16 too
-	 * (dev_precision) */
+	/* only CUDA devices compute in bf16 or fp16, sim: cards in bf16 too,
+	 * and the CPU in bf16 in a build with oneDNN (dev_precision) */
+	int bf16 = o->devices && (strstr(o->devices, "sim:") || cpu_dnnl_probe(NULL) >= 0);
 	if ((o->precision == BE_PREC_BF16 || o->precision == BE_PREC_FP16) && o->devices &&
-	    !strstr(o->devices, "cuda") && !(o->precision == BE_PREC_BF16 && strstr(o->devices, "sim:"))) {
+	    !strstr(o->devices, "cuda") && !(o->precision == BE_PREC_BF16 && bf16)) {
 		log_error("--precision %s: --devices %s computes in fp32%s only (use fp32%s or auto)",
-		          be_prec_name(o->precision), o->devices,
-		          strstr(o->devices, "sim:") ? " or bf16" : "",
-		          strstr(o->devices, "sim:") ? ", bf16" : "");
+		          be_prec_name(o->precision), o->devices, bf16 ? " or bf16" : "", bf16 ? ", bf16" : "");
 		return -1;
 	}
 	if (o->cmd == OPT_CMD_CONVERT) {

@@ -36,9 +36,10 @@
  * warp): the checking path of --precision fp32, with the same loads and
  * epilogue arithmetic.
  *
- * The grid: at most 8 row tiles per block and at least ~4 blocks per SM
- * of a 132-SM card in flight (LL_GRID), so that the staging is amortised
- * 8x on long inputs and short ones still fill the card.
+ * The grid: about as many blocks as a 132-SM card holds at once
+ * (LL_GRID), each over up to LL_PER row tiles, so that the staging is
+ * amortised up to 8x on long inputs while short ones still fill the card
+ * (no device query: a launcher knows no more than its stream).
  */
 #include "common.cuh"
 #include "mma.cuh"
@@ -57,7 +58,7 @@ typedef __nv_bfloat16 bf16;
 #define LL_TM 64              /* rows per tile: 4 groups of 16 */
 #define LL_UMAX 64            /* units per slice */
 #define LL_SMEM (97 * 1024)   /* dynamic shared memory a block aims at (sm_86/89 opt in to 99 KiB) */
-#define LL_GRID 528           /* blocks that keep a 132-SM card busy (2 per SM, 2 waves) */
+#define LL_GRID 264           /* blocks resident on a 132-SM card (2 per SM) */
 #define LL_PER 8              /* most row tiles per block */
 #define LL_KV (CU_LNLIN_KMAX / 32)   /* floats of a row per lane */
 
@@ -297,10 +298,13 @@ static __device__ __forceinline__ void ll_epi(const be_ln_linear_t &p, const ll_
 		float *yr = r < rows ? ll_yrow(p, q, r) : q.y;
 #pragma unroll
 		for (int j = 0; j < 2; j++) {
-			float s0 = __shfl_xor_sync(0xffffffffu, odd ? v[j][0] : v[j][2], 1);
-			float s1 = __shfl_xor_sync(0xffffffffu, odd ? v[j][1] : v[j][3], 1);
+			/* all four traded, the choice after: a lane-dependent
+			 * operand would let a compiler split the call by lane */
+			float s[4];
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[e] = __shfl_xor_sync(0xffffffffu, v[j][e], 1);
 			const int f = un.f0 + 8 * j + 4 * (t / 2);
-			float4 o = odd ? ll_f4(s0, s1, v[j][2], v[j][3]) : ll_f4(v[j][0], v[j][1], s0, s1);
+			float4 o = odd ? ll_f4(s[2], s[3], v[j][2], v[j][3]) : ll_f4(v[j][0], v[j][1], s[0], s[1]);
 			if (r < rows && f < n) {
 				float4 *yp = (float4 *)(yr + f);
 				if (q.beta != 0.0f) {

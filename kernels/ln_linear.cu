@@ -9,10 +9,12 @@
  * group (16 weight rows; a gate pair's 32: p then g), and the units into
  * slices of at most ll_tmax 16-row tiles, as many as the shared memory
  * budget LL_SMEM leaves beside the row tile (esmfold_v1's triangle
- * attention projection, 33 tiles at k 128: 2 slices of 19 and 14).  Block
- * (x, y) stages slice y once (16-byte cp.async where the rows allow) and
- * then loops over the row tiles x, x + gridDim.x, ... (persistent: the
- * weights cross L2 once per block, not once per row tile):
+ * attention projection, 33 tiles at k 128: 2 slices of 18 and 15).  Block
+ * (x, y) stages slice x once (16-byte cp.async where the rows allow) and
+ * then loops over the row tiles y, y + gridDim.y, ... (persistent: the
+ * weights cross L2 once per block, not once per row tile; the slices of
+ * a row tile in consecutive blocks, so that its second read of x is
+ * from L2):
  *   Xs: [LL_TM, kp + 8] bf16        the tile's normed rows, kp = k
  *                                   rounded up to 16, zero-padded
  *   Ws: [tiles, 16, kp + 8] bf16    the slice's weight rows
@@ -24,7 +26,7 @@
  * multiplies rows 16 (w % 4).. by batches of up to 4 tiles (every other
  * batch: w / 4), the A fragment loaded once (ldmatrix) for the batch's 8
  * mma per 16 k, the B fragments by ldmatrix, and the epilogue runs on the
- * accumulator fragments: bias, gate (expf and a fast division),
+ * accumulator fragments: bias, gate (a fast exp and a fast division),
  * beta, written channel-last by 16-byte stores (two lanes trade halves so
  * each holds 4 consecutive features of a row) where the group's rows and
  * width are on 4 floats, else by 4-byte stores (channel-major: 8 lanes on
@@ -60,7 +62,6 @@ typedef __nv_bfloat16 bf16;
 #define LL_SMEM (97 * 1024)   /* dynamic shared memory a block aims at (sm_86/89 opt in to 99 KiB) */
 #define LL_GRID 264           /* blocks resident on a 132-SM card (2 per SM) */
 #define LL_PER 8              /* most row tiles per block */
-#define LL_KV (CU_LNLIN_KMAX / 32)   /* floats of a row per lane */
 
 /* a unit: 16 features f0.. of group g (gate: 2 tiles), weight row w0 of
  * its first, tile t0 of the slice */
@@ -140,18 +141,33 @@ static __device__ __forceinline__ float *ll_yrow(const be_ln_linear_t &p, const 
 	return q.y + (int64_t)i * q.si + (int64_t)j * q.sj;
 }
 
+/* the column of element i of a row in a lane (ll_load) */
+template <bool vec>
+static __device__ __forceinline__ int ll_col(int i, int lane)
+{
+	return vec ? 128 * (i / 4) + 4 * lane + i % 4 : 32 * i + lane;
+}
+
 /* Xs: [LL_TM, ldx] = rows r0.. of x, layer-normed where p.ln_w (rows past
- * the end and columns k..kp-1: 0).  vec: x, its strides and k on 4
- * floats (16-byte loads; lane l holds columns 128 i + 4 l ..), else lane l
- * holds columns 32 i + l */
-template <typename T, bool vec>
+ * the end and columns k..kp-1: 0); k <= 128 CH.  vec: x, its strides and
+ * k on 4 floats (16-byte loads; lane l holds columns 128 i + 4 l ..),
+ * else lane l holds columns 32 i + l.  The norm's weights are loaded
+ * once, into registers (1 and 0 without a norm, 0 past k) */
+template <typename T, bool vec, int CH>
 static __device__ void ll_load(const be_ln_linear_t &p, int r0, int rows, T *Xs, int ldx, int kp)
 {
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, k = p.k;
+	float gw[4 * CH], gb[4 * CH];
 
+#pragma unroll
+	for (int i = 0; i < 4 * CH; i++) {
+		const int c = ll_col<vec>(i, lane);
+		gw[i] = c >= k ? 0.0f : p.ln_w ? p.ln_w[c] : 1.0f;
+		gb[i] = c < k && p.ln_w ? p.ln_b[c] : 0.0f;
+	}
 	for (int rr = warp; rr < LL_TM; rr += LL_WARPS) {
 		const int r = r0 + rr;
-		float v[LL_KV];
+		float v[4 * CH];
 		T *xs = Xs + rr * ldx;
 		if (r >= rows) {
 			for (int c = lane; c < kp; c += 32) ll_set(xs + c, 0.0f);
@@ -159,7 +175,7 @@ static __device__ void ll_load(const be_ln_linear_t &p, int r0, int rows, T *Xs,
 		}
 		const float *xr = ll_xrow(p, r);
 #pragma unroll
-		for (int i = 0; i < LL_KV / 4; i++) {
+		for (int i = 0; i < CH; i++) {
 			if (vec) {
 				const int c = 128 * i + 4 * lane;
 				float4 t = c < k ? *(const float4 *)(xr + c) : ll_f4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -176,23 +192,19 @@ static __device__ void ll_load(const be_ln_linear_t &p, int r0, int rows, T *Xs,
 		if (p.ln_w) {
 			float sum = 0.0f, sq = 0.0f;
 #pragma unroll
-			for (int i = 0; i < LL_KV; i++) sum += v[i];
+			for (int i = 0; i < 4 * CH; i++) sum += v[i];
 			mean = __fdividef(cu_warp_sum(sum), (float)k);
 #pragma unroll
-			for (int i = 0; i < LL_KV; i++) {
-				const int c = vec ? 128 * (i / 4) + 4 * lane + i % 4 : 32 * i + lane;
-				float t = c < k ? v[i] - mean : 0.0f;
+			for (int i = 0; i < 4 * CH; i++) {
+				float t = ll_col<vec>(i, lane) < k ? v[i] - mean : 0.0f;
 				sq += t * t;
 			}
 			inv = rsqrtf(__fdividef(cu_warp_sum(sq), (float)k) + p.eps);
 		}
 #pragma unroll
-		for (int i = 0; i < LL_KV; i++) {
-			const int c = vec ? 128 * (i / 4) + 4 * lane + i % 4 : 32 * i + lane;
-			v[i] = c >= k ? 0.0f : p.ln_w ? (v[i] - mean) * inv * p.ln_w[c] + p.ln_b[c] : v[i];
-		}
+		for (int i = 0; i < 4 * CH; i++) v[i] = (v[i] - mean) * inv * gw[i] + gb[i];
 #pragma unroll
-		for (int i = 0; i < LL_KV / 4; i++) {
+		for (int i = 0; i < CH; i++) {
 			if (vec) {
 				const int c = 128 * i + 4 * lane;
 				if (c < kp) ll_set4(xs + c, v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
@@ -207,13 +219,17 @@ static __device__ void ll_load(const be_ln_linear_t &p, int r0, int rows, T *Xs,
 	}
 }
 
+/* BE_GATE: v sigmoid(u), by a fast exp and a fast division (a few ulp) */
+static __device__ __forceinline__ float ll_gate(float v, float u)
+{
+	return __fdividef(v, 1.0f + __expf(-u));
+}
+
 /* the epilogue's value of feature f of group q: product v, its gate's u */
 static __device__ __forceinline__ float ll_val(const be_lnlin_out_t &q, int f, float v, float u)
 {
 	v += q.bias ? q.bias[f] : 0.0f;
-	if (q.kind == BE_LNLIN_GATE)   /* BE_GATE */
-		v = __fdividef(v, 1.0f + expf(-(u + (q.bias_g ? q.bias_g[f] : 0.0f))));
-	return v;
+	return q.kind == BE_LNLIN_GATE ? ll_gate(v, u + (q.bias_g ? q.bias_g[f] : 0.0f)) : v;
 }
 
 static __device__ __forceinline__ void ll_out(float *y, float v, float beta)
@@ -229,7 +245,7 @@ static __global__ void __launch_bounds__(LL_NT) k_ln_linear_f32(be_ln_linear_t p
 	const int k = p.k, ldx = k + 1, r0 = blockIdx.x * LL_TM;
 	const float *w = p.w;
 
-	ll_load<float, vec>(p, r0, rows, Xs, ldx, k);
+	ll_load<float, vec, CU_LNLIN_KMAX / 128>(p, r0, rows, Xs, ldx, k);
 	__syncthreads();
 	for (int g = 0; g < p.ngroups; g++) {
 		const be_lnlin_out_t &q = p.out[g];
@@ -283,14 +299,22 @@ static __device__ __forceinline__ void ll_epi(const be_ln_linear_t &p, const ll_
 {
 	const be_lnlin_out_t &q = p.out[un.g];
 	const int t = lane % 4, ra = rb + lane / 4, n = q.n;
-	float v[2][4];
+	float v[2][4], bp[2][2], bg[2][2];
 
+#pragma unroll
+	for (int j = 0; j < 2; j++)   /* the biases of this lane's 4 features (0 past n) */
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int f = un.f0 + 8 * j + 2 * t + e;
+			bp[j][e] = q.bias && f < n ? q.bias[f] : 0.0f;
+			bg[j][e] = un.gate && q.bias_g && f < n ? q.bias_g[f] : 0.0f;
+		}
 #pragma unroll
 	for (int j = 0; j < 2; j++)
 #pragma unroll
 		for (int e = 0; e < 4; e++) {
-			const int f = un.f0 + 8 * j + 2 * t + e % 2;
-			v[j][e] = f < n ? ll_val(q, f, a[j][e], un.gate ? b[j][e] : 0.0f) : 0.0f;
+			v[j][e] = a[j][e] + bp[j][e % 2];
+			if (un.gate) v[j][e] = ll_gate(v[j][e], b[j][e] + bg[j][e % 2]);
 		}
 	if (q.sc == 1 && n % 4 == 0 && ((q.si | q.sj) & 3) == 0 && ((uintptr_t)q.y & 15) == 0) {
 		/* even lanes: row ra, features 2t..2t+3; odd: row ra + 8, 2t-2.. */
@@ -363,9 +387,9 @@ static __device__ void ll_batch(const be_ln_linear_t &p, const ll_unit_t *su, in
 	}
 }
 
-/* bf16 weights (p.w: [N, k] bf16), kp = k rounded up to 16; block (x, y):
- * slice y, row tiles x, x + gridDim.x, ... */
-template <bool vec>
+/* bf16 weights (p.w: [N, k] bf16), kp = k rounded up to 16, k <= 128 CH;
+ * block (x, y): slice x, row tiles y, y + gridDim.y, ... */
+template <bool vec, int CH>
 static __global__ void __launch_bounds__(LL_NT, 2) k_ln_linear_bf16(be_ln_linear_t p, int rows, int kp)
 {
 	CU_DYN_SHARED(char, sm);
@@ -377,15 +401,15 @@ static __global__ void __launch_bounds__(LL_NT, 2) k_ln_linear_bf16(be_ln_linear
 
 	if (threadIdx.x == 0) {
 		int most;
-		ll_slices(p, kp, blockIdx.y, su, &snu, &most);
+		ll_slices(p, kp, blockIdx.x, su, &snu, &most);
 	}
 	__syncthreads();
 	const int nu = snu;
 	ll_stage(p, su, nu, Ws, ldx, kp);
-	for (int tile = blockIdx.x; tile < ntiles; tile += gridDim.x) {
+	for (int tile = blockIdx.y; tile < ntiles; tile += gridDim.y) {
 		const int r0 = tile * LL_TM;
 		__syncthreads();   /* Ws staged, the previous tile's Xs consumed */
-		ll_load<bf16, vec>(p, r0, rows, Xs, ldx, kp);
+		ll_load<bf16, vec, CH>(p, r0, rows, Xs, ldx, kp);
 		__syncthreads();
 		for (int u = 0, bi = 0; u < nu; bi++) {
 			int ue = u, nt = 0;
@@ -404,14 +428,24 @@ static __global__ void __launch_bounds__(LL_NT, 2) k_ln_linear_bf16(be_ln_linear
 	}
 }
 
-extern "C" int cu_ln_linear_smem_init(int bytes)
+/* the bf16 kernel for vec and CH (kp <= 128 CH) */
+typedef void (*ll_kernel_t)(be_ln_linear_t, int, int);
+static ll_kernel_t ll_bf16_kernel(int vec, int kp)
 {
-	int rc = cu_smem_allow((const void *)k_ln_linear_bf16<true>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_ln_linear_bf16<false>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_ln_linear_f32<true>, bytes);
-	return rc ? rc : cu_smem_allow((const void *)k_ln_linear_f32<false>, bytes);
+	static const ll_kernel_t ks[2][3] = {
+		{ k_ln_linear_bf16<false, 1>, k_ln_linear_bf16<false, 2>, k_ln_linear_bf16<false, 4> },
+		{ k_ln_linear_bf16<true, 1>, k_ln_linear_bf16<true, 2>, k_ln_linear_bf16<true, 4> },
+	};
+	return ks[vec][kp <= 128 ? 0 : kp <= 256 ? 1 : 2];
 }
 
+extern "C" int cu_ln_linear_smem_init(int bytes)
+{
+	int rc = cu_smem_allow((const void *)k_ln_linear_f32<true>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_ln_linear_f32<false>, bytes);
+	for (int i = 0; !rc && i < 6; i++) rc = cu_smem_allow((const void *)ll_bf16_kernel(i % 2, 128 << i / 2), bytes);
+	return rc;
+}
 extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
 {
 	int64_t rows = (int64_t)p->ni * p->nj, ntiles = (rows + LL_TM - 1) / LL_TM;
@@ -427,11 +461,11 @@ extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
 		int ns = ll_slices(*p, kp, -1, NULL, &nu, &tiles);
 		int64_t per = ntiles * ns / LL_GRID, nb;
 		per = per < 1 ? 1 : per > LL_PER ? LL_PER : per;
+		per = per < (ntiles + 65534) / 65535 ? (ntiles + 65534) / 65535 : per;   /* gridDim.y */
 		nb = (ntiles + per - 1) / per;
 		size_t smem = (size_t)(LL_TM + 16 * tiles) * ll_ld(kp) * 2;
-		dim3 grid((unsigned)nb, (unsigned)ns);
-		if (vec) CU_LAUNCH(grid, LL_NT, smem, s, k_ln_linear_bf16<true>)(*p, (int)rows, kp);
-		else CU_LAUNCH(grid, LL_NT, smem, s, k_ln_linear_bf16<false>)(*p, (int)rows, kp);
+		dim3 grid((unsigned)ns, (unsigned)nb);
+		CU_LAUNCH(grid, LL_NT, smem, s, ll_bf16_kernel(vec, kp))(*p, (int)rows, kp);
 	} else {
 		size_t smem = sizeof(float) * (size_t)LL_TM * (p->k + 1);
 		if (vec) CU_LAUNCH((unsigned)ntiles, LL_NT, smem, s, k_ln_linear_f32<true>)(*p, (int)rows);

@@ -22,11 +22,11 @@
  * loads where k, the strides and x are on 4 floats), takes the layer-norm
  * statistics from the registers (one read; mean, then the centred sum of
  * squares, as norm.cu, each divided by k in a fast division) and writes
- * the rounded row to Xs.  Then warp w
- * multiplies rows 16 (w % 4).. by batches of up to 4 tiles (every other
- * batch: w / 4), the A fragment loaded once (ldmatrix) for the batch's 8
- * mma per 16 k, the B fragments by ldmatrix, and the epilogue runs on the
- * accumulator fragments: bias, gate (a fast exp and a fast division),
+ * the rounded row to Xs.  Then warp w multiplies rows 16 (w % 4).. by
+ * batches of up to 4 tiles (every other batch: w / 4), the A fragment
+ * loaded once (ldmatrix) for the batch's 8 mma per 16 k, the B fragments
+ * by ldmatrix, and the epilogue runs on the accumulator fragments: bias,
+ * gate (a fast exp and a fast division),
  * beta, written channel-last by 16-byte stores (two lanes trade halves so
  * each holds 4 consecutive features of a row) where the group's rows and
  * width are on 4 floats, else by 4-byte stores (channel-major: 8 lanes on

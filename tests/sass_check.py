@@ -19,12 +19,21 @@ The main loop's instructions are those of its fast path: the shortest
 cycle (in instructions) through its header, which skips what a branch
 may skip (the next tile's prefetch on the last tile, the 4-byte copy and
 rotary paths), so the share is an upper bound of the per-iteration one.
+A persistent kernel's outermost loop with HMMA is its loop over row
+tiles, whose fast path skips all the work; for such a kernel (:inner
+below) every innermost loop holding HMMA (no loop with HMMA inside it:
+each product loop, one per instantiation or unrolled remainder) is a main
+loop, and the kernel's share is that of their fast paths together.
+  - subroutine calls: any CALL, the compiler's out-of-line int64
+    division / remainder and the slow path of an IEEE fp32 division,
+    reported, and refused in kernels named by :nocall.
 
-Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE]] ... : prints one
-line per kernel; exits 1 when a kernel whose (mangled or demangled) name
-matches a REGEX uses local memory or generic loads / stores, or, where it
-has HMMA, its main loop's HMMA share is under SHARE (default 1/8; the
-first matching REGEX holds).
+Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE][:inner][:nocall]]
+... : prints one line per kernel; exits 1 when a kernel whose (mangled or
+demangled) name matches a REGEX uses local memory or generic loads /
+stores, or, where it has HMMA, its main loop's HMMA share is under SHARE
+(default 1/8; the first matching REGEX holds), or, with :nocall, calls a
+subroutine.
 """
 import re
 import sys
@@ -178,24 +187,45 @@ def main_loop(ins, via=None):
     return [ins[i] for b in path for i in range(bl[b][0], bl[b][1] + 1)]
 
 
-def judge(name, ins, minshare=1.0 / 8):
+def inner_loops(ins):
+    """the fast paths (as main_loop) of the innermost loops holding HMMA"""
+    bl, succ = blocks(ins)
+    size = [e - s + 1 for s, e in bl]
+    has = lambda b: any(base(ins[i][1]) == 'HMMA' for i in range(bl[b][0], bl[b][1] + 1))
+    cand = [(h, frozenset(body)) for h, body in natural_loops(bl, succ) if any(has(b) for b in body)]
+    out = []
+    for h, body in set(cand):
+        if any(o < body for _, o in cand):
+            continue
+        leg = _shortest(h, h, succ, size, body, h)
+        if leg is not None:
+            leg.pop()
+            out.append([ins[i] for b in [h] + leg for i in range(bl[b][0], bl[b][1] + 1)])
+    return out
+
+
+def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False):
     """(line, failures) for one kernel"""
     ops = collections.Counter(op for _, op, _ in ins)
     local = sum(n for op, n in ops.items() if base(op) in ('LDL', 'STL'))
     generic = sum(n for op, n in ops.items() if base(op) in ('LD', 'ST'))
     hmma = sum(n for op, n in ops.items() if base(op) == 'HMMA')
-    ml = main_loop(ins)
-    mh = sum(1 for _, op, _ in ml if base(op) == 'HMMA')
+    calls = sum(n for op, n in ops.items() if base(op) == 'CALL')
+    hm = lambda ml: sum(1 for _, op, _ in ml if base(op) == 'HMMA')
+    ml = [i for m in inner_loops(ins) for i in m] if inner else main_loop(ins)
+    mh = hm(ml)
     fails = []
     if local:
         fails.append('%d local-memory loads / stores' % local)
     if generic:
         fails.append('%d generic loads / stores' % generic)
+    if nocall and calls:
+        fails.append('%d subroutine calls' % calls)
     share = mh / len(ml) if ml else 0.0
     if hmma and share < minshare:
         fails.append('main loop HMMA share %.3f < %.3f' % (share, minshare))
-    line = '%-60s %6d insns, %3d HMMA, local %d, generic %d, main loop %d insns %d HMMA (%.3f)' % (
-        name[:60], len(ins), hmma, local, generic, len(ml), mh, share)
+    line = '%-60s %6d insns, %3d HMMA, local %d, generic %d, calls %d, main loop%s %d insns %d HMMA (%.3f)' % (
+        name[:60], len(ins), hmma, local, generic, calls, 's' if inner else '', len(ml), mh, share)
     return line, fails
 
 
@@ -211,13 +241,15 @@ def main(argv):
     checks = []
     for i in range(2, len(argv) - 1):
         if argv[i] == '--check':
-            rx, _, share = argv[i + 1].partition('=')
-            checks.append((re.compile(rx), float(eval(share, {})) if share else 1.0 / 8))
+            spec = argv[i + 1].split(':')
+            rx, _, share = spec[0].partition('=')
+            checks.append((re.compile(rx), (float(eval(share, {})) if share else 1.0 / 8,
+                                            'inner' in spec[1:], 'nocall' in spec[1:])))
     kernels = parse(open(argv[1]).read())
     bad = 0
     for name, ins in sorted(kernels.items()):
         hit = [sh for c, sh in checks if c.search(name) or c.search(demangle(name))]
-        line, fails = judge(name, ins, hit[0] if hit else 1.0 / 8)
+        line, fails = judge(name, ins, *(hit[0] if hit else (1.0 / 8,)))
         checked = bool(hit)
         verdict = ('FAIL: ' + '; '.join(fails)) if checked and fails else ('ok' if checked else '-')
         print('%s  %s' % (line, verdict))

@@ -47,6 +47,15 @@ static inline float rsqrtf(float x)
 	return 1.0f / sqrtf(x);
 }
 
+/* a card's fast exp (ex2.approx of x log2 e), here the kernels' expf */
+#define __expf cuemu_expf
+
+/* x / y to about 2 ulp on a card (an approximate reciprocal); exact here */
+static inline float __fdividef(float x, float y)
+{
+	return x / y;
+}
+
 /* single operations rounded to nearest that nvcc never contracts into an
  * fma; here each result goes through memory, so g++ cannot fuse either */
 static inline float __fmul_rn(float a, float b)

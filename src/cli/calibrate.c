@@ -96,7 +96,7 @@ static int64_t calib_used(be_t *be, int64_t *total)
 {
 	size_t fr, tot;
 
-	if (be && be->mem_info && be->mem_info(be, &fr, &tot) == 0) {
+	if (be_supports(be, BE_OP_MEM_INFO) && be->mem_info(be, &fr, &tot) == 0) {
 		if (total) *total = (int64_t)tot;
 		return (int64_t)(tot - fr);
 	}
@@ -332,8 +332,8 @@ static quota_table_t *calib_header(const calib_t *c, const opt_t *o, double safe
 	    quota_set(qt, "weights", weights_fingerprint(c->w)) || quota_set(qt, "safety", sf) ||
 	    quota_set(qt, "engine", PACKAGE_NAME " " PACKAGE_VERSION) ||
 	    calib_set_bytes(qt, "memory", c->total) ||
-	    quota_set(qt, "driver", be->mem_info ? "unknown" : "none") ||
-	    quota_set(qt, "runtime", be->mem_info ? "unknown" : "none") ||
+	    quota_set(qt, "driver", be_supports(be, BE_OP_MEM_INFO) ? "unknown" : "none") ||
+	    quota_set(qt, "runtime", be_supports(be, BE_OP_MEM_INFO) ? "unknown" : "none") ||
 	    calib_set_num(qt, "chunk_size", o->chunk_size) ||
 	    calib_set_num(qt, "recycles", o->num_recycles) ||
 	    calib_set_bytes(qt, "context", c->context) ||

@@ -380,7 +380,7 @@ int sched_auto_workers(sched_t *s)
 		int64_t count[BUCKET_MAX + 1] = { 0 }, qmax[BUCKET_MAX + 1] = { 0 }, q = 0, w;
 		/* the CPU: host memory with no driver figures (a sim:SIZE device,
 		 * host memory behind a card's budget, counts as a card) */
-		int cpu = d->be->host_mem && !d->be->mem_info;
+		int cpu = d->be->host_mem && !be_supports(d->be, BE_OP_MEM_INFO);
 		int b = -1, cap = cpu ? 1 : SCHED_AUTO_CAP;
 		char lab[32];
 
@@ -461,7 +461,7 @@ const sched_item_t *sched_item(const sched_t *s, int i) { return &s->it[i]; }
 
 int sched_keeps(const sched_dev_t *d)
 {
-	return d->be->mem_info != NULL;
+	return be_supports(d->be, BE_OP_MEM_INFO);
 }
 
 /* what a worker holding `hold` (the largest quota it ran since its arena
@@ -708,7 +708,7 @@ done:
 int sched_fold(const model_t *m, const tok_t *t, const model_run_t *r, const model_plan_t *p,
                model_out_t *out, mem_fig_t *fig, char *err, size_t errcap)
 {
-	int cpu = !m->be->mem_info, rc;
+	int cpu = !be_supports(m->be, BE_OP_MEM_INFO), rc;
 	int64_t before = -1;
 
 	memset(fig, 0, sizeof *fig);
@@ -749,10 +749,10 @@ static void sched_wk_init(sched_t *s, sched_wk_t *w, int di, int wi)
 	w->di = di;
 	w->wi = wi;
 	w->m = d->model;
-	w->wbe = d->be->worker ? d->be->worker(d->be) : NULL;
+	w->wbe = be_supports(d->be, BE_OP_WORKER) ? d->be->worker(d->be) : NULL;
 	w->hold = 0;
 	if (w->wbe) w->m.be = w->wbe;
-	else if (d->be->worker) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
+	else if (be_supports(d->be, BE_OP_WORKER)) log_warn("device %s: worker %d shares the device's stream", d->be->name, wi);
 	arena_init(&w->arena, w->m.be);
 }
 

@@ -62,9 +62,8 @@ const char *opt_cmd_name(opt_cmd_t c)
 	return (unsigned)c < sizeof cmd_names / sizeof *cmd_names ? cmd_names[c] : "?";
 }
 
-void opt_usage(FILE *fp)
-{
-	fputs(
+/* --help: usage and commands, the options, the exit status */
+static const char opt_help_commands[] =
 "Usage: esmbatch [fold] -i FILE|- -o DIR [--weights FILE] [options]\n"
 "       esmbatch plan -i FILE|- [--weights FILE] [--devices LIST] [--quota-table TSV]\n"
 "                     [--shards N]\n"
@@ -99,7 +98,9 @@ void opt_usage(FILE *fp)
 "              is corrupt); prune, corrupt entries and dead temporaries\n"
 "              removed, and with --cache-max the least recently used\n"
 "  help        print this help (as --help)\n"
-"\n"
+"\n";
+
+static const char opt_help_options[] =
 "Options:\n"
 "  -i, --input FILE        FASTA input; '-' reads stdin\n"
 "  -o, --outdir DIR        output directory (fold, report); the table (calibrate)\n"
@@ -151,7 +152,9 @@ void opt_usage(FILE *fp)
 "  -h, --help              print this help and exit (also: esmbatch help)\n"
 "  -V, --version           print the version, CUDA runtime and architectures,\n"
 "                          and BLAS, and exit\n"
-"\n"
+"\n";
+
+static const char opt_help_status[] =
 "Exit status: 0 all records done (whole or split); 1 fatal error (unreadable\n"
 "or corrupt input, bad weights, I/O, a bad record under --strict) or stopped\n"
 "by SIGINT/SIGTERM; 2 usage error or command not implemented; 3 finished,\n"
@@ -161,8 +164,13 @@ void opt_usage(FILE *fp)
 "DIR/summary.tsv appears only once every record has a final outcome (folded,\n"
 "split, or failed for a reason of its own); a run stopped by a signal, or\n"
 "with records not run or outputs not written, writes DIR/summary.partial.tsv\n"
-"instead; a run removes an earlier run's summary.tsv as it starts folding.\n",
-	fp);
+"instead; a run removes an earlier run's summary.tsv as it starts folding.\n";
+
+void opt_usage(FILE *fp)
+{
+	fputs(opt_help_commands, fp);
+	fputs(opt_help_options, fp);
+	fputs(opt_help_status, fp);
 }
 
 enum {

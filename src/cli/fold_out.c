@@ -51,7 +51,7 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 		rc = tsv_put(f, file ? file : "-");
 		if (fputc('\t', f) < 0 || tsv_put(f, status) < 0 || fputc('\t', f) < 0 ||
 		    tsv_put(f, reason ? reason : "-") < 0 || fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) < 0 ||
-		    tsv_put(f, flags) < 0)
+		    tsv_put(f, flags) < 0 || fputc('\t', f) < 0 || tsv_put(f, x->same_as ? x->same_as : "-") < 0)
 			rc = -1;
 		if (fclose(f) != 0) rc = -1;
 	}
@@ -151,15 +151,13 @@ static int fold_write_files(const char *dir, const char *base, const char *const
 	return rc;
 }
 
-/* sched_done_fn: write the outputs of one folded item (a whole record, or
- * a fragment with the record's chains and residue numbers) */
-int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-                       const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-                       size_t cap)
+/* the outputs of one folded item (a whole record, or a fragment with the
+ * record's chains and residue numbers) under x's name (fold_run.h) */
+int fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
+                   const tok_t *t, const model_out_t *out, const mem_fig_t *fig, double secs,
+                   char *reason, size_t cap)
 {
-	fold_run_t *r = ctx;
 	const opt_t *o = r->o;
-	fold_rec_t *x = &r->rec[it->rec];
 	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
 	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
 	char frag[96];
@@ -213,6 +211,15 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 	free(chain);
 	free(base);
 	return rc;
+}
+
+/* sched_done_fn: write the outputs of one folded item, its record's */
+int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                       const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                       size_t cap)
+{
+	fold_run_t *r = ctx;
+	return fold_write_rec(r, &r->rec[it->rec], it, d, t, out, fig, secs, reason, cap);
 }
 
 /* The outcome of record k from its final items v[0..n) (by ascending
@@ -326,7 +333,7 @@ void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
 	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
 	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
 	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
-	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\n", f);
+	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\tsame_as\n", f);
 	for (int i = 0; i < r->nrec; i++)
 		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
 }

@@ -4,6 +4,8 @@
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
  *               outcome of its fragments, summary.tsv or summary.partial.tsv
+ *   fold_dedup.c  records of the same sequence: the one folded, its
+ *               copies' files written with its own, their outcome with its
  *   fold_dir.c  the output directory: the names of its files, outputs not
  *               written, its locks, the leftovers of a killed run,
  *               done.jsonl and what a rerun skips
@@ -16,15 +18,18 @@
  *   fold_open_input     cli/fold.c         read from the FASTA into r->rec
  *   fold_open_shard     cli/fold.c         kept when it is shard K's (--shard)
  *   fold_queue          cli/fold.c         failed, skipped (done before) or queued:
+ *   fold_source         cli/fold_dedup.c   folded, or a copy of an earlier record
  *   sched_add           sched/scheduler.c  planned on each device, maybe halved
  *   sched_run           sched/scheduler.c  the workers start
  *   sched_worker        sched/scheduler.c  a worker takes it (the longest that fits)
  *   sched_fold          sched/scheduler.c  folded, its memory measured (model_fold)
- *   fold_write_outputs  cli/fold_out.c     its files written, on the worker
+ *   fold_write_copies   cli/fold_dedup.c   its files and its copies', on the worker:
+ *   fold_write_outputs  cli/fold_out.c     its files written (fold_write_rec)
  *   sched_fold_ended    sched/scheduler.c  ok, out of memory, device lost or failed
  *   sched_drain         sched/scheduler.c  the output step: one thread, in order
  *   fold_record_settled cli/fold.c         every item of it ended:
  *   fold_finish         cli/fold_out.c     its row, fragments renamed, done.jsonl
+ *   fold_copies_finish  cli/fold_dedup.c   the same for each of its copies
  *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
  * (tests/test_life.sh checks that each is defined in the file named.)
  */
@@ -43,6 +48,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "protein/qc.h"
+#include "sched/dedup.h"
 #include "sched/memory.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
@@ -61,6 +67,12 @@ typedef struct {
 	char     *row;         /* its summary row from column file on, once final */
 	int       skipped;     /* done by an earlier run (done.jsonl) */
 	int       finished;    /* fold_finish ran */
+	const char *same_as;   /* a copy: the output name of the record folded
+	                          for it (its job's); NULL: folded itself */
+	int       next_copy;   /* the next copy of the same record folded; -1 none */
+	int       last_copy;   /* the record folded: its last copy (next_copy >= 0) */
+	char     *copy_err;    /* a copy whose files could not be written: why */
+	int       copy_err_at; /* the start of that item */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -84,6 +96,9 @@ typedef struct {
 	int          ninput;     /* sharded: records in the whole input */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
+	dedup_t     *dedup;      /* the sequences queued; NULL: every record
+	                            folded (--no-dedup, --dump-tensors) */
+	long         ncopies;    /* records written from another's fold */
 	safetensors_writer_t *dump;
 	long         nok, nfailed, nsplit, nskipped;
 	long         nunfinished;  /* of nfailed, those with no final outcome:
@@ -114,13 +129,22 @@ typedef struct {
  * only cif is asked. */
 #define FOLD_NEXT 3
 
-/* tabs in a row from column file on: summary.tsv has 21 columns, the row
+/* tabs in a row from column file on: summary.tsv has 22 columns, the row
  * all but index, name, length and bucket */
-#define FOLD_ROW_TABS 16
+#define FOLD_ROW_TABS 17
+
+/* where a record's structure comes from (fold_source) */
+typedef enum { FOLD_FROM_FOLD, FOLD_FROM_COPY } fold_from_t;
 
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
+/* The files of one folded item written under record x's name (x: the
+ * item's record, or a copy of it), and its figures added to x's.  0, or
+ * -1 with why in reason. */
+int  fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
+                    const tok_t *t, const model_out_t *out, const mem_fig_t *fig, double secs,
+                    char *reason, size_t cap);
 /* sched_done_fn: write the files of one folded item */
 int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
                         const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
@@ -140,11 +164,27 @@ int  fold_summary_retract(const fold_run_t *r);
  * -1 (logged). */
 int  fold_summary(fold_run_t *r, int complete);
 
+/* fold_dedup.c */
+/* Where record k's structure comes from: FOLD_FROM_FOLD (queued), or
+ * FOLD_FROM_COPY (*from: the earlier record of the same sequence queued
+ * in this run, whose fold writes k's files too).  A record done by an
+ * earlier run is never asked.  -1 out of memory. */
+int  fold_source(fold_run_t *r, int k, int *from);
+/* sched_done_fn: fold_write_outputs, then the same item's files for each
+ * copy of its record; a copy that cannot be written fails alone */
+int  fold_write_copies(void *ctx, const sched_item_t *it, const sched_dev_t *d,
+                       const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
+                       double secs, char *reason, size_t cap);
+/* record k's copies finished as k was (fold_finish with k's items
+ * v[0..n)), in input order; on the output step, right after k's */
+void fold_copies_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
+
 /* fold_progress.c */
 /* Record x has ended (its items v[0..n)): counted, and one line, "[k/N]
  * NAME: ..." (info), or with why (it failed) a warning, none for a record
  * none of whose items ran (interrupted, no device left: the run's last
- * line counts them, nunfinished).  From fold_finish. */
+ * line counts them, nunfinished).  A copy (x->same_as) is not counted (N
+ * counts folds) and its line has no [k/N].  From fold_finish. */
 void fold_ended(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
 /* The progress line as a record has ended: the live status line on a
  * terminal, else a "progress:" info line at most every 10 s (or

@@ -31,6 +31,7 @@ void opt_init(opt_t *o)
 	o->quota_table = NULL;
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
+	o->no_dedup = 0;
 	o->threads = 0;
 	o->workers = 0;   /* auto */
 }
@@ -116,6 +117,9 @@ void opt_usage(FILE *fp)
 "                          (+512 per chain), not per chain from 1\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
 "      --no-split          fail a sequence that fits nowhere, do not halve it\n"
+"      --no-dedup          fold every record: by default a record whose\n"
+"                          sequence an earlier record of the run folds is\n"
+"                          written from that fold (plan: count each)\n"
 "      --shard K/N|auto    fold only shard K of N of the input, balanced by\n"
 "                          predicted cost, into -o shared with the other\n"
 "                          shards; auto: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT\n"
@@ -153,7 +157,7 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS
+	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS, O_NODEDUP
 };
 
 static const struct option long_opts[] = {
@@ -173,6 +177,7 @@ static const struct option long_opts[] = {
 	{ "keep-linker-numbering", no_argument, NULL, O_KEEPNUM },
 	{ "quota-table",  required_argument, NULL, O_QUOTA },
 	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
+	{ "no-dedup",     no_argument,       NULL, O_NODEDUP },
 	{ "threads",      required_argument, NULL, 't' },
 	{ "lengths",      required_argument, NULL, O_LENGTHS },
 	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
@@ -311,6 +316,7 @@ int opt_parse(opt_t *o, int argc, char **argv)
 		case O_KEEPNUM: o->keep_linker_numbering = 1; break;
 		case O_QUOTA: if (set_str(&o->quota_table, "--quota-table", optarg)) return -1; break;
 		case O_NOSPLIT: o->no_split = 1; break;
+		case O_NODEDUP: o->no_dedup = 1; break;
 		case O_LENGTHS: if (set_str(&o->lengths, "--lengths", optarg)) return -1; break;
 		case O_EXCLUSIVE: o->exclusive = 1; break;
 		case O_FORCE: o->force = 1; break;

@@ -4,7 +4,9 @@
  *   bucket  records  residues  longest  quota
  * records/residues/longest count the good records whose model length
  * (residues + 25 per chain break) falls in the bucket; residues and longest
- * are residues as read.  quota is in bytes, "-" when no table is given or
+ * are residues as read.  A last row, "distinct", counts the good records'
+ * distinct sequences (dedup.h): what fold folds (--no-dedup: every
+ * record), and what the scheduler's plan below is made of.  quota is in bytes, "-" when no table is given or
  * no row covers the bucket ("over" never has one: such jobs get halved).
  *
  * With --weights (a safetensors file, or a manifest .json: only shapes are
@@ -26,6 +28,7 @@
 #include <stdlib.h>
 
 #include "sched/bucket.h"
+#include "sched/dedup.h"
 #include "cli/calibrate.h"
 #include "backend/devices.h"
 #include "io/fasta.h"
@@ -130,6 +133,21 @@ done:
 	return rc;
 }
 
+/* 1 when good record j brings a sequence no record before it had (dd
+ * NULL, --no-dedup: every record), counted in u; 0 when it does not; -1
+ * out of memory (logged) */
+static int plan_distinct(dedup_t *dd, const job_t *j, tally_t *u)
+{
+	int first = dd ? dedup_add(dd, j->seq, (int)j->index) : (int)j->index;
+
+	if (first < 0) log_error("out of memory");
+	if (first != (int)j->index) return first < 0 ? -1 : 0;
+	u->records++;
+	u->residues += j->len;
+	if (j->len > u->longest) u->longest = j->len;
+	return 1;
+}
+
 int plan_cmd_main(const opt_t *o, FILE *out)
 {
 	char **seq = NULL;
@@ -137,11 +155,12 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 	quota_table_t *qt = NULL;
 	fasta_t *r;
 	bucket_set_t bs;
-	tally_t t[BUCKET_MAX + 1], tot = { 0, 0, 0 };
+	tally_t t[BUCKET_MAX + 1], tot = { 0, 0, 0 }, uniq = { 0, 0, 0 };
+	dedup_t *dd = NULL;
 	int64_t nfailed = 0;
 	plan_recs_t recs = { 0 };
 	job_t j;
-	int rc, code = EXIT_OK;
+	int rc = 0, code = EXIT_OK;
 	char lab[32];
 
 	bucket_set_default(&bs);
@@ -157,7 +176,11 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 		return EXIT_FATAL;
 	}
 	job_init(&j);
-	while ((rc = fasta_next(r, &j)) > 0) {
+	if (!o->no_dedup && !(dd = dedup_init())) {
+		log_error("out of memory");
+		code = EXIT_FATAL;
+	}
+	while (code == EXIT_OK && (rc = fasta_next(r, &j)) > 0) {
 		if (o->shards && plan_recs_add(&recs, j.status == JOB_OK ? sched_cost((int)strlen(j.seq)) : 0,
 		                               j.status == JOB_OK ? j.len : 0) < 0) {
 			log_error("out of memory");
@@ -174,7 +197,12 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 			log_warn("%s: %s", fasta_path(r), j.reason);
 			continue;
 		}
-		if (o->weights && nseq == capseq) {   /* kept for the per-device plan */
+		int first = plan_distinct(dd, &j, &uniq);
+		if (first < 0) {
+			code = EXIT_FATAL;
+			break;
+		}
+		if (o->weights && first && nseq == capseq) {   /* kept for the per-device plan */
 			int nc = capseq ? 2 * capseq : 64;
 			char **ns = realloc(seq, nc * sizeof *ns);
 			int *ni = ns ? realloc(idx, nc * sizeof *ni) : NULL;
@@ -187,7 +215,7 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 			}
 			capseq = nc;
 		}
-		if (o->weights) {
+		if (o->weights && first) {
 			idx[nseq] = (int)j.index;
 			seq[nseq++] = j.seq;
 			j.seq = NULL;
@@ -222,6 +250,8 @@ int plan_cmd_main(const opt_t *o, FILE *out)
 	fprintf(out, "failed\t%" PRId64 "\t-\t-\t-\n", nfailed);
 	fprintf(out, "total\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n",
 	        tot.records + nfailed, tot.residues, tot.longest);
+	fprintf(out, "distinct\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n", uniq.records,
+	        uniq.residues, uniq.longest);
 	if (o->weights && plan_devices(o, qt, seq, idx, nseq, out) < 0) {
 		code = EXIT_FATAL;
 		goto done;
@@ -244,6 +274,7 @@ done:
 	free(idx);
 	free(recs.cost);
 	free(recs.res);
+	dedup_free(dd);
 	quota_free(qt);
 	return code;
 }

@@ -190,7 +190,7 @@ open(sys.argv[1], "w").write("".join(json.dumps(e) + "\n" for e in lines))
 PY
 run -i "$srcdir/data/example.fa" -o "$tmp/old" || fail "old journal: exited $?"
 grep -q '"event":"fold"' "$tmp/old/run.jsonl" && fail "old journal: records folded again"
-awk -F'\t' 'NR > 1 && (NF != 21 || $15 != "-" || $20 != "-" || $21 != "-" || $8 == "-") { bad = 1 }
+awk -F'\t' 'NR > 1 && (NF != 22 || $15 != "-" || $20 != "-" || $21 != "-" || $22 != "-" || $8 == "-") { bad = 1 }
 	END { exit bad }' "$tmp/old/summary.tsv" || fail "old journal: rows $(tail -n +2 "$tmp/old/summary.tsv")"
 [ "$(cut -f1-14 "$tmp/old/summary.tsv")" = "$(cut -f1-14 "$out/summary.tsv")" ] ||
 	fail "old journal: the first 14 columns changed"

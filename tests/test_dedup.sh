@@ -10,8 +10,11 @@
 # columns and same_as; a copy's files are its original's but for its name
 # (the mmCIF's data_ block and ids).  plan counts both.  Resuming: a
 # rerun folds nothing; a copy's files removed, a rerun folds it alone (its
-# original was done before); an original's removed, it alone.  Shards:
-# each folds its own records' distinct sequences, merge has every row.
+# original was done before); an original's removed, it alone.  A split
+# record's copy is split the same (sim devices), its fragments its own; a
+# copy that cannot be written (a directory in its way) fails alone, and a
+# rerun folds it.  Shards: each folds its own records' distinct
+# sequences, merge has every row.
 . "${srcdir:-.}/tests/lib.sh"
 
 python3 - "$tmp/in.fa" <<'PY'
@@ -98,6 +101,35 @@ rm "$tmp/d/$orig.cif"
 [ "$(folds "$tmp/d")" -eq 1 ] || fail "rerun, $orig removed: $(folds "$tmp/d") folds, expected 1"
 cmp -s "$tmp/d/$orig.cif" "$tmp/n/$orig.cif" || fail "$orig refolded: not the same mmCIF"
 cut -f 1-9,15-21 "$tmp/d/summary.tsv" | cmp -s - "$tmp/n.rows" || fail "resumed rows differ"
+
+# a split record's copy: split the same, its fragments under its name
+mkfa 5 "$tmp/long.fa" a=200
+sed -n 2p "$tmp/long.fa" | sed '1i >b' >>"$tmp/long.fa"
+for m in d n; do
+	nd=(); [ $m = n ] && nd=(--no-dedup)
+	"$bin" -q -i "$tmp/long.fa" -o "$tmp/long$m" --weights "$demo" --num-recycles 0 \
+		--devices sim:3M,sim:2500K ${nd[@]+"${nd[@]}"} || fail "split $m: exited $?"
+done
+[ "$(folds "$tmp/longd")" -lt "$(folds "$tmp/longn")" ] || fail "split: the copy folded"
+awk -F'\t' 'NR == 3 && $2 == "b" && $6 == "split" && $3 ~ /^b\.part1of/ && $22 == "a" { ok = 1 }
+	END { exit !ok }' "$tmp/longd/summary.tsv" || fail "split copy: $(tail -1 "$tmp/longd/summary.tsv")"
+for f in "$tmp/longn"/*.pdb; do
+	cmp -s "$f" "$tmp/longd/${f##*/}" || fail "split: ${f##*/} differs from --no-dedup's"
+done
+[ "$(ls "$tmp/longd"/*.pdb | wc -l)" -eq "$(ls "$tmp/longn"/*.pdb | wc -l)" ] || fail "split: files"
+
+# a copy that cannot be written fails alone; a rerun folds it
+mkdir -p "$tmp/w/$copy.pdb"
+"$bin" "${args[@]}" -o "$tmp/w" 2>"$tmp/w.err"
+rc=$?
+[ $rc -eq 1 ] || fail "copy not written: exit $rc, expected 1"
+awk -F'\t' -v c="$copy" -v o="$orig" '$2 == c && $6 != "failed" || $2 == o && $6 != "ok" { bad = 1 }
+	END { exit bad }' "$tmp/w/summary.partial.tsv" || fail "copy not written: rows"
+[ "$(awk -F'\t' 'NR > 1 && $6 == "failed"' "$tmp/w/summary.partial.tsv" | wc -l)" -eq 1 ] ||
+	fail "copy not written: more than it failed"
+rmdir "$tmp/w/$copy.pdb"
+"$bin" "${args[@]}" -o "$tmp/w" || fail "copy not written, rerun: exit $?"
+[ "$(folds "$tmp/w")" -eq 1 ] || fail "copy not written, rerun: $(folds "$tmp/w") folds"
 
 # shards: each its own records' sequences once; merge has every row
 "$bin" "${args[@]}" -o "$tmp/s" --shard 1/2 || fail "shard 1/2 exited $?"

@@ -174,7 +174,7 @@ run -i "$srcdir/data/example.fa" -o "$out" || fail "fold: exited $?"
 
 # --- summary.tsv ----------------------------------------------------------
 old="index name file length bucket status reason mean_plddt ptm seconds predicted_bytes allocated_bytes reserved_bytes device_used_bytes"
-new="frac_plddt_gt70 plddt_very_low plddt_low plddt_confident plddt_very_high crc64 flags"
+new="frac_plddt_gt70 plddt_very_low plddt_low plddt_confident plddt_very_high crc64 flags same_as"
 [ "$(head -1 "$out/summary.tsv" | tr '\t' ' ')" = "$old $new" ] ||
 	fail "summary header: $(head -1 "$out/summary.tsv")"
 check_summary "$srcdir/data/example.fa" "$out" example

@@ -392,7 +392,7 @@ static void fold_copy_of(fold_run_t *r, int i, int from)
 static int fold_queue(fold_run_t *r)
 {
 	const opt_t *o = r->o;
-	int from;
+	int from, src;
 
 	if (!(r->names = calloc(r->nrec + 1, sizeof *r->names))) return EXIT_FATAL;
 	for (int i = 0; i < r->nrec; i++) r->names[i] = r->rec[i].job.name;
@@ -416,9 +416,9 @@ static int fold_queue(fold_run_t *r)
 			x->skipped = 1;
 			r->nskipped++;
 			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
-		} else if (fold_source(r, i, &from) < 0) {
+		} else if ((src = fold_source(r, i, &from)) < 0) {
 			return EXIT_FATAL;
-		} else if (from != i) {
+		} else if (src == FOLD_FROM_COPY) {
 			fold_copy_of(r, i, from);
 		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
 			return EXIT_FATAL;

@@ -23,6 +23,11 @@
  * --pae ask for) are the ones the line describes, keeping that row;
  * --force (or --dump-tensors) refolds all.
  *
+ * Records of the same sequence (dedup.h; --no-dedup: none) are folded
+ * once: each later one is a copy, its files written from the first one's
+ * fold under its own name, its own row naming that record (same_as) and
+ * its own done.jsonl line (fold_dedup.c).
+ *
  * Sharded (--shard K/N, shard.h): only the records of shard K are read
  * into the run; summary, done, run and report files carry the suffix
  * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for

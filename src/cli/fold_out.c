@@ -213,7 +213,7 @@ int fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const s
 	return rc;
 }
 
-/* sched_done_fn: write the outputs of one folded item, its record's */
+/* the outputs of one folded item under its own record's name */
 int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                        const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
                        size_t cap)

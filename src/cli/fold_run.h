@@ -145,7 +145,8 @@ int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *r
 int  fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
                     const tok_t *t, const model_out_t *out, const mem_fig_t *fig, double secs,
                     char *reason, size_t cap);
-/* sched_done_fn: write the files of one folded item */
+/* write the files of one folded item under its record's name
+ * (fold_write_rec; fold_write_copies calls it as the sched_done_fn) */
 int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
                         const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
                         double secs, char *reason, size_t cap);

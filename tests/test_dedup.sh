@@ -10,7 +10,9 @@
 # columns and same_as; a copy's files are its original's but for its name
 # (the mmCIF's data_ block and ids).  plan counts both.  Resuming: a
 # rerun folds nothing; a copy's files removed, a rerun folds it alone (its
-# original was done before); an original's removed, it alone.  A split
+# original was done before); an original's removed, it alone; killed
+# by SIGKILL and rerun, no sequence all of whose records were done is
+# folded again.  A split
 # record's copy is split the same (sim devices), its fragments its own; a
 # copy that cannot be written (a directory in its way) fails alone, and a
 # rerun folds it.  Shards: each folds its own records' distinct
@@ -101,6 +103,35 @@ rm "$tmp/d/$orig.cif"
 [ "$(folds "$tmp/d")" -eq 1 ] || fail "rerun, $orig removed: $(folds "$tmp/d") folds, expected 1"
 cmp -s "$tmp/d/$orig.cif" "$tmp/n/$orig.cif" || fail "$orig refolded: not the same mmCIF"
 cut -f 1-9,15-21 "$tmp/d/summary.tsv" | cmp -s - "$tmp/n.rows" || fail "resumed rows differ"
+
+# killed (SIGKILL) after some folds, rerun: no sequence whose records
+# were all done is folded again, and the outputs are complete
+"$bin" "${args[@]}" -o "$tmp/k" 2>/dev/null &
+pid=$!
+i=0
+while [ "$(cat "$tmp/k/done.jsonl" 2>/dev/null | wc -l)" -lt 8 ] && [ $i -lt 1200 ] && kill -0 $pid 2>/dev/null; do
+	sleep 0.05
+	i=$((i + 1))
+done
+kill -KILL $pid 2>/dev/null
+{ wait $pid; } 2>/dev/null
+cp "$tmp/k/done.jsonl" "$tmp/k.done" 2>/dev/null || : >"$tmp/k.done"
+[ "$(wc -l <"$tmp/k.done")" -ge 8 ] && [ "$(wc -l <"$tmp/k.done")" -lt 30 ] ||
+	fail "killed: $(wc -l <"$tmp/k.done") records done, expected some, not all"
+"$bin" "${args[@]}" -o "$tmp/k" || fail "killed, rerun: exit $?"
+python3 - "$tmp/in.fa" "$tmp/k.done" "$tmp/k/run.jsonl" <<'PY' || fail "killed, rerun: folded again"
+import json, sys
+names = [l[1:].split()[0] for l in open(sys.argv[1]) if l.startswith(">")]
+done = {json.loads(l)["name"] for l in open(sys.argv[2]) if l.endswith("\n")}
+key = lambda n: n.split("_")[0]
+whole = {key(n) for n in names if all(m in done for m in names if key(m) == key(n))}
+ev = [json.loads(l) for l in open(sys.argv[3])]
+again = [names[e["record"]] for e in ev if e["event"] == "fold" and key(names[e["record"]]) in whole]
+assert not again, again
+PY
+for f in "$tmp/n"/*.pdb "$tmp/n"/*.cif; do
+	cmp -s "$f" "$tmp/k/${f##*/}" || fail "killed, rerun: ${f##*/} differs"
+done
 
 # a split record's copy: split the same, its fragments under its name
 mkfa 5 "$tmp/long.fa" a=200

@@ -36,7 +36,7 @@ done
 [ "$(ls "$tmp"/b/*.pdb | wc -l)" -eq $n ] || fail "warm run: $(ls "$tmp"/b/*.pdb | wc -l) PDBs"
 [ "$(cut -f1-21 "$tmp/a/summary.tsv")" = "$(cut -f1-21 "$tmp/b/summary.tsv")" ] ||
 	fail "warm run: the summary rows differ from the cold run's"
-[ "$(head -1 "$tmp/a/summary.tsv" | awk -F'\t' '{ print NF, $NF }')" = "22 source" ] ||
+[ "$(head -1 "$tmp/a/summary.tsv" | awk -F'\t' '{ print NF, $22 }')" = "23 source" ] ||
 	fail "summary: no source column last: $(head -1 "$tmp/a/summary.tsv")"
 [ "$(tail -n +2 "$tmp/a/summary.tsv" | cut -f22 | sort -u)" = fold ] || fail "cold run: source not fold"
 [ "$(tail -n +2 "$tmp/b/summary.tsv" | cut -f22 | sort -u)" = cache ] || fail "warm run: source not cache"

@@ -2,7 +2,7 @@
 # test_cells.sh - summary.tsv's cells by one escaping rule (util/tsv.h,
 # docs/output.md): records named with a leading '"', '=', '+', '@' or '-',
 # with bytes that are not UTF-8, and a --names name not found in an input
-# whose path holds a TAB and a newline give one row each, of 22 columns,
+# whose path holds a TAB and a newline give one row each, of 23 columns,
 # to Python's csv excel-tab reader; summary.tsv and report.html are valid
 # UTF-8; every name decodes back to its header's; report shows the names
 # decoded and the bad bytes as U+FFFD; merge of shards keeps the cells.
@@ -17,7 +17,7 @@ raw = open(sys.argv[1], "rb").read()
 raw.decode("utf-8")                     # valid UTF-8, or this raises
 rows = list(csv.reader(open(sys.argv[1], newline="", encoding="utf-8"), dialect="excel-tab"))
 assert len(rows) == 8, "%d rows" % len(rows)
-assert all(len(r) == 22 for r in rows), [len(r) for r in rows]
+assert all(len(r) == 23 for r in rows), [len(r) for r in rows]
 def decode(c):
     out, i = bytearray(), 0
     b = c.encode()
@@ -45,7 +45,7 @@ printf 'plain\nmissing\n' >"$tmp/names"
 "$bin" "${args[@]}" -i "$in" -o "$tmp/n" --names "$tmp/names" 2>/dev/null
 [ "$(tail -n +2 "$tmp/n/summary.tsv" | wc -l)" -eq 2 ] ||
 	fail "--names: $(tail -n +2 "$tmp/n/summary.tsv" | wc -l) rows, expected 2: $(head -c 400 "$tmp/n/summary.tsv")"
-awk -F'\t' 'NF != 22 { exit 1 }' "$tmp/n/summary.tsv" || fail "--names: a row of another width"
+awk -F'\t' 'NF != 23 { exit 1 }' "$tmp/n/summary.tsv" || fail "--names: a row of another width"
 grep -q 'in\\tput\\nx.fa' "$tmp/n/summary.tsv" || fail "--names: the path not escaped"
 
 # merge keeps the cells as written

@@ -2,10 +2,10 @@
 # test_life.sh - the life of a record, as src/cli/fold_run.h lists it:
 # every function the list names is defined in the file it names, and the
 # fold command's files call one way only (fold.c -> fold_out.c ->
-# fold_dir.c -> fold_progress.c: none calls a function defined in a file
-# above it); the glossary of words for the ends of things (fold_run.h,
-# after the life of a record) names what exists, and the names it
-# retired are gone.
+# fold_dir.c -> fold_progress.c, fold_dedup.c between fold.c and
+# fold_out.c: none calls a function defined in a file above it); the
+# glossary of words for the ends of things (fold_run.h, after the life of
+# a record) names what exists, and the names it retired are gone.
 # Prints each name that is gone and each call that points up; exit 1 if any.
 . "${srcdir:-.}/tests/lib.sh"
 src=$srcdir/src
@@ -41,7 +41,8 @@ exported() {
 		while read -r f; do defined "$1" "$f" && echo "$f"; done
 }
 for pair in "fold_out fold" "fold_dir fold" "fold_dir fold_out" "fold_progress fold" \
-	"fold_progress fold_out" "fold_progress fold_dir"; do
+	"fold_progress fold_out" "fold_progress fold_dir" "fold_dedup fold" "fold_out fold_dedup" \
+	"fold_dir fold_dedup" "fold_progress fold_dedup"; do
 	set -- $pair
 	for f in $(exported "$src/cli/$2.c"); do
 		grep -n "\b$f(" "$src/cli/$1.c" | sed "s|^|FAIL: cli/$1.c calls $f of cli/$2.c: |"

@@ -29,7 +29,7 @@ awk -F'\t' -v OFS='\t' 'NR == 2 { NF = 13 } { print }' "$tmp/ok/summary.2-of-2.t
 rm "$tmp/torn/summary.tsv"
 merged "$tmp/torn" torn
 [ $rc -eq 1 ] || fail "torn row: exit $rc, expected 1"
-grep -q "summary.2-of-2.tsv:2: 13 columns, the header has 22" "$tmp/torn.err" &&
+grep -q "summary.2-of-2.tsv:2: 13 columns, the header has 23" "$tmp/torn.err" &&
 	[ "$(wc -l <"$tmp/torn.err")" -eq 1 ] || fail "torn row: $(head -c 300 "$tmp/torn.err")"
 [ -e "$tmp/torn/summary.tsv" ] && fail "torn row: summary.tsv written"
 

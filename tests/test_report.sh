@@ -174,7 +174,7 @@ run -i "$srcdir/data/example.fa" -o "$out" || fail "fold: exited $?"
 
 # --- summary.tsv ----------------------------------------------------------
 old="index name file length bucket status reason mean_plddt ptm seconds predicted_bytes allocated_bytes reserved_bytes device_used_bytes"
-new="frac_plddt_gt70 plddt_very_low plddt_low plddt_confident plddt_very_high crc64 flags source"
+new="frac_plddt_gt70 plddt_very_low plddt_low plddt_confident plddt_very_high crc64 flags source same_as"
 [ "$(head -1 "$out/summary.tsv" | tr '\t' ' ')" = "$old $new" ] ||
 	fail "summary header: $(head -1 "$out/summary.tsv")"
 check_summary "$srcdir/data/example.fa" "$out" example
@@ -190,7 +190,7 @@ open(sys.argv[1], "w").write("".join(json.dumps(e) + "\n" for e in lines))
 PY
 run -i "$srcdir/data/example.fa" -o "$tmp/old" || fail "old journal: exited $?"
 grep -q '"event":"fold"' "$tmp/old/run.jsonl" && fail "old journal: records folded again"
-awk -F'\t' 'NR > 1 && (NF != 22 || $15 != "-" || $20 != "-" || $21 != "-" || $8 == "-") { bad = 1 }
+awk -F'\t' 'NR > 1 && (NF != 23 || $15 != "-" || $20 != "-" || $21 != "-" || $23 != "-" || $8 == "-") { bad = 1 }
 	END { exit bad }' "$tmp/old/summary.tsv" || fail "old journal: rows $(tail -n +2 "$tmp/old/summary.tsv")"
 [ "$(cut -f1-14 "$tmp/old/summary.tsv")" = "$(cut -f1-14 "$out/summary.tsv")" ] ||
 	fail "old journal: the first 14 columns changed"

@@ -23,6 +23,11 @@
  * --pae ask for) are the ones the line describes, keeping that row;
  * --force (or --dump-tensors) refolds all.
  *
+ * Records of the same sequence (dedup.h; --no-dedup: none) are folded
+ * once: each later one is a copy, its files written from the first one's
+ * fold under its own name, its own row naming that record (same_as) and
+ * its own done.jsonl line (fold_dedup.c).
+ *
  * Sharded (--shard K/N, shard.h): only the records of shard K are read
  * into the run; summary, done, run and report files carry the suffix
  * .K-of-N, and run.K-of-N.jsonl names the input, the weights and N, for
@@ -94,6 +99,7 @@ static void fold_record_settled(void *ctx, sched_t *s, int rec, const sched_item
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) continue;
 	}
 	fold_finish(r, rec, v, n);
+	fold_copies_finish(r, rec, v, n);
 	fold_progress(r, s);
 	if (sched_now() - r->t_report >= r->report_every) fold_report(r);
 }
@@ -103,6 +109,7 @@ static void fold_close(fold_run_t *r)
 {
 	sched_free(r->sched);
 	fold_cache_close(r);
+	dedup_free(r->dedup);
 	free(r->names);
 	fasta_close(r->in);
 	/* the weights' buffers are released through their backends: close
@@ -112,6 +119,7 @@ static void fold_close(fold_run_t *r)
 	for (int i = 0; i < r->nrec; i++) {
 		job_free(&r->rec[i].job);
 		free(r->rec[i].row);
+		free(r->rec[i].copy_err);
 	}
 	free(r->rec);
 	if (r->jsonl) fclose(r->jsonl);
@@ -141,6 +149,7 @@ static int fold_read(fold_run_t *r, fasta_t *in)
 			break;
 		}
 		memset(&r->rec[r->nrec], 0, sizeof *r->rec);
+		r->rec[r->nrec].next_copy = -1;
 		r->rec[r->nrec++].job = j;   /* the copy owns the strings */
 		job_init(&j);
 		if (r->rec[r->nrec - 1].job.status != JOB_OK) {
@@ -344,22 +353,38 @@ static int fold_open_model(fold_run_t *r)
 	return fold_cache_open(r) < 0 ? EXIT_FATAL : 0;
 }
 
+/* record i, a copy of record from: after from's last copy so far (its
+ * copies in input order), and named in its row */
+static void fold_copy_of(fold_run_t *r, int i, int from)
+{
+	fold_rec_t *o = &r->rec[from];
+
+	if (o->next_copy < 0) o->next_copy = i;
+	else r->rec[o->last_copy].next_copy = i;
+	o->last_copy = i;
+	r->rec[i].same_as = r->rec[from].job.outname;
+	r->ncopies++;
+	fprintf(r->jsonl, "{\"event\":\"copy\",\"record\":%d,\"of\":%d}\n", i, from);
+}
+
 /* queue: the scheduler made, and every record failed (a bad one),
  * skipped (done by an earlier run: fold_resumable), written from the
- * cache (fold_cache_take) or queued (sched_add);
- * the plan logged.  0 or an exit code */
+ * cache (fold_cache_take), queued (sched_add) or a copy of one queued
+ * (fold_source); the plan logged.  0 or an exit code */
 static int fold_queue(fold_run_t *r)
 {
 	const opt_t *o = r->o;
+	int from, src;
 
 	if (!(r->names = calloc(r->nrec + 1, sizeof *r->names))) return EXIT_FATAL;
 	for (int i = 0; i < r->nrec; i++) r->names[i] = r->rec[i].job.name;
 	sched_opt_t so = { .chunk = o->chunk_size, .no_split = o->no_split,
 	                   .passes = o->num_recycles >= 0 ? o->num_recycles + 1 : 0,
 	                   .safety = r->qt ? r->qt->safety : CALIB_SAFETY, .qt = r->qt,
-	                   .jsonl = r->jsonl, .stop = &fold_stop, .folded = fold_write_outputs,
+	                   .jsonl = r->jsonl, .stop = &fold_stop, .folded = fold_write_copies,
 	                   .settled = fold_record_settled, .ctx = r, .dump = r->dump, .names = r->names };
 	if (!(r->sched = sched_init(r->dev, r->ndev, &so))) return EXIT_FATAL;
+	if (!o->no_dedup && !o->dump_tensors && !(r->dedup = dedup_init())) return EXIT_FATAL;
 	if (report_run_event(r->jsonl, o, r->wt) < 0)
 		log_warn("%s/run.jsonl: cannot write the run's settings", o->outdir);
 	for (int i = 0; i < r->nrec; i++) {
@@ -376,6 +401,10 @@ static int fold_queue(fold_run_t *r)
 			fprintf(r->jsonl, "{\"event\":\"skip\",\"record\":%d}\n", i);
 		} else if ((hit = fold_cache_take(r, i)) != 0) {
 			if (hit < 0) return EXIT_FATAL;
+		} else if ((src = fold_source(r, i, &from)) < 0) {
+			return EXIT_FATAL;
+		} else if (src == FOLD_FROM_COPY) {
+			fold_copy_of(r, i, from);
 		} else if (sched_add(r->sched, i, x->job.seq) < 0) {
 			return EXIT_FATAL;
 		} else {
@@ -389,6 +418,9 @@ static int fold_queue(fold_run_t *r)
 		log_info("%ld record(s) done by an earlier run into %s: skipped (--force refolds them)",
 		         r->nskipped, o->outdir);
 	if (r->ncached) log_info("%ld record(s) written from the cache %s", r->ncached, o->cache);
+	if (r->ncopies)
+		log_info("%ld record(s) of the same sequence as an earlier one: written from its fold, "
+		         "%ld to fold (--no-dedup folds each)", r->ncopies, r->todo);
 	return 0;
 }
 
@@ -409,9 +441,10 @@ static int fold_run_workers(fold_run_t *r, int *stopped)
 	for (int i = 0; i < r->nrec; i++) {
 		sched_item_t *v;
 		int n;
-		if (r->rec[i].finished || r->rec[i].row) continue;
+		if (r->rec[i].finished || r->rec[i].row || r->rec[i].same_as) continue;
 		if ((n = sched_outcome(r->sched, i, &v)) < 0) return EXIT_FATAL;
 		fold_finish(r, i, v, n);
+		fold_copies_finish(r, i, v, n);
 		free(v);
 	}
 	fold_tick_stop(r);

@@ -52,7 +52,8 @@ int fold_row(fold_rec_t *x, const char *file, const char *status, const char *re
 		if (fputc('\t', f) < 0 || tsv_put(f, status) < 0 || fputc('\t', f) < 0 ||
 		    tsv_put(f, reason ? reason : "-") < 0 || fprintf(f, "\t%s\t%s\t%s\t", fig, qc, crc) < 0 ||
 		    tsv_put(f, flags) < 0 || fputc('\t', f) < 0 ||
-		    tsv_put(f, strcmp(status, "failed") ? x->cached ? "cache" : "fold" : "-") < 0)
+		    tsv_put(f, strcmp(status, "failed") ? x->cached ? "cache" : "fold" : "-") < 0 ||
+		    fputc('\t', f) < 0 || tsv_put(f, x->same_as ? x->same_as : "-") < 0)
 			rc = -1;
 		if (fclose(f) != 0) rc = -1;
 	}
@@ -152,15 +153,13 @@ static int fold_write_files(const char *dir, const char *base, const char *const
 	return rc;
 }
 
-/* sched_folded_fn: write the outputs of one folded item (a whole record, or
- * a fragment with the record's chains and residue numbers) */
-int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
-                       const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
-                       size_t cap)
+/* the outputs of one folded item (a whole record, or a fragment with the
+ * record's chains and residue numbers) under x's name (fold_run.h) */
+int fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
+                   const tok_t *t, const model_out_t *out, const mem_fig_t *fig, double secs,
+                   char *reason, size_t cap)
 {
-	fold_run_t *r = ctx;
 	const opt_t *o = r->o;
-	fold_rec_t *x = &r->rec[it->rec];
 	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
 	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
 	char frag[96];
@@ -193,7 +192,6 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 		rc = -1;
 	}
 	if (rc == 0) rc = fold_write_files(o->outdir, base, ext, next, &pin, out, reason, cap);
-	if (rc == 0 && whole) fold_cache_add(r, it, d, t, out, fig, secs);
 	if (rc == 0)
 		log_debug("%s: residues %d-%d on %s, mean pLDDT %.1f, pTM %.3f, %.2f s", x->job.name,
 		         it->start + 1, it->start + it->len, d->be->name, meta.mean_plddt,
@@ -287,6 +285,20 @@ static int fold_rename_frags(fold_run_t *r, fold_rec_t *x, const sched_item_t *v
 	return bad ? -1 : 0;
 }
 
+/* the outputs of one folded item under its own record's name; a whole
+ * record's structure then added to the cache (--cache) */
+int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
+                       const model_out_t *out, const mem_fig_t *fig, double secs, char *reason,
+                       size_t cap)
+{
+	fold_run_t *r = ctx;
+	int rc = fold_write_rec(r, &r->rec[it->rec], it, d, t, out, fig, secs, reason, cap);
+
+	if (rc == 0 && it->start == 0 && it->len == (int)strlen(r->rec[it->rec].job.seq))
+		fold_cache_add(r, it, d, t, out, fig, secs);
+	return rc;
+}
+
 /* The outcome of record k from its final items v[0..n) (by ascending
  * start): ok, split (fragments renamed NAME.partIofN.pdb, .cif, .pae.json
  * in order) or failed (fragments already written removed); its row, and for ok and
@@ -351,7 +363,7 @@ void fold_summary_rows(FILE *f, const fold_run_t *r, int settled)
 	fputs("index\tname\tfile\tlength\tbucket\tstatus\treason\tmean_plddt\tptm"
 	      "\tseconds\tpredicted_bytes\tallocated_bytes\treserved_bytes"
 	      "\tdevice_used_bytes\tfrac_plddt_gt70\tplddt_very_low\tplddt_low"
-	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\tsource\n", f);
+	      "\tplddt_confident\tplddt_very_high\tcrc64\tflags\tsource\tsame_as\n", f);
 	for (int i = 0; i < r->nrec; i++)
 		if (!settled || r->rec[i].row) fold_summary_line(f, &r->rec[i]);
 }

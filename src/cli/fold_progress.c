@@ -84,6 +84,13 @@ void fold_count_finished(fold_run_t *r, const fold_rec_t *x, const sched_item_t 
 	long k;
 
 	for (int i = 0; i < n; i++) unrun &= v[i].state == SCHED_FAILED && v[i].unrun;
+	if (x->same_as) {   /* a copy: its original's fold counted it */
+		if (unrun) return;
+		if (why) log_warn("record %lld (%s): %s", (long long)x->job.recno, x->job.name, why);
+		else log_info("%s: %s, written from the fold of %s", x->job.name, n > 1 ? "split" : "ok",
+		              x->same_as);
+		return;
+	}
 	pthread_mutex_lock(&r->lock);
 	k = ++r->nfinished;
 	r->res_finished += x->job.len;

@@ -4,6 +4,8 @@
  *   fold.c      the run: input, shards, scheduler, progress, report, exit
  *   fold_out.c  a record's outputs: structure files, its summary row, the
  *               outcome of its fragments, summary.tsv or summary.partial.tsv
+ *   fold_dedup.c  records of the same sequence: the one folded, its
+ *               copies' files written with its own, their outcome with its
  *   fold_dir.c  the output directory: the names of its files, outputs not
  *               written, its locks, the leftovers of a killed run,
  *               done.jsonl and what a rerun skips
@@ -18,17 +20,20 @@
  *   fold_open_input     cli/fold.c         read from the FASTA into r->rec
  *   fold_open_shard     cli/fold.c         kept when it is shard K's (--shard)
  *   fold_queue          cli/fold.c         failed, skipped (done before), taken
- *   fold_cache_take     cli/fold_cache.c   from the cache (--cache) or queued:
+ *   fold_cache_take     cli/fold_cache.c   from the cache (--cache), or:
+ *   fold_source         cli/fold_dedup.c   queued, or a copy of an earlier record
  *   sched_add           sched/scheduler.c  planned on each device, maybe halved
  *   sched_run           sched/scheduler.c  the workers start
  *   sched_worker        sched/scheduler.c  a worker takes it (the longest that fits)
  *   sched_fold          sched/scheduler.c  folded, its memory measured (model_fold)
- *   fold_write_outputs  cli/fold_out.c     its files written, on the worker
+ *   fold_write_copies   cli/fold_dedup.c   its files and its copies', on the worker:
+ *   fold_write_outputs  cli/fold_out.c     its files written (fold_write_rec)
  *   fold_cache_add      cli/fold_cache.c   its structure stored (--cache)
  *   sched_fold_ended    sched/scheduler.c  ok, out of memory, device lost or failed
  *   sched_drain         sched/scheduler.c  the output step: one thread, in order
  *   fold_record_settled cli/fold.c         every item of it ended:
  *   fold_finish         cli/fold_out.c     its row, fragments renamed, done.jsonl
+ *   fold_copies_finish  cli/fold_dedup.c   the same for each of its copies
  *   fold_exit_status    cli/fold.c         summary.tsv, report.html, exit status
  * (tests/test_life.sh checks that each is defined in the file named.)
  *
@@ -62,6 +67,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "protein/qc.h"
+#include "sched/dedup.h"
 #include "sched/memory.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
@@ -81,6 +87,12 @@ typedef struct {
 	int       skipped;     /* done by an earlier run (done.jsonl) */
 	int       finished;    /* fold_finish ran */
 	int       cached;      /* written from the cache (--cache) */
+	const char *same_as;   /* a copy: the output name of the record folded
+	                          for it (its job's); NULL: folded itself */
+	int       next_copy;   /* the next copy of the same record folded; -1 none */
+	int       last_copy;   /* the record folded: its last copy (next_copy >= 0) */
+	char     *copy_err;    /* a copy whose files could not be written: why */
+	int       copy_err_at; /* the start of that item */
 } fold_rec_t;
 
 /* everything one run holds */
@@ -104,6 +116,9 @@ typedef struct {
 	int          ninput;     /* sharded: records in the whole input */
 	json_t      *prev;       /* its entries by output name (the latest wins) */
 	quota_table_t *qt;       /* --quota-table, or NULL */
+	dedup_t     *dedup;      /* the sequences queued; NULL: every record
+	                            folded (--no-dedup, --dump-tensors) */
+	long         ncopies;    /* records written from another's fold */
 	safetensors_writer_t *dump;
 	cache_t     *cache;      /* --cache, or NULL */
 	long         nok, nfailed, nsplit, nskipped;
@@ -136,14 +151,24 @@ typedef struct {
  * only cif is asked. */
 #define FOLD_MAX_FILES 3
 
-/* tabs in a row from column file on: summary.tsv has 22 columns, the row
+/* tabs in a row from column file on: summary.tsv has 23 columns, the row
  * all but index, name, length and bucket */
-#define FOLD_ROW_TABS 17
+#define FOLD_ROW_TABS 18
+
+/* where a record's structure comes from (fold_source) */
+typedef enum { FOLD_FROM_FOLD, FOLD_FROM_COPY } fold_from_t;
 
 /* fold_out.c */
 /* x->row from column file on; 0 or -1 (out of memory) */
 int  fold_row(fold_rec_t *x, const char *file, const char *status, const char *reason);
-/* sched_folded_fn: write the files of one folded item */
+/* The files of one folded item written under record x's name (x: the
+ * item's record, or a copy of it), and its figures added to x's.  0, or
+ * -1 with why in reason. */
+int  fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
+                    const tok_t *t, const model_out_t *out, const mem_fig_t *fig, double secs,
+                    char *reason, size_t cap);
+/* write the files of one folded item under its record's name
+ * (fold_write_rec; fold_write_copies calls it as the sched_folded_fn) */
 int  fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d,
                         const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
                         double secs, char *reason, size_t cap);
@@ -175,11 +200,27 @@ int  fold_cache_take(fold_run_t *r, int i);
 void fold_cache_add(fold_run_t *r, const sched_item_t *it, const sched_dev_t *d, const tok_t *t,
                     const model_out_t *out, const mem_fig_t *fig, double secs);
 
+/* fold_dedup.c */
+/* Where record k's structure comes from: FOLD_FROM_FOLD (queued), or
+ * FOLD_FROM_COPY (*from: the earlier record of the same sequence queued
+ * in this run, whose fold writes k's files too).  A record done by an
+ * earlier run is never asked.  -1 out of memory. */
+int  fold_source(fold_run_t *r, int k, int *from);
+/* sched_folded_fn: fold_write_outputs, then the same item's files for each
+ * copy of its record; a copy that cannot be written fails alone */
+int  fold_write_copies(void *ctx, const sched_item_t *it, const sched_dev_t *d,
+                       const tok_t *t, const model_out_t *out, const mem_fig_t *fig,
+                       double secs, char *reason, size_t cap);
+/* record k's copies finished as k was (fold_finish with k's items
+ * v[0..n)), in input order; on the output step, right after k's */
+void fold_copies_finish(fold_run_t *r, int k, const sched_item_t *v, int n);
+
 /* fold_progress.c */
 /* Record x is finished (its items v[0..n)): counted, and one line, "[k/N]
  * NAME: ..." (info), or with why (it failed) a warning, none for a record
  * none of whose items ran (interrupted, no device left: the run's last
- * line counts them, nunrun).  From fold_finish. */
+ * line counts them, nunrun).  A copy (x->same_as) is not counted (N
+ * counts folds) and its line has no [k/N].  From fold_finish. */
 void fold_count_finished(fold_run_t *r, const fold_rec_t *x, const sched_item_t *v, int n, const char *why);
 /* The progress line as a record is finished: the live status line on a
  * terminal, else a "progress:" info line at most every 10 s (or

@@ -32,6 +32,7 @@ void opt_init(opt_t *o)
 	o->quota_table = NULL;
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
+	o->no_dedup = 0;
 	o->threads = 0;
 	o->workers = 0;   /* auto */
 	o->cache = (cache && *cache) ? strdup(cache) : NULL;
@@ -127,6 +128,9 @@ static const char opt_help_options[] =
 "                          (+512 per chain), not per chain from 1\n"
 "      --quota-table TSV   bucket quota table (see buckets/README)\n"
 "      --no-split          fail a sequence that fits nowhere, do not halve it\n"
+"      --no-dedup          fold every record: by default a record whose\n"
+"                          sequence an earlier record of the run folds is\n"
+"                          written from that fold (plan: count each)\n"
 "      --shard K/N|auto    fold only shard K of N of the input, balanced by\n"
 "                          predicted cost, into -o shared with the other\n"
 "                          shards; auto: from SLURM_ARRAY_TASK_ID/_MIN/_COUNT\n"
@@ -176,7 +180,8 @@ void opt_usage(FILE *fp)
 enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
-	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS, O_CACHE, O_CACHEMAX
+	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS, O_CACHE, O_CACHEMAX,
+	O_NODEDUP
 };
 
 static const struct option long_opts[] = {
@@ -196,6 +201,7 @@ static const struct option long_opts[] = {
 	{ "keep-linker-numbering", no_argument, NULL, O_KEEPNUM },
 	{ "quota-table",  required_argument, NULL, O_QUOTA },
 	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
+	{ "no-dedup",     no_argument,       NULL, O_NODEDUP },
 	{ "threads",      required_argument, NULL, 't' },
 	{ "lengths",      required_argument, NULL, O_LENGTHS },
 	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
@@ -339,6 +345,7 @@ static int opt_one(opt_t *o, int c, const char *on, int *vdelta)
 		break;
 	case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
 	case O_CACHE: if (set_str(&o->cache, "--cache", optarg)) return -1; break;
+	case O_NODEDUP: o->no_dedup = 1; break;
 	case O_CACHEMAX: if (parse_size("--cache-max", optarg, "10G", &o->cache_max)) return -1; break;
 	case O_SHARDS:
 		if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;

@@ -64,6 +64,8 @@ typedef struct {
 	char      *quota_table;   /* --quota-table TSV (see buckets/README) */
 	int        verbosity;     /* log level: LOG_INFO, -v +1, -q -1 */
 	int        no_split;      /* --no-split: fail instead of halving */
+	int        no_dedup;      /* --no-dedup: fold every record, also those
+	                             of a sequence folded in the run already */
 	int        threads;       /* --threads: CPU threads, 0 = auto */
 	char      *lengths;       /* --lengths: calibrate's comma-separated
 	                             lengths; NULL = 256,512,768,1024,1344 */

@@ -1,10 +1,13 @@
 /* plan.c - `esmbatch plan` (see plan.h).
  *
- * Output, one TSV row per bucket plus "failed" and "total":
+ * Output, one TSV row per bucket plus "failed", "total" and "distinct":
  *   bucket  records  residues  longest  quota
  * records/residues/longest count the good records whose model length
  * (residues + 25 per chain break) falls in the bucket; residues and longest
- * are residues as read.  quota is in bytes, "-" when no table is given or
+ * are residues as read.  The last row, "distinct", counts the good
+ * records' distinct sequences (dedup.h): what fold folds (--no-dedup:
+ * every record), and what the scheduler's plan below is made of.  quota
+ * is in bytes, "-" when no table is given or
  * no row covers the bucket ("over" never has one: such jobs get halved).
  *
  * With --weights (a safetensors file, or a manifest .json: only shapes are
@@ -34,6 +37,7 @@
 #include "model/tokenizer.h"
 #include "model/weights.h"
 #include "sched/bucket.h"
+#include "sched/dedup.h"
 #include "sched/quota.h"
 #include "sched/scheduler.h"
 #include "sched/shard.h"
@@ -131,6 +135,7 @@ done:
  * the per-device plan (--weights) and the partition (--shards) need */
 typedef struct {
 	tally_t     t[BUCKET_MAX + 1];
+	tally_t     uniq;      /* the good records' distinct sequences */
 	int64_t     nfailed;
 	char      **seq;       /* [nseq] the good records' sequences (--weights) */
 	int        *idx;       /* [nseq] their record indexes */
@@ -148,18 +153,39 @@ static void plan_input_free(plan_input_t *in)
 	free(in->recs.res);
 }
 
-/* o->input's records into in; a process exit code (EXIT_OK, or
- * EXIT_FATAL after logging) */
+/* 1 when good record j brings a sequence no record before it had (dd
+ * NULL, --no-dedup: every record), counted in u; 0 when it does not; -1
+ * out of memory (logged) */
+static int plan_distinct(dedup_t *dd, const job_t *j, tally_t *u)
+{
+	int first = dd ? dedup_add(dd, j->seq, (int)j->index) : (int)j->index;
+
+	if (first < 0) log_error("out of memory");
+	if (first != (int)j->index) return first < 0 ? -1 : 0;
+	u->records++;
+	u->residues += j->len;
+	if (j->len > u->longest) u->longest = j->len;
+	return 1;
+}
+
+/* o->input's records into in (the per-device plan's: one of each
+ * distinct sequence); a process exit code (EXIT_OK, or EXIT_FATAL after
+ * logging) */
 static int plan_read(const opt_t *o, plan_input_t *in)
 {
 	fasta_t *r;
+	dedup_t *dd = NULL;
 	job_t j;
-	int rc, code = EXIT_OK;
+	int rc = 0, code = EXIT_OK, first;
 
 	if (!(r = fasta_open(o->input, o->names, NULL)))
 		return EXIT_FATAL;
 	job_init(&j);
-	while ((rc = fasta_next(r, &j)) > 0) {
+	if (!o->no_dedup && !(dd = dedup_init())) {
+		log_error("out of memory");
+		code = EXIT_FATAL;
+	}
+	while (code == EXIT_OK && (rc = fasta_next(r, &j)) > 0) {
 		if (o->shards && plan_recs_add(&in->recs, j.status == JOB_OK ? sched_cost((int)strlen(j.seq)) : 0,
 		                               j.status == JOB_OK ? j.len : 0) < 0) {
 			log_error("out of memory");
@@ -176,7 +202,11 @@ static int plan_read(const opt_t *o, plan_input_t *in)
 			log_warn("%s: %s", fasta_path(r), j.reason);
 			continue;
 		}
-		if (o->weights) {   /* kept for the per-device plan */
+		if ((first = plan_distinct(dd, &j, &in->uniq)) < 0) {
+			code = EXIT_FATAL;
+			break;
+		}
+		if (o->weights && first) {   /* kept for the per-device plan */
 			size_t need = (size_t)in->nseq + 1;
 			if (grow_array(&in->seq, &in->cap_seq, need, sizeof *in->seq) < 0 ||
 			    grow_array(&in->idx, &in->cap_idx, need, sizeof *in->idx) < 0) {
@@ -196,12 +226,14 @@ static int plan_read(const opt_t *o, plan_input_t *in)
 	}
 	if (rc < 0)
 		code = EXIT_FATAL;
+	dedup_free(dd);
 	job_free(&j);
 	fasta_close(r);
 	return code;
 }
 
-/* the per-bucket table, "failed" and "total"; returns the records counted */
+/* the per-bucket table, "failed", "total" and "distinct"; returns the
+ * records counted */
 static int64_t plan_buckets(const quota_table_t *qt, const plan_input_t *in, FILE *out)
 {
 	bucket_set_t bs;
@@ -228,6 +260,8 @@ static int64_t plan_buckets(const quota_table_t *qt, const plan_input_t *in, FIL
 	fprintf(out, "failed\t%" PRId64 "\t-\t-\t-\n", in->nfailed);
 	fprintf(out, "total\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n",
 	        tot.records + in->nfailed, tot.residues, tot.longest);
+	fprintf(out, "distinct\t%" PRId64 "\t%" PRId64 "\t%" PRId64 "\t-\n", in->uniq.records,
+	        in->uniq.residues, in->uniq.longest);
 	return tot.records + in->nfailed;
 }
 

@@ -16,11 +16,15 @@ recs=()
 for i in $(seq 0 199); do recs+=("p$i=$((6 + i % 9))"); done
 mkfa 21 "$tmp/all.fa" "${recs[@]}"
 # input k: records from 40k to 40k+119 (the last wraps round), every
-# record in two or more inputs
+# record in two or more inputs; the victim (k = 3) has three more
 for k in 0 1 2 3; do
 	awk -v k=$k 'BEGIN { RS = ">"; ORS = "" } NR > 1 { i = NR - 2; d = (i - 40 * k + 200) % 200;
 		if (d < 120) print ">" $0 }' "$tmp/all.fa" > "$tmp/in$k.fa"
 done
+# the victim's own records, longer than any other (folded first): it
+# writes an entry however many of its others the rest have cached
+mkfa 22 "$tmp/own.fa" q0=30 q1=31 q2=32
+cat "$tmp/own.fa" >> "$tmp/in3.fa"
 
 for k in 0 1 2; do
 	"$bin" "${args[@]}" -i "$tmp/in$k.fa" -o "$tmp/o$k" 2>"$tmp/err$k" &

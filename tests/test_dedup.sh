@@ -56,8 +56,8 @@ for f in "$tmp/n"/*.pdb "$tmp/n"/*.cif "$tmp/n"/*.pae.json; do
 	cmp -s "$f" "$tmp/d/${f##*/}" || fail "${f##*/}: differs from the --no-dedup run's"
 done
 # the rows: equal bar seconds..device_used (10-14) and same_as (23)
-cut -f 1-9,15-21 "$tmp/n/summary.tsv" >"$tmp/n.rows"
-cut -f 1-9,15-21 "$tmp/d/summary.tsv" >"$tmp/d.rows"
+cut -f 1-9,15-22 "$tmp/n/summary.tsv" >"$tmp/n.rows"
+cut -f 1-9,15-22 "$tmp/d/summary.tsv" >"$tmp/d.rows"
 cmp -s "$tmp/n.rows" "$tmp/d.rows" || fail "summary rows differ: $(diff "$tmp/n.rows" "$tmp/d.rows" | head -4)"
 python3 - "$tmp/in.fa" "$tmp/d" "$tmp/n" <<'PY' || fail "same_as or copies wrong"
 import csv, sys
@@ -72,7 +72,7 @@ for d, dedup in ((sys.argv[2], True), (sys.argv[3], False)):
     for r in rows[1:]:
         assert len(r) == 23 and r[5] == "ok", r
         want = first[r[1].split("_")[0]] if dedup else r[1]
-        assert r[21] == ("-" if want == r[1] else want), (r[1], r[21], want)
+        assert r[22] == ("-" if want == r[1] else want), (r[1], r[22], want)
 d = sys.argv[2]
 for n in names:
     o = first[n.split("_")[0]]
@@ -102,7 +102,7 @@ rm "$tmp/d/$orig.cif"
 "$bin" "${args[@]}" -o "$tmp/d" || fail "rerun, $orig removed, exited $?"
 [ "$(folds "$tmp/d")" -eq 1 ] || fail "rerun, $orig removed: $(folds "$tmp/d") folds, expected 1"
 cmp -s "$tmp/d/$orig.cif" "$tmp/n/$orig.cif" || fail "$orig refolded: not the same mmCIF"
-cut -f 1-9,15-21 "$tmp/d/summary.tsv" | cmp -s - "$tmp/n.rows" || fail "resumed rows differ"
+cut -f 1-9,15-22 "$tmp/d/summary.tsv" | cmp -s - "$tmp/n.rows" || fail "resumed rows differ"
 
 # killed (SIGKILL) after some folds, rerun: no sequence whose records
 # were all done is folded again, and the outputs are complete

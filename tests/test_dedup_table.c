@@ -22,6 +22,7 @@
 #include "model/model.h"
 #include "sched/dedup.h"
 #include "util/log.h"
+#include "tmpdir.h"
 
 static int n_fold;
 
@@ -83,13 +84,13 @@ static void test_many(void **state)
  * more argument or NULL); model_fold's calls */
 static int fold_count(const char *fa, const char *extra)
 {
-	char dir[] = "/tmp/esmbatch-dedup-XXXXXX", cmd[300];
+	char dir[256], cmd[300];
 	char *argv[] = { "esmbatch", "fold", "-q", "-i", (char *)fa, "-o", dir, "--weights",
 		         TEST_DATA "/../../data/demo/esmfold_demo.safetensors", "--devices", "cpu",
 		         "--num-recycles", "0", (char *)extra, NULL };
 	opt_t o;
 
-	assert_non_null(mkdtemp(dir));
+	assert_non_null(mkdtemp(tmpdir_template(dir, sizeof dir, "esmbatch-dedup")));
 	opt_init(&o);
 	assert_int_equal(opt_parse(&o, extra ? 14 : 13, argv), 0);
 	assert_int_equal(opt_validate(&o), 0);
@@ -103,8 +104,8 @@ static int fold_count(const char *fa, const char *extra)
 
 static void test_fold_once(void **state)
 {
-	char fa[] = "/tmp/esmbatch-dedup-XXXXXX.fa";
-	int fd = mkstemps(fa, 3);
+	char fa[256];
+	int fd = tmpdir_template(fa, sizeof fa - 3, "esmbatch-dedup") ? mkstemps(strcat(fa, ".fa"), 3) : -1;
 	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 
 	(void)state;

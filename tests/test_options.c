@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "util/log.h"
+#include "backend/cpu_dnnl.h"
 #include "cli/options.h"
 
 /* parse a NULL-terminated list of arguments (argv[0] added) */
@@ -172,19 +173,22 @@ static void test_errors(void **state)
 	opt_free(&o);
 }
 
-/* bf16 and fp16 only where a CUDA device is named or may be found */
+/* bf16 and fp16 only where a CUDA device is named or may be found; bf16
+ * on the CPU too in a build with oneDNN (ok -1: as cpu_dnnl_probe says) */
 static void test_precision_devices(void **state)
 {
 	static const struct { const char *prec, *devices; int ok; } cases[] = {
-		{ "bf16", "cpu", 0 }, { "fp16", "sim:8G", 0 }, { "bf16", "cuda:1", 1 }, { "bf16", "sim:8G", 1 },
+		{ "bf16", "cpu", -1 }, { "fp16", "cpu", 0 }, { "fp16", "sim:8G", 0 },
+		{ "bf16", "cuda:1", 1 }, { "bf16", "sim:8G", 1 },
 		{ "fp16", NULL, 1 }, { "fp32", "cpu", 1 }, { "auto", "cpu", 1 },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		int ok = cases[i].ok < 0 ? cpu_dnnl_probe(NULL) >= 0 : cases[i].ok;
 		opt_t o;
 		opt_init(&o);
 		assert_int_equal(parse(&o, "plan", "-i", "a.fa", "--precision", cases[i].prec,
 		                       cases[i].devices ? "--devices" : NULL, cases[i].devices, NULL), 0);
-		assert_int_equal(opt_validate(&o), cases[i].ok ? 0 : -1);
+		assert_int_equal(opt_validate(&o), ok ? 0 : -1);
 		opt_free(&o);
 	}
 }

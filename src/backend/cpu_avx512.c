@@ -20,10 +20,10 @@
  */
 #include "config.h"
 
+#include "backend/cpu_avx512.h"
+
 #include <math.h>
 #include <stdint.h>
-
-#include "backend/cpu_avx512.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>

@@ -14,6 +14,8 @@
  */
 #include "config.h"
 
+#include "backend/cpu_dnnl.h"
+
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +25,10 @@
 #include <oneapi/dnnl/dnnl.h>
 #endif
 
-#include "backend/cpu_dnnl.h"
-#include "io/safetensors.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "io/safetensors.h"
 
 /* elements a GEMM operand spans: batch x [rows, cols] rows of stride ld */
 static int64_t cpu_dnnl_span(int batch, int64_t stride, int rows, int cols, int64_t ld)

@@ -4,10 +4,11 @@
  * geometry is protein/geometry.h's, so the CUDA kernels (kernels/ipa.cu)
  * are checked against the formulas the rest of the program uses.
  */
+#include "backend/cpu_ipa.h"
+
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu_ipa.h"
 #include "protein/geometry.h"
 
 /* (s, c) += x * x, compensated: the product's rounding error from fmaf

@@ -12,6 +12,8 @@
  */
 #include "config.h"
 
+#include "backend/cpu_ln_linear.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -19,7 +21,6 @@
 
 #include <cblas.h>
 
-#include "backend/cpu_ln_linear.h"
 #include "io/safetensors.h"
 
 #define CPU_LNLIN_ROWS 64   /* rows per task */

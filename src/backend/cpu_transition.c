@@ -15,9 +15,10 @@
  * other rows with it (tests/test_transition bounds the difference).
  * Scratch: tr (d + h) floats per thread (tr rows a tile), taken for the
  * call. */
+#include "backend/cpu_transition.h"
+
 #include <stdlib.h>
 
-#include "backend/cpu_transition.h"
 #include "util/log.h"
 
 #define CPU_TR_FLOATS 65536   /* hidden floats per tile */

@@ -9,10 +9,10 @@
  * added to z's rows (BE_ADD), while the tile is in cache; x, gv and z are
  * each read once, z written once.
  */
+#include "backend/cpu_trimul_out.h"
+
 #include <errno.h>
 #include <stdlib.h>
-
-#include "backend/cpu_trimul_out.h"
 
 #define CPU_TO_ROWS 256   /* rows per tile of the output side */
 

@@ -28,6 +28,8 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+#include "backend/cuda.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -40,10 +42,9 @@
 #include <cuda_runtime_api.h>
 
 #include "../kernels/kernels.h"
-#include "backend/backend.h"
-#include "backend/cuda.h"
 #include "util/log.h"
 #include "util/status.h"
+#include "backend/backend.h"
 
 #define BE_CUDA_BLAS_WS (32u << 20)   /* cuBLAS workspace bytes */
 #define BE_CUDA_IDX_ROWS (1 << 16)     /* gather indices a worker holds at once (256 KiB) */

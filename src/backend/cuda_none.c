@@ -1,9 +1,9 @@
 /* cuda_none.c - the CUDA backend of a build without CUDA: no device. */
 #include <errno.h>
 
+#include "util/log.h"
 #include "backend/backend.h"
 #include "backend/cuda.h"
-#include "util/log.h"
 
 be_t *be_cuda_init(int device)
 {

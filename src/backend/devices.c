@@ -1,4 +1,6 @@
 /* devices.c - devices and their backends (see devices.h). */
+#include "backend/devices.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -6,14 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu_dnnl.h"
-#include "backend/cuda.h"
-#include "backend/devices.h"
-#include "io/safetensors.h"
 #include "util/log.h"
 #include "util/num.h"
-#include "util/sysmem.h"
 #include "util/status.h"
+#include "util/sysmem.h"
+#include "io/safetensors.h"
+#include "backend/cpu_dnnl.h"
+#include "backend/cuda.h"
 
 /* a simulated card: the CPU backend's entries with a byte budget on
  * alloc/free and, like CUDA, no direct triangle product; `be` first so the

@@ -1,10 +1,11 @@
 /* cache_cmd.c - `esmbatch cache stats|verify|prune -o DIR` (cache_cmd.h). */
+#include "cli/cache_cmd.h"
+
 #include <string.h>
 #include <time.h>
 
-#include "cli/cache_cmd.h"
-#include "io/struct_cache.h"
 #include "util/log.h"
+#include "io/struct_cache.h"
 
 /* t as UTC, or "-" for none */
 static void cache_cmd_time(time_t t, char *buf, size_t cap)

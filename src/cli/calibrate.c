@@ -1,4 +1,6 @@
 /* calibrate.c - `esmbatch calibrate` (see calibrate.h). */
+#include "config.h"
+
 #include "cli/calibrate.h"
 
 #include <errno.h>
@@ -9,7 +11,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "util/log.h"
 #include "util/sysmem.h"
 #include "io/atomic_file.h"

@@ -1,14 +1,15 @@
 /* convert.c - `esmbatch convert` and `esmbatch version --weights` (see convert.h). */
+#include "cli/convert.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "util/log.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
-#include "util/log.h"
 #include "model/weights.h"
-#include "cli/convert.h"
 
 /* fingerprints (weights_fingerprint) of the published checkpoints, as read
  * by esmbatch.  Empty until someone with the files fills it in: a

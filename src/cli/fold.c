@@ -39,6 +39,10 @@
  * in a record's life); a record's outputs are fold_out.c's, the output
  * directory (file names, locks, leftovers, done.jsonl) fold_dir.c's.
  */
+#include "config.h"
+
+#include "cli/fold.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -51,20 +55,18 @@
 
 #include <jansson.h>
 
-#include "backend/devices.h"
-#include "cli/calibrate.h"
-#include "cli/fold.h"
-#include "cli/fold_run.h"
-#include "cli/report.h"
-#include "cli/setup.h"
-#include "config.h"
-#include "io/atomic_file.h"
-#include "io/dir_lock.h"
-#include "io/fasta.h"
 #include "util/grow.h"
 #include "util/hash.h"
 #include "util/log.h"
 #include "util/sysmem.h"
+#include "io/atomic_file.h"
+#include "io/dir_lock.h"
+#include "io/fasta.h"
+#include "backend/devices.h"
+#include "cli/calibrate.h"
+#include "cli/fold_run.h"
+#include "cli/report.h"
+#include "cli/setup.h"
 
 static volatile sig_atomic_t fold_stop;
 

@@ -25,11 +25,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/fold_run.h"
-#include "io/struct_cache.h"
-#include "protein/residue.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "io/struct_cache.h"
+#include "protein/residue.h"
+#include "cli/fold_run.h"
 
 /* an entry's blob: this, then atom37 [L, 37, 3], atom37_mask [L, 37],
  * plddt [L, 37], pae [L, L] as float32 */

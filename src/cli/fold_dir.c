@@ -15,12 +15,12 @@
 
 #include <jansson.h>
 
-#include "cli/fold_run.h"
-#include "cli/report_table.h"
+#include "util/log.h"
 #include "io/atomic_file.h"
 #include "io/dir_lock.h"
 #include "io/journal.h"
-#include "util/log.h"
+#include "cli/fold_run.h"
+#include "cli/report_table.h"
 
 /* an output could not be written (logged by the caller) */
 void fold_io_error(fold_run_t *r)

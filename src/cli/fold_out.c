@@ -4,6 +4,8 @@
  * its summary row; summary.tsv, or summary.partial.tsv when some record
  * has no final outcome.
  */
+#include "config.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -11,15 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/fold_run.h"
-#include "config.h"
-#include "io/atomic_file.h"
-#include "model/tokenizer.h"
-#include "protein/cif.h"
-#include "protein/pdb.h"
-#include "sched/bucket.h"
 #include "util/log.h"
 #include "util/tsv.h"
+#include "io/atomic_file.h"
+#include "protein/cif.h"
+#include "protein/pdb.h"
+#include "model/tokenizer.h"
+#include "sched/bucket.h"
+#include "cli/fold_run.h"
 
 /* x->row = the summary row of a record from column file on (status ok /
  * split / failed), every cell by util/tsv.h's rule; 0 or -1 (out of memory) */

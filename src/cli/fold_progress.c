@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cli/fold_run.h"
 #include "util/env.h"
 #include "util/log.h"
+#include "cli/fold_run.h"
 
 #define FOLD_SAY 10.0           /* least seconds between progress lines as records end */
 #define FOLD_EVERY_LOG 60.0     /* default ticker period into a log */

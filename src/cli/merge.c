@@ -15,6 +15,8 @@
  * it unfinished, and writes summary.partial.tsv, as it does when a shard
  * has no summary at all; summary.tsv only when every shard is complete.
  */
+#include "cli/merge.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,15 +28,14 @@
 
 #include <jansson.h>
 
-#include "cli/merge.h"
-#include "io/atomic_file.h"
-#include "io/dir_lock.h"
-#include "io/journal.h"
-#include "sched/shard.h"
 #include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 #include "util/tsv.h"
+#include "io/atomic_file.h"
+#include "io/dir_lock.h"
+#include "io/journal.h"
+#include "sched/shard.h"
 
 typedef struct {
 	long  index;   /* in the input; -1 for "-" */

@@ -1,14 +1,15 @@
 /* options.c - option defaults, getopt_long parsing, validation (see options.h). */
+#include "cli/options.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "backend/cpu_dnnl.h"
 #include "backend/devices.h"
-#include "util/log.h"
-#include "cli/options.h"
 #include "sched/shard.h"
 
 void opt_init(opt_t *o)

@@ -1,4 +1,8 @@
 /* report.c - DIR/report.html from an output directory's journals (see report.h). */
+#include "config.h"
+
+#include "cli/report.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,17 +12,15 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "io/atomic_file.h"
-#include "model/weights.h"
-#include "protein/qc.h"
 #include "util/env.h"
-#include "cli/report.h"
+#include "util/log.h"
+#include "io/atomic_file.h"
+#include "protein/qc.h"
+#include "model/weights.h"
+#include "sched/bucket.h"
 #include "cli/report_run.h"
 #include "cli/report_table.h"
 #include "cli/svg.h"
-#include "sched/bucket.h"
-#include "util/log.h"
 
 #define report_band_colour report_table_band_colour
 static const char *const report_band_name[4] = { "very low (&lt; 50)", "low (50-70)",

@@ -1,5 +1,7 @@
 /* report_run.c - the journals read for the run report, and its settings
  * and speed in words (see report_run.h). */
+#include "cli/report_run.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -13,16 +15,15 @@
 
 #include <jansson.h>
 
-#include "cli/report_run.h"
-#include "cli/svg.h"
-#include "io/atomic_file.h"
-#include "io/journal.h"
-#include "sched/shard.h"
 #include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"
 #include "util/num.h"
 #include "util/tsv.h"
+#include "io/atomic_file.h"
+#include "io/journal.h"
+#include "sched/shard.h"
+#include "cli/svg.h"
 
 void report_run_free(report_t *rp)
 {

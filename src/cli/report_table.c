@@ -1,4 +1,6 @@
 /* report_table.c - the record tables of the run report (see report_table.h). */
+#include "cli/report_table.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -8,11 +10,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/report_table.h"
-#include "cli/svg.h"
+#include "util/log.h"
 #include "io/atomic_file.h"
 #include "protein/qc.h"
-#include "util/log.h"
+#include "cli/svg.h"
 
 /* AlphaFold DB band colours: very low, low, confident, very high */
 const char *const report_table_band_colour[4] = { "#ff7d45", "#ffdb13", "#65cbf3", "#0053d6" };

@@ -1,9 +1,10 @@
 /* setup.c - the devices of a run, each with the model on it (see setup.h). */
+#include "cli/setup.h"
+
 #include <stdlib.h>
 
-#include "backend/devices.h"
-#include "cli/setup.h"
 #include "util/log.h"
+#include "backend/devices.h"
 
 int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int load, int64_t cpu_total,
                     sched_dev_t **devs, int *ndev)

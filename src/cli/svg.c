@@ -1,8 +1,8 @@
 /* svg.c - plot frames, scales and XML escaping for report.html (see svg.h). */
+#include "cli/svg.h"
+
 #include <math.h>
 #include <string.h>
-
-#include "cli/svg.h"
 
 void svg_plot_init(svg_plot_t *p, double w, double h, double x0, double x1, double y0,
                    double y1)

@@ -1,7 +1,7 @@
 /* arena.c - a worker's activation arena kept across folds (see arena.h). */
-#include <string.h>
-
 #include "compute/arena.h"
+
+#include <string.h>
 
 void arena_init(arena_t *a, be_t *be)
 {

@@ -1,4 +1,6 @@
 /* forward.c - the forward context: placement, arena, tensors, sticky errors. */
+#include "compute/forward.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -6,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/forward.h"
 #include "util/log.h"
 #include "util/status.h"
 

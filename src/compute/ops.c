@@ -1,6 +1,7 @@
 /* ops.c - shape checks and dispatch for the op layer (see ops.h). */
-#include "util/log.h"
 #include "compute/ops.h"
+
+#include "util/log.h"
 #include "util/status.h"
 
 static int64_t op_last(tensor_t t) { return t.nd ? t.ne[t.nd - 1] : 0; }

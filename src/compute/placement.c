@@ -1,8 +1,9 @@
 /* placement.c - best-fit placement with coalescing free gaps (see placement.h). */
+#include "compute/placement.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "compute/placement.h"
 #include "util/grow.h"
 
 size_t place_round(size_t nbytes)

@@ -1,5 +1,7 @@
 /* atomic_file.c - opening output files safely, and files written
  * atomically (see atomic_file.h). */
+#include "io/atomic_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -7,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "io/atomic_file.h"
 #include "util/log.h"
 
 /* path's directory (malloc'ed; "." when path has no slash), *base its

@@ -1,4 +1,6 @@
 /* dir_lock.c - output directory locks (dir_lock.h). */
+#include "io/dir_lock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -7,9 +9,8 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "io/atomic_file.h"
-#include "io/dir_lock.h"
 #include "util/log.h"
+#include "io/atomic_file.h"
 
 int dir_lock_take(const char *dir, const char *sfx, int op, int *fd)
 {

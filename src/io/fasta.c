@@ -7,6 +7,8 @@
  * is looked at before and after every block (a pipe or device is read by
  * a thread that looks at it while it waits: open_stream).
  */
+#include "io/fasta.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -25,10 +27,9 @@
 #include <htslib/khash_str2int.h>
 #include <htslib/kstring.h>
 
-#include "io/fasta.h"
-#include "io/fasta_index.h"
 #include "util/lines.h"
 #include "util/log.h"
+#include "io/fasta_index.h"
 
 #define BUF_SIZE   65536
 #define LINE_CHUNK (1 << 22)

@@ -1,4 +1,6 @@
 /* fasta_index.c - reading and checking a .fai index (see fasta_index.h). */
+#include "io/fasta_index.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,7 +13,6 @@
 
 #include <htslib/khash_str2int.h>
 
-#include "io/fasta_index.h"
 #include "util/grow.h"
 #include "util/lines.h"
 #include "util/log.h"

@@ -1,4 +1,6 @@
 /* job.c - job records and unique, file-safe output names (see job.h). */
+#include "io/job.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,7 +10,6 @@
 
 #include <htslib/khash_str2int.h>
 
-#include "io/job.h"
 #include "util/log.h"
 
 void job_init(job_t *j)

@@ -1,5 +1,7 @@
 /* journal.c - reading done.jsonl, and what its lines say of the files
  * (see journal.h). */
+#include "io/journal.h"
+
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +9,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
-#include "io/journal.h"
 #include "util/lines.h"
 #include "util/log.h"
 

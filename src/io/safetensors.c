@@ -1,4 +1,6 @@
 /* safetensors.c - safetensors: validated read-only mmap reader, and an atomic writer. */
+#include "io/safetensors.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,10 +12,9 @@
 
 #include <jansson.h>
 
-#include "io/atomic_file.h"
 #include "util/grow.h"
 #include "util/log.h"
-#include "io/safetensors.h"
+#include "io/atomic_file.h"
 
 /* a header larger than this is not a safetensors file we will read */
 #define SAFETENSORS_MAX_HEADER (100u << 20)

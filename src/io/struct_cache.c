@@ -2,6 +2,8 @@
  * named by their key's hash, written by rename, checked by CRC-32, least
  * recently used evicted (struct_cache.h).
  */
+#include "io/struct_cache.h"
+
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -16,11 +18,10 @@
 
 #include <zlib.h>
 
-#include "io/atomic_file.h"
-#include "io/struct_cache.h"
 #include "util/grow.h"
 #include "util/hash.h"
 #include "util/log.h"
+#include "io/atomic_file.h"
 
 #define CACHE_MAGIC "ESMBC1\n"   /* 8 bytes with its NUL */
 #define CACHE_ORDER 0x01020304u

@@ -1,6 +1,8 @@
 /* torch_zip.c - PyTorch zip checkpoints: libzip for the container, the
  * central directory for where stored entries lie, the state dict's tensors
  * from the pickle (read by torch_pickle.c; see torch_zip.h). */
+#include "io/torch_zip.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -16,7 +18,6 @@
 
 #include "util/log.h"
 #include "io/torch_pickle.h"
-#include "io/torch_zip.h"
 
 /* --- the checkpoint ------------------------------------------------------ */
 

@@ -1,9 +1,10 @@
 /* widen.c - binary16 / bfloat16 to float32: AVX-512F, F16C + AVX2 and scalar paths (widen.h). */
+#include "io/widen.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/safetensors.h"
-#include "io/widen.h"
 
 static void widen_f16_scalar(float *dst, const unsigned char *src, int64_t n)
 {

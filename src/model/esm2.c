@@ -1,9 +1,10 @@
 /* esm2.c - ESM-2 and the projection to the trunk input (see esm2.h). */
+#include "model/esm2.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/esm2.h"
 #include "util/log.h"
 
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */

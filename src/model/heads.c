@@ -1,11 +1,12 @@
 /* heads.c - the output heads (see heads.h). */
+#include "model/heads.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/heads.h"
-#include "model/trunk.h"
 #include "protein/residue.h"
+#include "model/trunk.h"
 
 #define HEADS_LN_EPS 1e-5f     /* nn.LayerNorm default */
 #define HEADS_TM_EPS 1e-8      /* compute_tm's eps */

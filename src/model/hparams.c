@@ -1,4 +1,6 @@
 /* hparams.c - parse the Hugging Face ESMFold config.json (see hparams.h). */
+#include "model/hparams.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -8,7 +10,6 @@
 
 #include <jansson.h>
 
-#include "model/hparams.h"
 #include "util/log.h"
 
 /* the value at a dotted path below root, or NULL */

@@ -6,17 +6,18 @@
  * pseudo-CB atoms; the structure module after every pass; the heads on the
  * last pass.  The same function runs planning and executing.
  */
+#include "model/model.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protein/geometry.h"
 #include "util/finite.h"
 #include "util/log.h"
-#include "model/model.h"
-#include "protein/residue.h"
 #include "util/status.h"
+#include "protein/geometry.h"
+#include "protein/residue.h"
 
 #define MODEL_RECYCLE_MIN  3.375f
 #define MODEL_RECYCLE_MAX  21.375f

@@ -1,4 +1,6 @@
 /* random_weights.c - random weights for any model config (see random_weights.h). */
+#include "model/random_weights.h"
+
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +9,6 @@
 
 #include "util/log.h"
 #include "model/model.h"
-#include "model/random_weights.h"
 #include "model/weights.h"
 
 /* splitmix64: one stream per tensor */

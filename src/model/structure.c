@@ -16,14 +16,15 @@
  * and the host does only the pure post-processing (angle normalisation,
  * torsions to frames to atoms, masks).
  */
+#include "model/structure.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protein/geometry.h"
 #include "util/log.h"
+#include "protein/geometry.h"
 #include "protein/residue.h"
-#include "model/structure.h"
 
 #define STRUCTURE_LN_EPS 1e-5f   /* nn.LayerNorm default, every LayerNorm here */
 

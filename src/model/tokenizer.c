@@ -1,10 +1,11 @@
 /* tokenizer.c - ESMFold input encoding (see tokenizer.h). */
+#include "model/tokenizer.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/log.h"
 #include "protein/residue.h"
-#include "model/tokenizer.h"
 
 /* vocabulary id of a one-letter token, or -1 */
 static int tok_vocab_id(const hparams_t *c, char letter)

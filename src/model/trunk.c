@@ -13,13 +13,14 @@
  * and update z^T through z's strides (ln_linear, trimul_out, the
  * attention's strides): there is no transposed copy of z.
  */
+#include "model/trunk.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "util/log.h"
-#include "model/trunk.h"
 
 #define TRUNK_LN_EPS 1e-5f
 

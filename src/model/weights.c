@@ -1,4 +1,6 @@
 /* weights.c - weights from safetensors or a manifest (see weights.h). */
+#include "model/weights.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,7 +22,6 @@
 #include "util/log.h"
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
-#include "model/weights.h"
 
 /* at most this many files make one weights_t (esmfold + its language model) */
 #define WEIGHTS_MAX_FILES 2

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
 #include "util/log.h"
+#include "io/atomic_file.h"
 #include "protein/residue.h"
 
 static const char chain_ids[PDB_MAX_CHAINS + 1] =

@@ -1,10 +1,11 @@
 /* qc.c - pLDDT bands, CRC64 and sanity flags of a predicted structure (see qc.h). */
+#include "protein/qc.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protein/qc.h"
 #include "protein/residue.h"
 
 #define QC_FAR 1e6f   /* A: an atom beyond this is left out, as a non-finite one */

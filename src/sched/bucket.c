@@ -1,9 +1,9 @@
 /* bucket.c - length buckets (see bucket.h). */
+#include "sched/bucket.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "sched/bucket.h"
 
 static const bucket_set_t default_set = {
 	BUCKET_NDEFAULT, { 512, 768, 1024, 1344 }

@@ -2,13 +2,14 @@
  * addressing on hash_bytes of each sequence's folded form, doubled when
  * half full.
  */
+#include "sched/dedup.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "protein/residue.h"
-#include "sched/dedup.h"
 #include "util/hash.h"
+#include "protein/residue.h"
 
 typedef struct {
 	char    *key;    /* the folded form (dedup_key); NULL: an empty slot */

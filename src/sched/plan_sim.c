@@ -2,12 +2,11 @@
  * scheduler.h): the workers simulated on the scheduler's own policy
  * (scheduler_impl.h), a fold's duration sched_cost, then the tables
  * printed and every item left waiting again. */
-#include "sched/scheduler.h"
-
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "sched/bucket.h"
+#include "sched/scheduler.h"
 #include "sched/scheduler_impl.h"
 #include "sched/waitq.h"
 

@@ -1,4 +1,6 @@
 /* quota.c - read, write and query bucket quota tables (see quota.h). */
+#include "sched/quota.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -6,10 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/atomic_file.h"
 #include "util/lines.h"
 #include "util/log.h"
-#include "sched/quota.h"
+#include "io/atomic_file.h"
 
 quota_table_t *quota_init(void)
 {

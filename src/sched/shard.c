@@ -1,10 +1,11 @@
 /* shard.c - a deterministic cost-balanced partition of an input (shard.h). */
+#include "sched/shard.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "sched/shard.h"
 #include "util/log.h"
 
 /* a whole decimal number in [lo, hi]; 0 or -1 */

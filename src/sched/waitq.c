@@ -1,7 +1,7 @@
 /* waitq.c - the scheduler's waiting items as a treap (see waitq.h). */
-#include <stdlib.h>
-
 #include "sched/waitq.h"
+
+#include <stdlib.h>
 
 void wq_init(wq_t *q)
 {

@@ -1,7 +1,7 @@
 /* finite.c - finding a NaN or an infinity (see finite.h). */
-#include <string.h>
-
 #include "util/finite.h"
+
+#include <string.h>
 
 /* a NaN or an infinity: all exponent bits set */
 static int finite_bad(const float *f)

@@ -1,7 +1,7 @@
 /* hash.c - a fast 64-bit hash of bytes (see hash.h). */
-#include <string.h>
-
 #include "util/hash.h"
+
+#include <string.h>
 
 #define HASH_K1 0x9e3779b97f4a7c15ull   /* 2^64 / golden ratio */
 #define HASH_K2 0xc2b2ae3d27d4eb4full

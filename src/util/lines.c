@@ -1,10 +1,11 @@
 /* lines.c - bounded line reading (see lines.h). */
+#include "util/lines.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/grow.h"
-#include "util/lines.h"
 #include "util/log.h"
 
 void lines_init(lines_t *l, FILE *f, const char *name, volatile sig_atomic_t *stop)

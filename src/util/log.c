@@ -1,6 +1,8 @@
 /* log.c - levelled logging to stderr, one line per call, thread-safe;
  * each line stamped with the local time where stderr is not a terminal
  * (a cluster job's log), and the live status line where it is. */
+#include "util/log.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,8 +11,6 @@
 #include <sys/ioctl.h>
 #include <time.h>
 #include <unistd.h>
-
-#include "util/log.h"
 
 static int log_level = LOG_INFO;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;   /* stderr, log_status */

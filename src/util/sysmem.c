@@ -1,10 +1,11 @@
 /* sysmem.c - the process's memory from /proc, and the malloc policy (see sysmem.h). */
+#include "util/sysmem.h"
+
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "util/lines.h"
-#include "util/sysmem.h"
 
 /* a "Key:   N kB" line of /proc/self/status, in bytes; -1 if absent */
 static int64_t sysmem_status(const char *key)

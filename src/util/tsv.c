@@ -1,8 +1,8 @@
 /* tsv.c - the cells of a tab-separated table: the escaping rule, its
  * decoding, columns by name (see tsv.h). */
-#include <string.h>
-
 #include "util/tsv.h"
+
+#include <string.h>
 
 /* the length of the valid UTF-8 sequence at s (1-4), or 0 when s[0] does
  * not begin one (a stray continuation byte, an overlong form, a surrogate,

@@ -52,7 +52,7 @@ static sched_item_t *fold_copy_items(const fold_rec_t *x, const sched_item_t *v,
 	if (!w) return NULL;
 	memcpy(w, v, n * sizeof *w);
 	for (int i = 0; i < n && x->copy_err; i++)
-		if (w[i].start == x->copy_err_at && w[i].state == SCHED_DONE) {
+		if (w[i].start == x->copy_err_at && w[i].state == SCHED_FOLDED) {
 			w[i].state = SCHED_FAILED;
 			snprintf(w[i].reason, sizeof w[i].reason, "%s", x->copy_err);
 		}

@@ -4,7 +4,7 @@
  * tile of it at a time in shared memory, never in global memory.
  *
  * bf16, d 16, 32 or 128 (the pair transition, c_z; the test models'
- * widths): k_transition_bf16, persistent blocks of TR_WARPS warps over
+ * widths), h a multiple of TR_HS: k_transition_bf16, persistent blocks of TR_WARPS warps over
  * 128-row tiles (tile b, b + gridDim.x, ...; TR_GRID blocks, 2 per SM),
  * warp w on rows 16 w.. of the tile throughout.  The weights (256 KiB at
  * c_z 128, more than a block's shared memory) pass through it in slices
@@ -28,7 +28,7 @@
  * row indices (the launcher refuses R over 2^31 - 129).
  *
  * bf16, other multiples of 16 up to 1024 (the sequence transition, c_s
- * 1024): k_transition_wide, a block of TR_WARPS warps per bm = 16 mt rows
+ * 1024; other h): k_transition_wide, a block of TR_WARPS warps per bm = 16 mt rows
  * (mt = 1, 2 or 4 row tiles, as many as keep each warp's share of the
  * [bm, d] output at TR_MAXF fragments).  In shared memory:
  *   As: [bm, d + 8] bf16        the rows normed, rounded to bf16
@@ -128,39 +128,38 @@ static __host__ __device__ tr_layout_t tr_layout(int d)
 	return y;
 }
 
-/* 16 bytes (8 bf16) from src to shared dst, the first n bytes read (n 0
- * or 16): one cp.async, or four of 4 bytes where the weights are not on
- * 16 bytes */
-static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int n, int v16)
+/* 16 bytes (8 bf16) from src to shared dst: one cp.async, or four of 4
+ * bytes where the weights are not on 16 bytes */
+static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int v16)
 {
 	if (v16) {
-		cu_cp_async_16(dst, src, n);
+		cu_cp_async_16(dst, src, 16);
 		return;
 	}
-	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, n ? src + 2 * i : src, n ? 4 : 0);
+	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, src + 2 * i, 4);
 }
 
 /* weight slice h0.. into shared memory, asynchronously (one group):
- * W1s: [TR_HS, d + 8] = w1[h0.., :], W2s: [d, TR_HS + 8] = w2[:, h0..],
- * hidden units past h zero */
+ * W1s: [TR_HS, d + 8] = w1[h0.., :], W2s: [d, TR_HS + 8] = w2[:, h0..] */
 static __device__ void tr_stage(bf16 *W1s, bf16 *W2s, const bf16 *w1, const bf16 *w2, int d, int h, int h0,
                                 int v16)
 {
 	const int cpr = d / 8;
 	for (int q = threadIdx.x; q < TR_HS * cpr; q += TR_NT) {
-		const int r = q / cpr, c = q % cpr * 8, ok = h0 + r < h;
-		tr_copy(W1s + r * (d + 8) + c, ok ? w1 + (size_t)(h0 + r) * d + c : w1, ok ? 16 : 0, v16);
+		const int r = q / cpr, c = q % cpr * 8;
+		tr_copy(W1s + r * (d + 8) + c, w1 + (size_t)(h0 + r) * d + c, v16);
 	}
 	for (int q = threadIdx.x; q < d * (TR_HS / 8); q += TR_NT) {
-		const int r = q / (TR_HS / 8), c = q % (TR_HS / 8) * 8, ok = h0 + c < h;
-		tr_copy(W2s + r * (TR_HS + 8) + c, ok ? w2 + (size_t)r * h + h0 + c : w2, ok ? 16 : 0, v16);
+		const int r = q / (TR_HS / 8), c = q % (TR_HS / 8) * 8;
+		tr_copy(W2s + r * (TR_HS + 8) + c, w2 + (size_t)r * h + h0 + c, v16);
 	}
 	cu_cp_async_commit();
 }
 
 /* rows r0..r0 + 15 of x normed into As: [16, d + 8] bf16 by one warp, each
  * row read once into registers (lane: channels lane + 32 i), statistics
- * as tr_ln_row; rows past R zero */
+ * as tr_ln_row's but by fast divisions and rsqrtf (as ln_linear.cu); rows
+ * past R zero */
 template <int DT>
 static __device__ void tr_ln16(bf16 *As, const be_transition_t &t, int r0, int lane)
 {
@@ -178,10 +177,10 @@ static __device__ void tr_ln16(bf16 *As, const be_transition_t &t, int r0, int l
 			v[i] = lane + 32 * i < d ? xr[lane + 32 * i] : 0.0f;
 			mean += v[i];
 		}
-		mean = cu_warp_sum(mean) / (float)d;
+		mean = __fdividef(cu_warp_sum(mean), (float)d);
 		for (int i = 0; i < nv; i++)
 			if (lane + 32 * i < d) { float u = v[i] - mean; var += u * u; }
-		const float inv = 1.0f / sqrtf(cu_warp_sum(var) / (float)d + t.eps);
+		const float inv = rsqrtf(__fdividef(cu_warp_sum(var), (float)d) + t.eps);
 		for (int i = 0; i < nv; i++) {
 			const int c = lane + 32 * i;
 			if (c < d) As[r * (d + 8) + c] = __float2bfloat16((v[i] - mean) * inv * t.ln_w[c] + (t.ln_b ? t.ln_b[c] : 0.0f));
@@ -190,7 +189,8 @@ static __device__ void tr_ln16(bf16 *As, const be_transition_t &t, int r0, int l
 }
 
 /* persistent: block b over the row tiles b, b + gridDim.x, ...; x: [R, d],
- * w1: [h, d], w2: [d, h] bf16, d = 16 DT; v16: w1 and w2 on 16 bytes */
+ * w1: [h, d], w2: [d, h] bf16, d = 16 DT, h a multiple of TR_HS; v16: w1
+ * and w2 on 16 bytes */
 template <int DT>
 static __global__ void __launch_bounds__(TR_NT, 2)
 k_transition_bf16(be_transition_t t, int v16)
@@ -198,7 +198,7 @@ k_transition_bf16(be_transition_t t, int v16)
 	CU_DYN_SHARED(char, sm);
 	const int d = DT * 16, h = t.h, LDA = d + 8, LDW = TR_HS + 8;
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-	const int rows = (int)t.rows, ntiles = (rows + TR_TM - 1) / TR_TM, nsl = (h + TR_HS - 1) / TR_HS;
+	const int rows = (int)t.rows, ntiles = (rows + TR_TM - 1) / TR_TM, nsl = h / TR_HS;
 	const tr_layout_t y = tr_layout(d);
 	bf16 *W1b = (bf16 *)(sm + y.w1), *W2b = (bf16 *)(sm + y.w2);
 	bf16 *As = (bf16 *)(sm + y.a) + warp * 16 * LDA, *Hs = (bf16 *)(sm + y.h) + warp * 16 * LDW;
@@ -215,7 +215,7 @@ k_transition_bf16(be_transition_t t, int v16)
 		tr_ln16<DT>(As, t, r0, lane);
 		__syncwarp();
 		for (int s = 0; s < nsl; s++, it++) {
-			const int b = it & 1, h0 = s * TR_HS, nh = (h - h0 < TR_HS ? h - h0 : TR_HS) / 16;
+			const int b = it & 1, h0 = s * TR_HS;
 			const int nt = s + 1 < nsl ? tile : tile + gridDim.x;
 			const bf16 *W1s = W1b + b * TR_HS * LDA, *W2s = W2b + b * d * LDW;
 			float hf[TR_HS / 16][2][4] = {};
@@ -225,18 +225,17 @@ k_transition_bf16(be_transition_t t, int v16)
 			if (nt < ntiles)
 				tr_stage(W1b + (b ^ 1) * TR_HS * LDA, W2b + (b ^ 1) * d * LDW, w1, w2, d, h,
 				         s + 1 < nsl ? h0 + TR_HS : 0, v16);
-			/* hf = As W1s^T: [16, d] x [d, 16 nh] */
+			/* hf = As W1s^T: [16, d] x [d, TR_HS] */
 #pragma unroll
 			for (int k = 0; k < DT; k++) {
 				uint32_t af[4];
 				cu_tile_a(af, As + k * 16, LDA, lane);
 #pragma unroll
-				for (int n = 0; n < TR_HS / 16; n++)
-					if (n < nh) {
-						uint32_t bf[4];
-						cu_tile_bt(bf, W1s + n * 16 * LDA + k * 16, LDA, lane);
-						cu_tile_mma(hf[n], af, bf);
-					}
+				for (int n = 0; n < TR_HS / 16; n++) {
+					uint32_t bf[4];
+					cu_tile_bt(bf, W1s + n * 16 * LDA + k * 16, LDA, lane);
+					cu_tile_mma(hf[n], af, bf);
+				}
 			}
 			/* Hs = bf16(relu(hf + b1)), the warp's own rows */
 #pragma unroll
@@ -244,7 +243,6 @@ k_transition_bf16(be_transition_t t, int v16)
 #pragma unroll
 				for (int j = 0; j < 2; j++) {
 					const int c = n * 16 + j * 8 + 2 * tq;
-					if (n >= nh) continue;
 					const float b0 = t.b1 ? t.b1[h0 + c] : 0.0f, b1 = t.b1 ? t.b1[h0 + c + 1] : 0.0f;
 					const float v0 = hf[n][j][0] + b0, v1 = hf[n][j][1] + b1;
 					const float v2 = hf[n][j][2] + b0, v3 = hf[n][j][3] + b1;
@@ -252,11 +250,10 @@ k_transition_bf16(be_transition_t t, int v16)
 					*(uint32_t *)(Hs + (g + 8) * LDW + c) = cu_bf16x2(v2 > 0.0f ? v2 : 0.0f, v3 > 0.0f ? v3 : 0.0f);
 				}
 			__syncwarp();
-			/* acc += Hs W2s^T: [16, 16 nh] x [16 nh, d] */
+			/* acc += Hs W2s^T: [16, TR_HS] x [TR_HS, d] */
 #pragma unroll
 			for (int k = 0; k < TR_HS / 16; k++) {
 				uint32_t af[4];
-				if (k >= nh) break;
 				cu_tile_a(af, Hs + k * 16, LDW, lane);
 #pragma unroll
 				for (int n = 0; n < DT; n++) {
@@ -470,7 +467,7 @@ extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
 {
 	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
 	if (t->rows == 0) return 0;
-	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= TR_DMAX && (uintptr_t)t->x % 8 == 0 &&
+	if (t->bf16 && t->h % TR_HS == 0 && (uintptr_t)t->x % 8 == 0 &&
 	    (t->d == 16 || t->d == 32 || t->d == TR_DMAX)) {
 		if (t->rows > 0x7fffffff - TR_TM) return -EINVAL;
 		if (t->d == 16) return tr_launch_bf16<1>(s, t);

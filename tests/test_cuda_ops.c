@@ -1188,7 +1188,7 @@ static void trans_case(int64_t R, int d, int h, int biases, int wofs)
  * (16, 24: no multiple of 16, bf16 on the CUDA cores; 32), esmfold_v1's
  * c_z 128 (at an odd L, 37^2 rows) and c_s 1024, with and without the
  * biases; h = 4 d, and 48 and 80 (no multiple of the staged kernel's
- * 32-unit weight slices); more row tiles than the staged kernel's
+ * 32-unit weight slices: the wide kernel); more row tiles than its
  * persistent blocks (34,000 rows: 266 tiles); weights on 4 bytes only */
 static void test_transition(void **state)
 {

@@ -39,7 +39,13 @@
  * (mma.sync, fp32 accumulation; the weights' fragments read from global
  * memory), then every warp adds Hs w2[:, slice]^T into
  * its output fragments, held in registers across the slices.  The
- * epilogue as above.
+ * epilogue as above.  At c_s 1024 that is L / 16 blocks, each streaming
+ * all 16 MiB of weights: latency-bound, ~0.4 ms a call at any L
+ * (bench/gpu_model) where the FLOPs take ~20 us.  More blocks need the
+ * hidden layer [L, h] in global memory (a split over h into one kernel,
+ * then over the output columns into another, or cuBLAS with a bias-ReLU
+ * epilogue and then beta 1), a buffer this op's interface does not give;
+ * not done yet.
  *
  * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
  * small test models): the same tiles on CUDA cores, shared memory fp32:

@@ -1052,6 +1052,22 @@ static uint16_t *bf16_weight(float *w, int64_t n)
 	return g;
 }
 
+/* bf16_weight's copy of w: [n] ofs elements into an allocation of n + ofs
+ * (the weights' alignment as a test asks); the allocation returned */
+static uint16_t *trans_weight(float *w, int64_t n, int ofs)
+{
+	float *p = malloc(sizeof *p * (size_t)(n + ofs));
+	uint16_t *g;
+
+	assert_non_null(p);
+	for (int i = 0; i < ofs; i++) p[i] = 0.0f;
+	memcpy(p + ofs, w, sizeof *w * (size_t)n);
+	g = bf16_weight(p, n + ofs);
+	memcpy(w, p + ofs, sizeof *w * (size_t)n);
+	free(p);
+	return g;
+}
+
 /* The bf16 transition's error bound per output element, from rounding
  * (u = 2^-8 for bf16, v = 2^-24 for fp32), against the CPU's fp32 result
  * on the same bf16 weights: the normed row t (fp32 on both, its sums in
@@ -1086,14 +1102,15 @@ static double trans_bf16_bound(const be_transition_t *t, const float *w1, const 
 	return out + (t->h + 64) * v * m;
 }
 
-/* x: [R, d] += fc2(relu(fc1(LN(x)))), h = 4 d: the fp32 kernel against
- * the CPU within fp32's NMSE bound; then the bf16 kernel (bf16 weights,
- * the WMMA tiles where d is a multiple of 16) against the CPU on the same
- * bf16 weights, each element within trans_bf16_bound, and measurably
- * further off than the fp32 kernel (so it is the bf16 path that ran) */
-static void trans_case(int64_t R, int d, int biases)
+/* x: [R, d] += fc2(relu(fc1(LN(x)))), h hidden units: the fp32 kernel
+ * against the CPU within fp32's NMSE bound; then the bf16 kernel (bf16
+ * weights, the tensor-core tiles where d and h are multiples of 16)
+ * against the CPU on the same bf16 weights, each element within
+ * trans_bf16_bound, and measurably further off than the fp32 kernel (so
+ * it is the bf16 path that ran).  wofs: the bf16 weights that many
+ * elements past an allocation (2: on 4 bytes, not 16) */
+static void trans_case(int64_t R, int d, int h, int biases, int wofs)
 {
-	int h = 4 * d;
 	pair_t x = pair_scaled(R * d, 2.0f), lw = pair_new(d), lb = pair_new(d);
 	pair_t w1 = pair_scaled((int64_t)h * d, 1.0f / sqrtf((float)d)), b1 = pair_scaled(h, 0.3f);
 	pair_t w2 = pair_scaled((int64_t)d * h, 1.0f / sqrtf((float)h)), b2 = pair_scaled(d, 0.3f);
@@ -1105,7 +1122,8 @@ static void trans_case(int64_t R, int d, int biases)
 
 	assert_true(x0 && got && tn && hd && e);
 	memcpy(x0, x.c, sizeof *x0 * (size_t)R * d);
-	snprintf(what, sizeof what, "transition R%lld d%d%s", (long long)R, d, biases ? "" : " no biases");
+	snprintf(what, sizeof what, "transition R%lld d%d h%d%s%s", (long long)R, d, h, biases ? "" : " no biases",
+	         wofs ? " unaligned" : "");
 	t.x = x.c; t.ln_w = lw.c; t.ln_b = lb.c; t.w1 = w1.c; t.w2 = w2.c;
 	t.b1 = biases ? b1.c : NULL; t.b2 = biases ? b2.c : NULL;
 	assert_int_equal(cpu->transition(cpu, &t), 0);
@@ -1115,14 +1133,14 @@ static void trans_case(int64_t R, int d, int biases)
 	double nmse32 = pair_check(&x, 1e-10, what);
 
 	/* bf16: the CPU on the rounded weights, the GPU on the bf16 copies */
-	uint16_t *g1 = bf16_weight(w1.c, (int64_t)h * d), *g2 = bf16_weight(w2.c, (int64_t)d * h);
+	uint16_t *g1 = trans_weight(w1.c, (int64_t)h * d, wofs), *g2 = trans_weight(w2.c, (int64_t)d * h, wofs);
 	memcpy(x.c, x0, sizeof *x0 * (size_t)R * d);
 	t.x = x.c; t.ln_w = lw.c; t.ln_b = lb.c; t.w1 = w1.c; t.w2 = w2.c;
 	t.b1 = biases ? b1.c : NULL; t.b2 = biases ? b2.c : NULL;
 	assert_int_equal(cpu->transition(cpu, &t), 0);
 	assert_int_equal(gpu->upload(gpu, x.g, x0, sizeof *x0 * (size_t)R * d), 0);
 	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
-	t.x = x.g; t.ln_w = lw.g; t.ln_b = lb.g; t.w1 = (const float *)g1; t.w2 = (const float *)g2;
+	t.x = x.g; t.ln_w = lw.g; t.ln_b = lb.g; t.w1 = (const float *)(g1 + wofs); t.w2 = (const float *)(g2 + wofs);
 	t.b1 = biases ? b1.g : NULL; t.b2 = biases ? b2.g : NULL; t.bf16 = 1;
 	assert_int_equal(gpu->transition(gpu, &t), 0);
 	assert_int_equal(gpu->sync(gpu), 0);
@@ -1153,6 +1171,11 @@ static void trans_case(int64_t R, int d, int biases)
 	double nmse = den > 0.0 ? num / den : num;
 	printf("  %-48s bf16: largest error / bound %.3g, nmse %.3g\n", what, worst, nmse);
 	assert_true(worst <= 1.0);
+	/* and in the mean: each output's error a sum of independent roundings
+	 * (relative error at most u / 2 each), which trans_bf16_bound adds up
+	 * as if all had one sign: the NMSE within u^2 = 2^-16 (measured
+	 * ~1.5e-7; a wrong bias or weight element: ~1e-3 and over) */
+	assert_true(nmse <= 0x1p-16);
 	assert_true(R == 0 || nmse > 100.0 * nmse32);
 	gpu->free(gpu, g1);
 	gpu->free(gpu, g2);
@@ -1161,17 +1184,21 @@ static void trans_case(int64_t R, int d, int biases)
 	pair_free(&w2); pair_free(&b2);
 }
 
-/* rows 1, 17 and over 1000 (past the 64-row tiles), the fixtures' widths
+/* rows 1, 17 and over 1000 (past the 128-row tiles), the fixtures' widths
  * (16, 24: no multiple of 16, bf16 on the CUDA cores; 32), esmfold_v1's
- * c_z 128 and c_s 1024, with and without the biases */
+ * c_z 128 (at an odd L, 37^2 rows) and c_s 1024, with and without the
+ * biases; h = 4 d, and 48 and 80 (no multiple of the staged kernel's
+ * 32-unit weight slices: the wide kernel); more row tiles than its
+ * persistent blocks (34,000 rows: 266 tiles); weights on 4 bytes only */
 static void test_transition(void **state)
 {
-	static const struct { int64_t R; int d, biases; } cs[] = {
-		{ 1, 16, 1 }, { 17, 32, 1 }, { 1001, 16, 1 }, { 33, 24, 1 }, { 70, 128, 1 },
-		{ 1030, 32, 0 }, { 3, 1024, 1 },
+	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {
+		{ 1, 16, 64, 1, 0 }, { 17, 32, 128, 1, 0 }, { 1001, 16, 64, 1, 0 }, { 33, 24, 96, 1, 0 },
+		{ 70, 128, 512, 1, 0 }, { 1369, 128, 512, 1, 0 }, { 1030, 32, 128, 0, 0 }, { 3, 1024, 4096, 1, 0 },
+		{ 45, 16, 48, 1, 0 }, { 300, 32, 80, 0, 0 }, { 34000, 16, 64, 1, 0 }, { 150, 32, 128, 1, 2 },
 	};
 
-	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].biases);
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
 /* --- ln_linear --- */

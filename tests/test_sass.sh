@@ -23,7 +23,13 @@
 # path; the kernels before them: 5 and 8 calls per kernel).  The other
 # tensor-core kernels' HMMA shares are not held to a floor (a product per
 # 16-column tile of a layer norm's output, their loops mostly its
-# epilogue).  Skips (77) without
+# epilogue).  The pair transition's k_transition_bf16<8> (c_z 128,
+# persistent, weights staged through shared memory) likewise: its
+# product loop's HMMA share at least 1/4 (measured 0.306: per 32 hidden
+# units 64 HMMA, 34 LDSM, the bias-ReLU epilogue into shared memory; the
+# kernel before it: 0.158), and it and its test-model instances
+# k_transition_bf16<1, 2> call no subroutine (the kernel before: 4-8
+# calls, IEEE divisions in the layer norm).  Skips (77) without
 # nvcc or cuobjdump (.ci/run installs PyPI's nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm; found on PATH, in $CUOBJDUMP's directory, in
 # /usr/local/cuda/bin or in python3's nvidia/*/bin).
@@ -55,4 +61,6 @@ for cu in "$srcdir"/kernels/*.cu; do
 done
 python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64=1/8' \
 	--check 'k_flash_attnILi32=1/8' --check 'k_flash_attnILi16=1/12' \
-	--check 'k_ln_linear_bf16=3/8:inner:nocall' --check 'k_ln_linear_f32=0:nocall' --check '.=0'
+	--check 'k_ln_linear_bf16=3/8:inner:nocall' --check 'k_ln_linear_f32=0:nocall' \
+	--check 'k_transition_bf16ILi8=1/4:inner:nocall' --check 'k_transition_bf16=0:inner:nocall' \
+	--check '.=0'

@@ -212,15 +212,15 @@ static __device__ void to_stage_w(const be_trimul_out_t &t, bf16 *Ws, int cp)
 	const bf16 *w = (const bf16 *)t.w;
 	const bool vec = t.w_bf16 && c % 8 == 0 && ((uintptr_t)w & 15) == 0;
 
-	for (int e = threadIdx.x; e < cp * kc; e += TO_NT) {
-		const int o = e / kc, k = e % kc * 8;
-		bf16 *d = Ws + o * ldw + k;
-		if (vec) {
-			const int ok = o < c && k < c;
-			cu_cp_async_16(d, ok ? w + o * c + k : w, ok ? 16 : 0);
-		} else {
-			for (int i = 0; i < 8; i++)
-				d[i] = __float2bfloat16(o < c && k + i < c ? to_w(t.w, o * c + k + i, t.w_bf16) : 0.0f);
+	if (vec) {
+		for (int e = threadIdx.x; e < cp * kc; e += TO_NT) {
+			const int o = e / kc, k = e % kc * 8, ok = o < c && k < c;
+			cu_cp_async_16(Ws + o * ldw + k, ok ? w + o * c + k : w, ok ? 16 : 0);
+		}
+	} else {
+		for (int e = threadIdx.x; e < cp * cp; e += TO_NT) {
+			const int o = e / cp, k = e - o * cp;
+			Ws[o * ldw + k] = __float2bfloat16(o < c && k < c ? to_w(t.w, o * c + k, t.w_bf16) : 0.0f);
 		}
 	}
 	cu_cp_async_commit();
@@ -230,6 +230,7 @@ static __device__ void to_stage_w(const be_trimul_out_t &t, bf16 *Ws, int cp)
 /* rows rb.. (this warp's 16; Xw: their A^T in Xs) times the 16-column
  * tiles j0, j0 + 2, j0 + 4, j0 + 6 of W^T (those past nj: the last one's
  * product, not written), then their epilogues */
+template <int U>
 static __device__ void to_batch(const be_trimul_out_t &t, const bf16 *Xw, const bf16 *Ws, int cp, int j0, int nj,
                                 int rb, int rows, bool vec, int lane)
 {
@@ -246,6 +247,7 @@ static __device__ void to_batch(const be_trimul_out_t &t, const bf16 *Xw, const 
 	}
 	/* lane l: row l % 8 + 8 (l / 16) of k, columns 8 (l / 8 % 2).. of the rows */
 	const bf16 *xa = Xw + (lane % 8 + lane / 16 * 8) * TO_LDX + lane / 8 % 2 * 8;
+#pragma unroll U
 	for (int kt = 0; kt < cp; kt += 16) {
 		uint32_t a[4];
 		cu_ldmatrix_x4_trans(a, xa + kt * TO_LDX);
@@ -290,7 +292,7 @@ static __global__ void __launch_bounds__(TO_NT) k_trimul_out_bf16(be_trimul_out_
 		__syncthreads();
 		const int rb = 16 * (warp % 4);
 		for (int j0 = warp / 4; j0 < nj; j0 += 8)
-			to_batch(t, Xs + rb, Ws, cp, j0, nj, r0 + rb, rows, vec, lane);
+			to_batch<CH / 32 == 1 ? 2 : 1>(t, Xs + rb, Ws, cp, j0, nj, r0 + rb, rows, vec, lane);
 	}
 }
 

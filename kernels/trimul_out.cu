@@ -263,8 +263,10 @@ static __device__ void to_batch(const be_trimul_out_t &t, const bf16 *Xw, const 
 		if (j0 + 2 * b < nj) to_epi(t, acc[b], j0 + 2 * b, rb, rows, vec, lane);
 }
 
-/* bf16 W (t.w_bf16) or fp32 W rounded; cp = c rounded up to 16 <= 4 CH;
- * grid: persistent blocks over the row tiles */
+/* z rows: [rows, c] at t.zr += (LayerNorm(x) W^T + b) sigmoid(gv), x:
+ * [rows, c] at its strides, gv: [rows, c], W: [c, c] bf16 (t.w_bf16) or
+ * fp32 rounded; cp = c rounded up to 16 <= 4 CH; grid: persistent blocks
+ * over the row tiles */
 template <int CH>
 static __global__ void __launch_bounds__(TO_NT) k_trimul_out_bf16(be_trimul_out_t t, int rows, int cp)
 {
@@ -296,7 +298,8 @@ static __global__ void __launch_bounds__(TO_NT) k_trimul_out_bf16(be_trimul_out_
 	}
 }
 
-/* grid: one block per tile; c <= 4 CH */
+/* the same in fp32 (shapes as k_trimul_out_bf16); grid: one block per
+ * tile; c <= 4 CH */
 template <int CH>
 static __global__ void __launch_bounds__(TO_NT) k_trimul_out_f32(be_trimul_out_t t, int rows, int cp)
 {

@@ -1557,6 +1557,12 @@ static void test_trimul_out(void **state)
 		trimul_out_case(19, 128, 0, 19, 0, 1, bf16);
 		trimul_out_case(5, 3, 4, 1, 1, 1, bf16);
 		trimul_out_case(7, 200, 2, 3, 1, 1, bf16);
+		/* x channel-major on 4 floats (16-byte copies), a short last tile */
+		trimul_out_case(40, 64, 30, 10, 1, 1, bf16);
+		trimul_out_case(48, 128, 0, 12, 0, 1, bf16);
+		/* more tiles than persistent blocks (TO_GRID), odd L */
+		trimul_out_case(163, 24, 0, 163, 1, 1, bf16);
+		trimul_out_case(6, 256, 1, 4, 0, 1, bf16);   /* CU_TRIMUL_OUT_CMAX */
 	}
 }
 

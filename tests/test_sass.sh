@@ -20,7 +20,14 @@
 # their share at least 3/8 (measured 0.457: one A fragment for up to 4
 # weight tiles), and it and the fp32 k_ln_linear_f32 call no subroutine
 # (:nocall: no int64 division or remainder, no IEEE division's slow
-# path; the kernels before them: 5 and 8 calls per kernel).  The other
+# path; the kernels before them: 5 and 8 calls per kernel).  The
+# triangle multiplication's output side (k_trimul_out_bf16<CH>, persistent
+# over row tiles) likewise on its product loops (:inner): at least 1/3
+# for c <= 128 (measured 0.364: one A fragment for 4 weight tiles, two
+# 16-k steps unrolled) and 1/4 for c <= 256 (measured 0.267, one step:
+# its row of 64 registers leaves no room for two), and it and
+# k_trimul_out_f32 call no subroutine (the kernels before them: 6 and 10
+# calls, int64 row arithmetic).  The other
 # tensor-core kernels' HMMA shares are not held to a floor (a product per
 # 16-column tile of a layer norm's output, their loops mostly its
 # epilogue).  The pair transition's k_transition_bf16<8> (c_z 128,
@@ -63,4 +70,5 @@ python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64
 	--check 'k_flash_attnILi32=1/8' --check 'k_flash_attnILi16=1/12' \
 	--check 'k_ln_linear_bf16=3/8:inner:nocall' --check 'k_ln_linear_f32=0:nocall' \
 	--check 'k_transition_bf16ILi8=1/4:inner:nocall' --check 'k_transition_bf16=0:inner:nocall' \
-	--check '.=0'
+	--check 'k_trimul_out_bf16ILi64=1/4:inner:nocall' --check 'k_trimul_out_bf16=1/3:inner:nocall' \
+	--check 'k_trimul_out_f32=0:nocall' --check '.=0'

@@ -6,10 +6,12 @@
  * contiguous bf16 copy; dst fp32, alpha as the output scale, bias its bias
  * argument, beta a sum post-op and the ReLU an eltwise one (oneDNN scales
  * the bias by alpha too: a GEMM with both is widened).  One engine
- * for the process; a stream per call (cheap on the CPU), so callers on
- * many threads at once (the transition's tiles, several workers) each run
- * their own.  Primitives come from oneDNN's primitive cache, keyed by
- * shape.  oneDNN runs on the same OpenMP pool as the backend (inside a
+ * for the process; a stream and a scratchpad per call (cheap on the
+ * CPU), so callers on many threads at once (the transition's tiles,
+ * several workers) each run their own: in oneDNN's default scratchpad
+ * mode distinct primitives share one scratchpad unless the library was
+ * built with DNNL_ENABLE_CONCURRENT_EXEC, so ours are made in user mode.
+ * Primitives come from oneDNN's primitive cache, keyed by shape.  oneDNN runs on the same OpenMP pool as the backend (inside a
  * parallel region: on the calling thread).
  */
 #include "config.h"
@@ -209,6 +211,7 @@ static dnnl_primitive_t cpu_dnnl_make(const cpu_dnnl_key_t *k)
 	if (ok && k->beta != 0.0f) ok = dnnl_post_ops_append_sum(po, k->beta) == dnnl_success;
 	if (ok && k->relu) ok = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) == dnnl_success;
 	ok = ok && dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success &&
+	     dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
 	     dnnl_primitive_desc_create(&pd, &md, attr, cpu_dnnl_eng, NULL) == dnnl_success &&
 	     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
 	     impl && !strstr(impl, "ref");
@@ -256,7 +259,11 @@ static int cpu_dnnl_matmul(const be_gemm_t *g)
 	uint16_t *pa = NULL, *pb = NULL;
 	const void *a = g->a, *b = g->b;
 	int64_t lda = g->lda, ldb = g->ldb, sa = g->stride_a, sb = g->stride_b;
-	dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, mbias = NULL;
+	dnnl_memory_t ma = NULL, mb = NULL, mc = NULL, mbias = NULL, msp = NULL;
+	const_dnnl_primitive_desc_t ppd;
+	const dnnl_memory_desc_t *dsp = NULL;
+	void *sp = NULL;
+	size_t nsp = 0;
 	dnnl_memory_desc_t da, db, dc, dbias;
 	dnnl_primitive_t p;
 	dnnl_stream_t st = NULL;
@@ -289,18 +296,30 @@ static int cpu_dnnl_matmul(const be_gemm_t *g)
 	    dnnl_memory_create(&mb, &db, cpu_dnnl_eng, (void *)b) != dnnl_success ||
 	    dnnl_memory_create(&mc, &dc, cpu_dnnl_eng, g->c) != dnnl_success ||
 	    (g->bias && dnnl_memory_create(&mbias, &dbias, cpu_dnnl_eng, (void *)g->bias) != dnnl_success) ||
-	    dnnl_stream_create(&st, cpu_dnnl_eng, dnnl_stream_default_flags) != dnnl_success)
+	    dnnl_stream_create(&st, cpu_dnnl_eng, dnnl_stream_default_flags) != dnnl_success ||
+	    dnnl_primitive_get_primitive_desc(p, &ppd) != dnnl_success)
 		goto done;
-	dnnl_exec_arg_t args[4] = {
-		{ DNNL_ARG_SRC, ma }, { DNNL_ARG_WEIGHTS, mb }, { DNNL_ARG_DST, mc }, { DNNL_ARG_BIAS, mbias },
-	};
-	if (dnnl_primitive_execute(p, st, g->bias ? 4 : 3, args) == dnnl_success &&
+	/* this call's own scratchpad (user mode: cpu_dnnl_make) */
+	if ((dsp = dnnl_primitive_desc_query_md(ppd, dnnl_query_scratchpad_md, 0)))
+		nsp = dnnl_memory_desc_get_size(dsp);
+	if (nsp && (!(sp = aligned_alloc(64, (nsp + 63) & ~(size_t)63)) ||
+	            dnnl_memory_create(&msp, dsp, cpu_dnnl_eng, sp) != dnnl_success)) {
+		rc = sp ? -1 : STATUS_OOM;
+		goto done;
+	}
+	dnnl_exec_arg_t args[5] = { { DNNL_ARG_SRC, ma }, { DNNL_ARG_WEIGHTS, mb }, { DNNL_ARG_DST, mc } };
+	int nargs = 3;
+	if (g->bias) args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_BIAS, mbias };
+	if (msp) args[nargs++] = (dnnl_exec_arg_t){ DNNL_ARG_SCRATCHPAD, msp };
+	if (dnnl_primitive_execute(p, st, nargs, args) == dnnl_success &&
 	    dnnl_stream_wait(st) == dnnl_success)
 		rc = 0;
 done:
 	if (rc < 0) log_error("cpu backend: oneDNN bf16 matmul [%d, %d] x [%d, %d] (batch %d) failed",
 	                      g->m, g->k, g->k, g->n, g->batch);
 	if (st) dnnl_stream_destroy(st);
+	if (msp) dnnl_memory_destroy(msp);
+	free(sp);
 	if (mbias) dnnl_memory_destroy(mbias);
 	if (mc) dnnl_memory_destroy(mc);
 	if (mb) dnnl_memory_destroy(mb);

@@ -45,7 +45,7 @@ progs="esmbatch tools/mkweights tests/test_cuda_ops"
 for p in $progs; do
 	[ -x "$build/$p" ] || die "$build/$p not built (make && make check TESTS=)"
 done
-ldd "$build/esmbatch" | grep -q 'libcudart' || die "$build/esmbatch is not a CUDA build"
+ldd "$build/esmbatch" | grep 'libcudart' >/dev/null || die "$build/esmbatch is not a CUDA build"   # grep reads it all: no SIGPIPE for ldd under pipefail
 
 rm -rf "$out"
 mkdir -p "$out/lib" "$out/data"

@@ -154,6 +154,12 @@ static int fold_write_files(const char *dir, const char *base, const char *const
 	return rc;
 }
 
+/* 1 when it covers all of x's sequence (a whole record, not a fragment) */
+static int fold_item_whole(const fold_rec_t *x, const sched_item_t *it)
+{
+	return it->start == 0 && it->len == (int)strlen(x->job.seq);
+}
+
 /* the outputs of one folded item (a whole record, or a fragment with the
  * record's chains and residue numbers) under x's name (fold_run.h) */
 int fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const sched_dev_t *d,
@@ -161,7 +167,7 @@ int fold_write_rec(fold_run_t *r, fold_rec_t *x, const sched_item_t *it, const s
                    char *reason, size_t cap)
 {
 	const opt_t *o = r->o;
-	int whole = it->start == 0 && it->len == (int)strlen(x->job.seq), rc = 0;
+	int whole = fold_item_whole(x, it), rc = 0;
 	char *base = whole ? strdup(x->job.outname) : fold_frag_name(x, it);
 	char frag[96];
 	int *residx = malloc(sizeof *residx * (t->L ? t->L : 1));
@@ -295,7 +301,7 @@ int fold_write_outputs(void *ctx, const sched_item_t *it, const sched_dev_t *d, 
 	fold_run_t *r = ctx;
 	int rc = fold_write_rec(r, &r->rec[it->rec], it, d, t, out, fig, secs, reason, cap);
 
-	if (rc == 0 && it->start == 0 && it->len == (int)strlen(r->rec[it->rec].job.seq))
+	if (rc == 0 && fold_item_whole(&r->rec[it->rec], it))
 		fold_cache_add(r, it, d, t, out, fig, secs);
 	return rc;
 }

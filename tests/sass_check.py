@@ -27,13 +27,23 @@ loop, and the kernel's share is that of their fast paths together.
   - subroutine calls: any CALL, the compiler's out-of-line int64
     division / remainder and the slow path of an IEEE fp32 division,
     reported, and refused in kernels named by :nocall.
+  - shared memory: a kernel that synchronises its block (BAR) shares data
+    through shared memory, and must write it as such (STS, STSM, or
+    LDGSTS: cp.async) and read it as such (LDS, LDSM); the counts are
+    printed.
+  - a tensor-core kernel held to a share above 0 must have HMMA at all
+    (a kernel whose mma became scalar FMA has none, and no share to
+    fall short of); with :ldsm, its main loop(s) take their fragments
+    from shared memory by LDSM (ldmatrix) and read no global memory
+    (LDG: operands not staged, fragments loaded from global memory).
 
-Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE][:inner][:nocall]]
+Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE][:inner][:nocall][:ldsm]]
 ... : prints one line per kernel; exits 1 when a kernel whose (mangled or
 demangled) name matches a REGEX uses local memory or generic loads /
-stores, or, where it has HMMA, its main loop's HMMA share is under SHARE
+stores, or synchronises its block without shared loads and stores, or,
+where SHARE > 0, has no HMMA or its main loop's HMMA share is under SHARE
 (default 1/8; the first matching REGEX holds), or, with :nocall, calls a
-subroutine.
+subroutine, or, with :ldsm, its main loop has no LDSM or an LDG.
 """
 import re
 import sys
@@ -204,28 +214,38 @@ def inner_loops(ins):
     return out
 
 
-def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False):
+def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False, ldsm=False):
     """(line, failures) for one kernel"""
-    ops = collections.Counter(op for _, op, _ in ins)
-    local = sum(n for op, n in ops.items() if base(op) in ('LDL', 'STL'))
-    generic = sum(n for op, n in ops.items() if base(op) in ('LD', 'ST'))
-    hmma = sum(n for op, n in ops.items() if base(op) == 'HMMA')
-    calls = sum(n for op, n in ops.items() if base(op) == 'CALL')
-    hm = lambda ml: sum(1 for _, op, _ in ml if base(op) == 'HMMA')
+    ops = collections.Counter(base(op) for _, op, _ in ins)
+    local = ops['LDL'] + ops['STL']
+    generic = ops['LD'] + ops['ST']
+    hmma, calls = ops['HMMA'], ops['CALL']
+    sld, sst = ops['LDS'] + ops['LDSM'], ops['STS'] + ops['STSM'] + ops['LDGSTS']
     ml = [i for m in inner_loops(ins) for i in m] if inner else main_loop(ins)
-    mh = hm(ml)
+    mops = collections.Counter(base(op) for _, op, _ in ml)
+    mh = mops['HMMA']
     fails = []
     if local:
         fails.append('%d local-memory loads / stores' % local)
     if generic:
         fails.append('%d generic loads / stores' % generic)
+    if ops['BAR'] and not (sld and sst):
+        fails.append('block barriers without shared %s' % ('loads' if not sld else 'stores'))
     if nocall and calls:
         fails.append('%d subroutine calls' % calls)
     share = mh / len(ml) if ml else 0.0
-    if hmma and share < minshare:
+    if minshare > 0 and not hmma:
+        fails.append('no HMMA (held to an HMMA share of %.3f)' % minshare)
+    elif hmma and share < minshare:
         fails.append('main loop HMMA share %.3f < %.3f' % (share, minshare))
-    line = '%-60s %6d insns, %3d HMMA, local %d, generic %d, calls %d, main loop%s %d insns %d HMMA (%.3f)' % (
-        name[:60], len(ins), hmma, local, generic, calls, 's' if inner else '', len(ml), mh, share)
+    if ldsm and hmma and not mops['LDSM']:
+        fails.append('main loop without LDSM')
+    if ldsm and mops['LDG']:
+        fails.append('main loop reads global memory (%d LDG)' % mops['LDG'])
+    line = ('%-60s %6d insns, %3d HMMA, local %d, generic %d, calls %d, shared ld %d st %d, '
+            'main loop%s %d insns %d HMMA %d LDSM (%.3f)') % (
+        name[:60], len(ins), hmma, local, generic, calls, sld, sst, 's' if inner else '', len(ml), mh,
+        mops['LDSM'], share)
     return line, fails
 
 
@@ -244,7 +264,7 @@ def main(argv):
             spec = argv[i + 1].split(':')
             rx, _, share = spec[0].partition('=')
             checks.append((re.compile(rx), (float(eval(share, {})) if share else 1.0 / 8,
-                                            'inner' in spec[1:], 'nocall' in spec[1:])))
+                                            'inner' in spec[1:], 'nocall' in spec[1:], 'ldsm' in spec[1:])))
     kernels = parse(open(argv[1]).read())
     bad = 0
     for name, ins in sorted(kernels.items()):

@@ -4,39 +4,38 @@
 # with nvdisasm), and every kernel of them must use no local memory
 # (spills, local arrays) and no generic loads / stores (shared memory
 # reached through a pointer whose address space was lost; tests/
-# sass_check.py names each kernel that does).  The attention kernel, every
-# k_flash_attn instantiation, must moreover keep the HMMA share
-# of its main loop's fast path (tests/sass_check.py) at least 1/8 at head
-# widths 64 and 32 (measured with nvcc 13.0: 0.235 and 0.142-0.149); at 16
-# the floor is 1/12 (measured 0.088-0.092): the online softmax costs some
-# four instructions per score and lane whatever the width (a maximum, an
-# FFMA and an exp2 each, a bf16 pack per pair; the row sums are an mma)
-# while the tensor-core work per score is proportional to the width, so
-# 1/8 is out of reach there.  The floors catch a regression (the WMMA
-# kernel this one replaced: 0.037 at 32, 0.022 at 16, and generic memory
-# throughout).  The fused layer-norm linear (k_ln_linear_bf16, persistent
-# blocks: its outermost loop is over row tiles) is judged on its product
-# loops, every innermost loop with HMMA (tests/sass_check.py's :inner):
-# their share at least 3/8 (measured 0.457: one A fragment for up to 4
-# weight tiles), and it and the fp32 k_ln_linear_f32 call no subroutine
-# (:nocall: no int64 division or remainder, no IEEE division's slow
-# path; the kernels before them: 5 and 8 calls per kernel).  The
-# triangle multiplication's output side (k_trimul_out_bf16<CH>, persistent
-# over row tiles) likewise on its product loops (:inner): at least 1/3
-# for c <= 128 (measured 0.364: one A fragment for 4 weight tiles, two
-# 16-k steps unrolled) and 1/4 for c <= 256 (measured 0.267, one step:
-# its row of 64 registers leaves no room for two), and it and
-# k_trimul_out_f32 call no subroutine (the kernels before them: 6 and 10
-# calls, int64 row arithmetic).  The other
-# tensor-core kernels' HMMA shares are not held to a floor (a product per
-# 16-column tile of a layer norm's output, their loops mostly its
-# epilogue).  The pair transition's k_transition_bf16<8> (c_z 128,
-# persistent, weights staged through shared memory) likewise: its
-# product loop's HMMA share at least 1/4 (measured 0.306: per 32 hidden
-# units 64 HMMA, 34 LDSM, the bias-ReLU epilogue into shared memory; the
-# kernel before it: 0.158), and it and its test-model instances
-# k_transition_bf16<1, 2> call no subroutine (the kernel before: 4-8
-# calls, IEEE divisions in the layer norm).  Skips (77) without
+# sass_check.py names each kernel that does), and every kernel that
+# synchronises its block (BAR: it shares data through shared memory)
+# must write it by STS / LDGSTS and read it by LDS / LDSM.  Each
+# tensor-core kernel is held to an HMMA share floor on its main loop (a
+# kernel held to one must have HMMA at all: one whose mma became scalar
+# FMA fails) and, with :ldsm, its main loop must take fragments by LDSM
+# (ldmatrix) and read no global memory (staged operands).  The floors,
+# with the shares measured with nvcc 13.0 (tests/sass_check.py's fast
+# paths):
+#   k_flash_attn, main loop    D 64: 1/8 (0.235); D 32: 1/8 (0.142-
+#     0.149); D 16: 1/12 (0.088-0.092: the online softmax costs some four
+#     instructions per score and lane whatever the width, the tensor-core
+#     work per score is proportional to it).  The WMMA kernel it
+#     replaced: 0.037 at 32, 0.022 at 16, generic memory throughout.
+#   k_ln_linear_bf16 (persistent over row tiles: :inner, every innermost
+#     loop with HMMA is a main loop): 3/8 (0.457: one A fragment for up
+#     to 4 weight tiles); it and k_ln_linear_f32 call no subroutine
+#     (:nocall: no int64 division, no IEEE division's slow path; the
+#     kernels before: 5 and 8 calls).
+#   k_transition_bf16 (:inner): <8> (c_z 128) 1/4 (0.306: per 32 hidden
+#     units 64 HMMA, 34 LDSM, the bias-ReLU epilogue; the kernel before
+#     it 0.158); the test models' <2> 1/10 (0.128), <1> 1/16 (0.074);
+#     no calls (before: 4-8, IEEE divisions in the layer norm).
+#     k_transition_wide (the sequence transition, c_s 1024; :inner, no
+#     :ldsm: its weight fragments come from global memory, 4 LDG per 16
+#     k): 1/8 (0.149-0.167).
+#   k_trimul_out_bf16 (:inner): <32> (c <= 128) 1/3 (0.364: one A
+#     fragment for 4 weight tiles, two 16-k steps unrolled), <64> (c <=
+#     256) 1/4 (0.267: one step, its row of 64 registers leaves no room
+#     for two); it and k_trimul_out_f32 call no subroutine (before: 6 and
+#     10 calls, int64 row arithmetic).
+# Skips (77) without
 # nvcc or cuobjdump (.ci/run installs PyPI's nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm; found on PATH, in $CUOBJDUMP's directory, in
 # /usr/local/cuda/bin or in python3's nvidia/*/bin).
@@ -66,9 +65,10 @@ for cu in "$srcdir"/kernels/*.cu; do
 	grep -E 'spill' "$tmp/$n.log" | grep -v ' 0 bytes spill stores, 0 bytes spill loads' | sed "s|^|$n: |"
 	"$CUOBJDUMP" -sass "$tmp/$n.o" >>"$tmp/all.sass" || exit 1
 done
-python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64=1/8' \
-	--check 'k_flash_attnILi32=1/8' --check 'k_flash_attnILi16=1/12' \
-	--check 'k_ln_linear_bf16=3/8:inner:nocall' --check 'k_ln_linear_f32=0:nocall' \
-	--check 'k_transition_bf16ILi8=1/4:inner:nocall' --check 'k_transition_bf16=0:inner:nocall' \
-	--check 'k_trimul_out_bf16ILi64=1/4:inner:nocall' --check 'k_trimul_out_bf16=1/3:inner:nocall' \
+python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64=1/8:ldsm' \
+	--check 'k_flash_attnILi32=1/8:ldsm' --check 'k_flash_attnILi16=1/12:ldsm' \
+	--check 'k_ln_linear_bf16=3/8:inner:nocall:ldsm' --check 'k_ln_linear_f32=0:nocall' \
+	--check 'k_transition_bf16ILi8=1/4:inner:nocall:ldsm' --check 'k_transition_bf16ILi2=1/10:inner:nocall:ldsm' \
+	--check 'k_transition_bf16ILi1=1/16:inner:nocall:ldsm' --check 'k_transition_wide=1/8:inner' \
+	--check 'k_trimul_out_bf16ILi64=1/4:inner:nocall:ldsm' --check 'k_trimul_out_bf16=1/3:inner:nocall:ldsm' \
 	--check 'k_trimul_out_f32=0:nocall' --check '.=0'

@@ -284,8 +284,9 @@ void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;
 	if (!op_check(fx, !g->relu || g->beta == 0.0f, "gemm", "relu with beta 0")) return;
-	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 && g->batch == 1 &&
-	              g->prec == BE_PREC_AUTO), "gemm", "a bf16 weight: batch 1, the device's precision"))
+	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 &&
+	              (g->batch == 1 || (g->a_bf16 && g->b_bf16)) && g->prec == BE_PREC_AUTO), "gemm",
+	              "a bf16 operand: the device's precision, batch 1 unless both are bf16"))
 		return;
 	op_count(fx, op_operand(fx, g->a, g->m, g->k, g->batch) + op_operand(fx, g->b, g->k, g->n, g->batch) +
 	             op_operand(fx, g->c, g->m, g->n, g->batch) * (g->beta != 0.0f ? 2 : 1));
@@ -311,10 +312,11 @@ void op_ln_linear(fwd_t *fx, const be_ln_linear_t *p)
 	         (!p->w_bf16 || (fx->be && fx->be->weights_bf16));
 
 	for (int g = 0; ok && g < p->ngroups; g++) {
-		ok = p->out[g].n > 0 && (unsigned)p->out[g].kind <= BE_LNLIN_GATE;
+		ok = p->out[g].n > 0 && (unsigned)p->out[g].kind <= BE_LNLIN_GATE &&
+		     (!p->out[g].bf16 || p->out[g].beta == 0.0f);
 		n += rows * p->out[g].n * (p->out[g].beta != 0.0f ? 2 : 1);
 	}
-	if (!op_check(fx, ok, "ln_linear", "1..6 groups of n > 0, k > 0, bf16 weights on a bf16 device")) return;
+	if (!op_check(fx, ok, "ln_linear", "1..6 groups of n > 0 (bf16 output: beta 0), k > 0, bf16 weights on a bf16 device")) return;
 	op_count(fx, n);
 	if (!op_run(fx) || !rows) return;
 	op_status(fx, fx->be->ln_linear(fx->be, p), "ln_linear");

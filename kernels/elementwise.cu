@@ -198,6 +198,20 @@ static __device__ __forceinline__ uint16_t cu_bf16_rne(float x)
 	return (uint16_t)(u >> 16);
 }
 
+/* k_outer with y: [ni, L, 2c] bf16, each value rounded to nearest even */
+static __global__ void k_outer_bf16(uint16_t *y, const float *q, const float *k, int i0, int ni, int L, int c)
+{
+	GRID_STRIDE(e, (int64_t)ni * L * c) {
+		int t = (int)(e % c);
+		int64_t ij = e / c;
+		int j = (int)(ij % L), i = (int)(ij / L);
+		float qv = q[(int64_t)j * c + t], kv = k[(int64_t)(i0 + i) * c + t];
+		uint16_t *yij = y + ij * 2 * c;
+		yij[t] = cu_bf16_rne(qv * kv);
+		yij[c + t] = cu_bf16_rne(qv - kv);
+	}
+}
+
 /* y: [rows, cols] packed = bf16(x: [rows, cols] rows of stride ld) */
 static __global__ void k_to_bf16(uint16_t *y, const float *x, int64_t rows, int cols, int64_t ld)
 {
@@ -268,11 +282,12 @@ extern "C" int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A,
 }
 
 extern "C" int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni,
-                        int L, int c)
+                        int L, int c, int bf16)
 {
 	if (ni < 0 || L < 0 || c < 0) return -EINVAL;
 	if ((int64_t)ni * L * c == 0) return 0;
-	CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
+	if (bf16) CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer_bf16)((uint16_t *)y, q, k, i0, ni, L, c);
+	else CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
 	return cu_launched();
 }
 

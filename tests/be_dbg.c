@@ -323,6 +323,7 @@ static int dbg_check_outer(dbg_ctx_t *c, const be_outer_t *p)
 {
 	int64_t n = (int64_t)p->ni * p->L * 2 * p->c, m = (int64_t)p->L * p->c;
 
+	n = p->bf16 ? (n + 1) / 2 : n;   /* bf16 data: in floats */
 	return dbg_dev(c, "outer", "y", p->y, n * F) || dbg_dev(c, "outer", "q", p->q, m * F) ||
 	       dbg_dev(c, "outer", "k", p->k, m * F) || dbg_apart(c, "outer", "y and q", p->y, n, p->q, m, 0) ||
 	       dbg_apart(c, "outer", "y and k", p->y, n, p->k, m, 0);

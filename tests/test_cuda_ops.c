@@ -875,6 +875,33 @@ static void test_transpose(void **state)
 	}
 }
 
+/* the same features in bf16 (be_outer_t.bf16, the sequence-to-pair GEMM's
+ * operand): each the fp32 feature y (the CPU's, which the GPU's equals)
+ * rounded to nearest even, bit for bit, on the GPU and the CPU */
+static void outer_bf16_check(const pair_t *y, const pair_t *q, const pair_t *k, int i0, int ni, int L, int c)
+{
+	int64_t n = (int64_t)ni * L * 2 * c;
+	uint16_t *g16, *h = malloc(sizeof *h * (size_t)n), *hc = malloc(sizeof *hc * (size_t)n);
+
+	assert_non_null(h); assert_non_null(hc);
+	assert_int_equal(gpu->alloc(gpu, sizeof *g16 * (size_t)n, (void **)&g16), 0);
+	assert_int_equal(gpu->outer(gpu, &(be_outer_t){
+		.y = (float *)g16, .q = q->g, .k = k->g, .i0 = i0, .ni = ni, .L = L, .c = c, .bf16 = 1,
+	}), 0);
+	assert_int_equal(cpu->outer(cpu, &(be_outer_t){
+		.y = (float *)hc, .q = q->c, .k = k->c, .i0 = i0, .ni = ni, .L = L, .c = c, .bf16 = 1,
+	}), 0);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, h, g16, sizeof *h * (size_t)n), 0);
+	for (int64_t i = 0; i < n; i++)
+		if (h[i] != safetensors_f32_to_bf16(y->c[i]) || hc[i] != h[i])
+			fail_msg("outer bf16 L%d c%d element %lld: %04x (cpu %04x), fp32 %g", L, c, (long long)i, h[i],
+			         hc[i], y->c[i]);
+	printf("  %-48s bf16: every element its fp32 value rounded\n", "outer");
+	gpu->free(gpu, g16);
+	free(h); free(hc);
+}
+
 static void test_outer(void **state)
 {
 	static const int s[][4] = { { 37, 5, 3, 11 }, { 64, 32, 0, 64 }, { 1, 1, 0, 1 }, { 130, 33, 129, 1 } };
@@ -891,6 +918,7 @@ static void test_outer(void **state)
 		}), 0);
 		snprintf(what, sizeof what, "outer L%d c%d i0 %d ni%d", L, c, i0, ni);
 		pair_check(&y, 0.0, what);
+		outer_bf16_check(&y, &q, &k, i0, ni, L, c);
 		pair_free(&q); pair_free(&k); pair_free(&y);
 	}
 }
@@ -1455,6 +1483,7 @@ static void test_gemm_bf16x2(void **state)
 	gemm_bf16x2_case(0, 1, 70, 70, 70, 3, 1, 0, 0.0f);
 	gemm_bf16x2_case(0, 1, 1, 1, 1, 4, 1, 0, 0.0f);
 	gemm_bf16x2_case(0, 1, 129, 45, 301, 2, 1, 0, 0.0f);
+	gemm_bf16x2_case(0, 1, 2100, 33, 16, 1, 1, 1, 1.0f);   /* the sequence-to-pair o_proj: bias, residual */
 	for (int ta = 0; ta < 2; ta++)
 		for (int tb = 0; tb < 2; tb++)
 			gemm_bf16x2_case(ta, tb, 37, 53, 29, 3, ta ^ tb, (ta + tb) & 1, ta ? 0.5f : 0.0f);

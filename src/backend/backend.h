@@ -224,8 +224,9 @@ typedef struct { float *y; const float *x; int64_t A, B, C; } be_transpose_t;
 
 /* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
  * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
- * q, k: [L, c] */
-typedef struct { float *y; const float *q, *k; int i0, ni, L, c; } be_outer_t;
+ * q, k: [L, c]; bf16: y is bfloat16 data (uint16_t), each value rounded
+ * to nearest even (the operand of a bf16 x bf16 GEMM) */
+typedef struct { float *y; const float *q, *k; int i0, ni, L, c; int bf16; } be_outer_t;
 
 /* The triangle-multiplication product on channel-last tensors,
  * x: [ni, nj, c] with x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];

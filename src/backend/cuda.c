@@ -440,7 +440,7 @@ BE_CUDA_LAUNCH(binary, be_binary_t, cu_binary(c->stream, p->y, p->a, p->b, p->n,
 BE_CUDA_LAUNCH(axpby, be_axpby_t, cu_axpby(c->stream, p->y, p->x, p->n, p->alpha, p->beta))
 BE_CUDA_LAUNCH(fill, be_fill_t, cu_fill(c->stream, p->x, p->n, p->value))
 BE_CUDA_LAUNCH(transpose, be_transpose_t, cu_transpose(c->stream, p->y, p->x, p->A, p->B, p->C))
-BE_CUDA_LAUNCH(outer, be_outer_t, cu_outer(c->stream, p->y, p->q, p->k, p->i0, p->ni, p->L, p->c))
+BE_CUDA_LAUNCH(outer, be_outer_t, cu_outer(c->stream, p->y, p->q, p->k, p->i0, p->ni, p->L, p->c, p->bf16))
 BE_CUDA_LAUNCH(ipa_in, be_ipa_in_t, cu_ipa_in(c->stream, p->qa, p->ka, p->vp, p->rig, p->state, p->qp,
                                               p->kvp, p->hw, p->bb, p->L, p->H, p->Pq, p->Pv))
 BE_CUDA_LAUNCH(ipa_out, be_ipa_out_t, cu_ipa_out(c->stream, p->cat, p->ldc, p->op, p->rig, p->L, p->n_pts, p->eps))

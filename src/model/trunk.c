@@ -232,10 +232,14 @@ static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const hparams
 }
 
 /* z: [L, L, c_z] += o_proj(cat(q[j] * k[i], q[j] - k[i])) with (q | k) =
- * proj(layernorm(s)); s: [L, c_s] */
+ * proj(layernorm(s)); s: [L, c_s].  With bf16 weights the features are
+ * written in bf16 ([n, L, c_z] elements in [n, L, c_z / 2] floats), the
+ * operand of o_proj's GEMM as it is (CUDA: no stage; on the CPU, whose
+ * bf16 GEMMs round inside the product with no pass of their own, fp32). */
 static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, tensor_t z, int n)
 {
 	int L = (int)s.ne[0], cz = (int)z.ne[2], h = cz / 2;
+	int bf = b->s2p_o.bf16 && fx->be && fx->be->weights_bf16 && !fx->be->host_mem && cz % 2 == 0;
 	tensor_t y = fwd_new2(fx, L, (int)s.ne[1]);
 	tensor_t p = fwd_new2(fx, L, cz);
 	tensor_t qk, x;
@@ -247,12 +251,13 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	op_transpose(fx, qk, tensor_reshape3(p, L, 2, h));
 	fwd_drop(fx, &p);
 	tensor_t q = tensor_reshape2(tensor_rows(qk, 0, 1), L, h), k = tensor_reshape2(tensor_rows(qk, 1, 1), L, h);
-	x = fwd_new3(fx, n, L, cz);
+	x = fwd_new3(fx, n, L, bf ? h : cz);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
 		tensor_t xv = tensor_rows(x, 0, nc);
-		op_outer(fx, xv, q, k, i0);
-		op_linear(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
+		op_outer(fx, xv, q, k, i0, bf);
+		if (bf) op_linear_bf16(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
+		else op_linear(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &qk);
@@ -493,7 +498,10 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf
  *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3). */
+ * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3).  In bytes, cuda at bf16
+ * writes the gated f and r and reads them in the triangle product as
+ * bf16 (trunk_trimul_gemm): half a pass each, 2 passes less per triangle
+ * multiplication, 53 fp32 passes' worth. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int chunk)
 {

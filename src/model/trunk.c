@@ -500,8 +500,9 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
  * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3).  In bytes, cuda at bf16
  * writes the gated f and r and reads them in the triangle product as
- * bf16 (trunk_trimul_gemm): half a pass each, 2 passes less per triangle
- * multiplication, 53 fp32 passes' worth. */
+ * bf16 (trunk_trimul_gemm), and the outer features and their GEMM's read
+ * (trunk_seq_to_pair): half a pass each, 2 passes less per triangle
+ * multiplication and 1 for the outer, 52 fp32 passes' worth. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int chunk)
 {

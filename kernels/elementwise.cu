@@ -146,20 +146,6 @@ static __global__ void k_transpose_tile(float *y, const float *x, int64_t A, int
 	}
 }
 
-/* y: [ni, L, 2c]; q, k: [L, c] */
-static __global__ void k_outer(float *y, const float *q, const float *k, int i0, int ni, int L, int c)
-{
-	GRID_STRIDE(e, (int64_t)ni * L * c) {
-		int t = (int)(e % c);
-		int64_t ij = e / c;
-		int j = (int)(ij % L), i = (int)(ij / L);
-		float qv = q[(int64_t)j * c + t], kv = k[(int64_t)(i0 + i) * c + t];
-		float *yij = y + ij * 2 * c;
-		yij[t] = qv * kv;
-		yij[c + t] = qv - kv;
-	}
-}
-
 /* c: batch x [m, n] (row stride ldc, batch stride stride_c); bias: [n] or NULL */
 static __global__ void k_gemm_prologue(float *c, int64_t ldc, int64_t stride_c, int batch,
                                        int m, int n, float beta, const float *bias)
@@ -198,17 +184,22 @@ static __device__ __forceinline__ uint16_t cu_bf16_rne(float x)
 	return (uint16_t)(u >> 16);
 }
 
-/* k_outer with y: [ni, L, 2c] bf16, each value rounded to nearest even */
-static __global__ void k_outer_bf16(uint16_t *y, const float *q, const float *k, int i0, int ni, int L, int c)
+static __device__ __forceinline__ void ew_put(float *y, float v) { *y = v; }
+static __device__ __forceinline__ void ew_put(uint16_t *y, float v) { *y = cu_bf16_rne(v); }
+
+/* y: [ni, L, 2c], fp32 (T float) or bf16 rounded to nearest even (T
+ * uint16_t); q, k: [L, c] */
+template <typename T>
+static __global__ void k_outer(T *y, const float *q, const float *k, int i0, int ni, int L, int c)
 {
 	GRID_STRIDE(e, (int64_t)ni * L * c) {
 		int t = (int)(e % c);
 		int64_t ij = e / c;
 		int j = (int)(ij % L), i = (int)(ij / L);
 		float qv = q[(int64_t)j * c + t], kv = k[(int64_t)(i0 + i) * c + t];
-		uint16_t *yij = y + ij * 2 * c;
-		yij[t] = cu_bf16_rne(qv * kv);
-		yij[c + t] = cu_bf16_rne(qv - kv);
+		T *yij = y + ij * 2 * c;
+		ew_put(yij + t, qv * kv);
+		ew_put(yij + c + t, qv - kv);
 	}
 }
 
@@ -286,8 +277,8 @@ extern "C" int cu_outer(cudaStream_t s, float *y, const float *q, const float *k
 {
 	if (ni < 0 || L < 0 || c < 0) return -EINVAL;
 	if ((int64_t)ni * L * c == 0) return 0;
-	if (bf16) CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer_bf16)((uint16_t *)y, q, k, i0, ni, L, c);
-	else CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
+	if (bf16) CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer<uint16_t>)((uint16_t *)y, q, k, i0, ni, L, c);
+	else CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer<float>)(y, q, k, i0, ni, L, c);
 	return cu_launched();
 }
 

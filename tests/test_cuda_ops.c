@@ -1658,14 +1658,14 @@ static void lnlin_bf16out_case(int ni, int nj, int k, int tr, int wbf)
  * not one of 16, z^T strides, both kernels */
 static void test_ln_linear_bf16_out(void **state)
 {
-	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
-	lnlin_bf16out_case(7, 33, 32, 0, 1);
-	lnlin_bf16out_case(5, 70, 45, 1, 1);
-	lnlin_bf16out_case(1, 1, 16, 0, 1);
-	lnlin_bf16out_case(3, 129, 128, 1, 1);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
-	lnlin_bf16out_case(7, 33, 32, 1, 0);
-	lnlin_bf16out_case(2, 45, 45, 0, 0);
+	static const int cs[][5] = {   /* ni, nj, k, tr, bf16 weights */
+		{ 7, 33, 32, 0, 1 }, { 5, 70, 45, 1, 1 }, { 1, 1, 16, 0, 1 }, { 3, 129, 128, 1, 1 },
+		{ 7, 33, 32, 1, 0 }, { 2, 45, 45, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+		assert_int_equal(be_cuda_set_precision(gpu, cs[i][4] ? BE_PREC_BF16 : BE_PREC_FP32), 0);
+		lnlin_bf16out_case(cs[i][0], cs[i][1], cs[i][2], cs[i][3], cs[i][4]);
+	}
 }
 
 /* relpos (the pair rows' relative-position embedding, bins from residue

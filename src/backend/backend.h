@@ -344,7 +344,8 @@ struct be {
 	int         host_mem;
 	/* what the GEMMs take as inputs where their prec is BE_PREC_AUTO:
 	 * "fp32", "bf16", "fp16"; they accumulate in fp32, and every
-	 * activation stays fp32 */
+	 * activation stays fp32 but the operands a kernel writes in bf16 for
+	 * a bf16 x bf16 GEMM (be_lnlin_out_t.bf16, be_outer_t.bf16) */
 	const char *precision;
 	/* what decides the bits of its results beside the precision: equal
 	 * strings (and precisions) give equal outputs for equal inputs, so a

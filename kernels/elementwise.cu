@@ -146,20 +146,6 @@ static __global__ void k_transpose_tile(float *y, const float *x, int64_t A, int
 	}
 }
 
-/* y: [ni, L, 2c]; q, k: [L, c] */
-static __global__ void k_outer(float *y, const float *q, const float *k, int i0, int ni, int L, int c)
-{
-	GRID_STRIDE(e, (int64_t)ni * L * c) {
-		int t = (int)(e % c);
-		int64_t ij = e / c;
-		int j = (int)(ij % L), i = (int)(ij / L);
-		float qv = q[(int64_t)j * c + t], kv = k[(int64_t)(i0 + i) * c + t];
-		float *yij = y + ij * 2 * c;
-		yij[t] = qv * kv;
-		yij[c + t] = qv - kv;
-	}
-}
-
 /* c: batch x [m, n] (row stride ldc, batch stride stride_c); bias: [n] or NULL */
 static __global__ void k_gemm_prologue(float *c, int64_t ldc, int64_t stride_c, int batch,
                                        int m, int n, float beta, const float *bias)
@@ -196,6 +182,25 @@ static __device__ __forceinline__ uint16_t cu_bf16_rne(float x)
 	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
 	u += 0x7fffu + ((u >> 16) & 1u);
 	return (uint16_t)(u >> 16);
+}
+
+static __device__ __forceinline__ void ew_put(float *y, float v) { *y = v; }
+static __device__ __forceinline__ void ew_put(uint16_t *y, float v) { *y = cu_bf16_rne(v); }
+
+/* y: [ni, L, 2c], fp32 (T float) or bf16 rounded to nearest even (T
+ * uint16_t); q, k: [L, c] */
+template <typename T>
+static __global__ void k_outer(T *y, const float *q, const float *k, int i0, int ni, int L, int c)
+{
+	GRID_STRIDE(e, (int64_t)ni * L * c) {
+		int t = (int)(e % c);
+		int64_t ij = e / c;
+		int j = (int)(ij % L), i = (int)(ij / L);
+		float qv = q[(int64_t)j * c + t], kv = k[(int64_t)(i0 + i) * c + t];
+		T *yij = y + ij * 2 * c;
+		ew_put(yij + t, qv * kv);
+		ew_put(yij + c + t, qv - kv);
+	}
 }
 
 /* y: [rows, cols] packed = bf16(x: [rows, cols] rows of stride ld) */
@@ -268,11 +273,12 @@ extern "C" int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A,
 }
 
 extern "C" int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni,
-                        int L, int c)
+                        int L, int c, int bf16)
 {
 	if (ni < 0 || L < 0 || c < 0) return -EINVAL;
 	if ((int64_t)ni * L * c == 0) return 0;
-	CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer)(y, q, k, i0, ni, L, c);
+	if (bf16) CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer<uint16_t>)((uint16_t *)y, q, k, i0, ni, L, c);
+	else CU_LAUNCH(ew_blocks((int64_t)ni * L * c), EW_THREADS, 0, s, k_outer<float>)(y, q, k, i0, ni, L, c);
 	return cu_launched();
 }
 

@@ -60,8 +60,9 @@ int cu_gather(cudaStream_t s, float *y, const float *table, const int32_t *idx,
               int64_t rows, int d, float scale);
 /* y: [B, A, C] = x: [A, B, C] with the two leading dims swapped */
 int cu_transpose(cudaStream_t s, float *y, const float *x, int64_t A, int64_t B, int64_t C);
-/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
-int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c);
+/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c];
+ * bf16: y is bfloat16 data, rounded to nearest even */
+int cu_outer(cudaStream_t s, float *y, const float *q, const float *k, int i0, int ni, int L, int c, int bf16);
 /* c: batch x [m, n] rows of stride ldc, batch stride stride_c:
  * c = beta * c + bias[n] (beta == 0 ignores c; bias may be NULL) */
 int cu_gemm_prologue(cudaStream_t s, float *c, int64_t ldc, int64_t stride_c, int batch,

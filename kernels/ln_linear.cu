@@ -30,7 +30,10 @@
  * beta, written channel-last by 16-byte stores (two lanes trade halves so
  * each holds 4 consecutive features of a row) where the group's rows and
  * width are on 4 floats, else by 4-byte stores (channel-major: 8 lanes on
- * 8 consecutive rows, whole 32-byte sectors).  Row indices are 32-bit (the
+ * 8 consecutive rows, whole 32-byte sectors).  A group with bf16 output
+ * (be_lnlin_out_t.bf16: a GEMM's operand, the triangle products') is
+ * rounded to nearest even and stored in 2 bytes each (channel-major: 8
+ * lanes on 8 consecutive rows, 16 bytes), in either kernel.  Row indices are 32-bit (the
  * launcher refuses more than 2^31 - 1 rows); only addresses are 64-bit.
  *
  * fp32 weights: SIMT, one thread per (row, feature), Xs: [LL_TM, k + 1]
@@ -135,10 +138,16 @@ static __device__ __forceinline__ const float *ll_xrow(const be_ln_linear_t &p, 
 	return p.x + (int64_t)i * p.x_si + (int64_t)j * p.x_sj;
 }
 
-static __device__ __forceinline__ float *ll_yrow(const be_ln_linear_t &p, const be_lnlin_out_t &q, int r)
+/* the element offset of row r in group q's output (32-bit r / nj) */
+static __device__ __forceinline__ int64_t ll_yoff(const be_ln_linear_t &p, const be_lnlin_out_t &q, int r)
 {
 	unsigned i = (unsigned)r / (unsigned)p.nj, j = (unsigned)r - i * (unsigned)p.nj;
-	return q.y + (int64_t)i * q.si + (int64_t)j * q.sj;
+	return (int64_t)i * q.si + (int64_t)j * q.sj;
+}
+
+static __device__ __forceinline__ float *ll_yrow(const be_ln_linear_t &p, const be_lnlin_out_t &q, int r)
+{
+	return q.y + ll_yoff(p, q, r);
 }
 
 /* the column of element i of a row in a lane (ll_load) */
@@ -237,6 +246,14 @@ static __device__ __forceinline__ void ll_out(float *y, float v, float beta)
 	*y = beta != 0.0f ? v + beta * *y : v;
 }
 
+/* v stored at element off of group q's output: fp32 (with beta), or
+ * rounded to bf16 (q.bf16; beta 0, the launcher's check) */
+static __device__ __forceinline__ void ll_put(const be_lnlin_out_t &q, int64_t off, float v)
+{
+	if (q.bf16) ((bf16 *)q.y)[off] = __float2bfloat16(v);
+	else ll_out(q.y + off, v, q.beta);
+}
+
 /* fp32 weights; dynamic shared memory: Xs [LL_TM, k + 1] */
 template <bool vec>
 static __global__ void __launch_bounds__(LL_NT) k_ln_linear_f32(be_ln_linear_t p, int rows)
@@ -259,7 +276,7 @@ static __global__ void __launch_bounds__(LL_NT) k_ln_linear_f32(be_ln_linear_t p
 				a += xs[c] * wp[c];
 				if (gate) b += xs[c] * wg[c];
 			}
-			ll_out(ll_yrow(p, q, r0 + rr) + (int64_t)f * q.sc, ll_val(q, f, a, b), q.beta);
+			ll_put(q, ll_yoff(p, q, r0 + rr) + (int64_t)f * q.sc, ll_val(q, f, a, b));
 		}
 		w += (int64_t)(gate ? 2 : 1) * q.n * k;
 	}
@@ -316,7 +333,7 @@ static __device__ __forceinline__ void ll_epi(const be_ln_linear_t &p, const ll_
 			v[j][e] = a[j][e] + bp[j][e % 2];
 			if (un.gate) v[j][e] = ll_gate(v[j][e], b[j][e] + bg[j][e % 2]);
 		}
-	if (q.sc == 1 && n % 4 == 0 && ((q.si | q.sj) & 3) == 0 && ((uintptr_t)q.y & 15) == 0) {
+	if (!q.bf16 && q.sc == 1 && n % 4 == 0 && ((q.si | q.sj) & 3) == 0 && ((uintptr_t)q.y & 15) == 0) {
 		/* even lanes: row ra, features 2t..2t+3; odd: row ra + 8, 2t-2.. */
 		const int odd = t & 1, r = ra + 8 * odd;
 		float *yr = r < rows ? ll_yrow(p, q, r) : q.y;
@@ -344,13 +361,13 @@ static __device__ __forceinline__ void ll_epi(const be_ln_linear_t &p, const ll_
 	for (int h = 0; h < 2; h++) {
 		const int r = ra + 8 * h;
 		if (r >= rows) continue;
-		float *yr = ll_yrow(p, q, r);
+		const int64_t yr = ll_yoff(p, q, r);
 #pragma unroll
 		for (int j = 0; j < 2; j++)
 #pragma unroll
 			for (int e = 0; e < 2; e++) {
 				const int f = un.f0 + 8 * j + 2 * t + e;
-				if (f < n) ll_out(yr + (int64_t)f * q.sc, v[j][2 * h + e], q.beta);
+				if (f < n) ll_put(q, yr + (int64_t)f * q.sc, v[j][2 * h + e]);
 			}
 	}
 }
@@ -454,7 +471,7 @@ extern "C" int cu_ln_linear(cudaStream_t s, const be_ln_linear_t *p)
 	int kp = (p->k + 15) / 16 * 16, nu, tiles;
 	int vec = p->k % 4 == 0 && (p->x_si | p->x_sj) % 4 == 0 && ((uintptr_t)p->x & 15) == 0;
 
-	for (int g = 0; ok && g < p->ngroups; g++) ok = p->out[g].n > 0;
+	for (int g = 0; ok && g < p->ngroups; g++) ok = p->out[g].n > 0 && (!p->out[g].bf16 || p->out[g].beta == 0.0f);
 	if (!ok) return -EINVAL;
 	if (!rows) return 0;
 	if (p->w_bf16) {

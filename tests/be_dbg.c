@@ -211,6 +211,9 @@ static int dbg_check_gemm(dbg_ctx_t *c, const be_gemm_t *g)
 	                      g->transb ? g->k : g->n);
 	int64_t nc = dbg_span(g->batch, g->stride_c, g->m, g->ldc, 1, 0, g->n);
 
+	/* bf16 data: 2 bytes an element, the spans below in floats */
+	na = g->a_bf16 ? (na + 1) / 2 : na;
+	nb = g->b_bf16 ? (nb + 1) / 2 : nb;
 	return dbg_dev(c, "gemm", "a", g->a, na * F) || dbg_dev(c, "gemm", "b", g->b, nb * F) ||
 	       dbg_dev(c, "gemm", "c", g->c, nc * F) ||
 	       (g->bias && dbg_dev(c, "gemm", "bias", g->bias, g->n * F)) ||
@@ -320,6 +323,7 @@ static int dbg_check_outer(dbg_ctx_t *c, const be_outer_t *p)
 {
 	int64_t n = (int64_t)p->ni * p->L * 2 * p->c, m = (int64_t)p->L * p->c;
 
+	n = p->bf16 ? (n + 1) / 2 : n;   /* bf16 data: in floats */
 	return dbg_dev(c, "outer", "y", p->y, n * F) || dbg_dev(c, "outer", "q", p->q, m * F) ||
 	       dbg_dev(c, "outer", "k", p->k, m * F) || dbg_apart(c, "outer", "y and q", p->y, n, p->q, m, 0) ||
 	       dbg_apart(c, "outer", "y and k", p->y, n, p->k, m, 0);
@@ -396,6 +400,7 @@ static int dbg_check_ln_linear(dbg_ctx_t *c, const be_ln_linear_t *p)
 	for (int g = 0; g < p->ngroups; g++) {
 		const be_lnlin_out_t *q = &p->out[g];
 		int64_t ny = dbg_span(p->ni, q->si, p->nj, q->sj, q->n, q->sc, 1);
+		ny = q->bf16 ? (ny + 1) / 2 : ny;   /* bf16 data: in floats */
 		if (dbg_dev(c, "ln_linear", "y", q->y, ny * F) || dbg_apart(c, "ln_linear", "y and x", q->y, ny, p->x, nx, 0))
 			return -EFAULT;
 	}

@@ -875,6 +875,33 @@ static void test_transpose(void **state)
 	}
 }
 
+/* the same features in bf16 (be_outer_t.bf16, the sequence-to-pair GEMM's
+ * operand): each the fp32 feature y (the CPU's, which the GPU's equals)
+ * rounded to nearest even, bit for bit, on the GPU and the CPU */
+static void outer_bf16_check(const pair_t *y, const pair_t *q, const pair_t *k, int i0, int ni, int L, int c)
+{
+	int64_t n = (int64_t)ni * L * 2 * c;
+	uint16_t *g16, *h = malloc(sizeof *h * (size_t)n), *hc = malloc(sizeof *hc * (size_t)n);
+
+	assert_non_null(h); assert_non_null(hc);
+	assert_int_equal(gpu->alloc(gpu, sizeof *g16 * (size_t)n, (void **)&g16), 0);
+	assert_int_equal(gpu->outer(gpu, &(be_outer_t){
+		.y = (float *)g16, .q = q->g, .k = k->g, .i0 = i0, .ni = ni, .L = L, .c = c, .bf16 = 1,
+	}), 0);
+	assert_int_equal(cpu->outer(cpu, &(be_outer_t){
+		.y = (float *)hc, .q = q->c, .k = k->c, .i0 = i0, .ni = ni, .L = L, .c = c, .bf16 = 1,
+	}), 0);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, h, g16, sizeof *h * (size_t)n), 0);
+	for (int64_t i = 0; i < n; i++)
+		if (h[i] != safetensors_f32_to_bf16(y->c[i]) || hc[i] != h[i])
+			fail_msg("outer bf16 L%d c%d element %lld: %04x (cpu %04x), fp32 %g", L, c, (long long)i, h[i],
+			         hc[i], y->c[i]);
+	printf("  %-48s bf16: every element its fp32 value rounded\n", "outer");
+	gpu->free(gpu, g16);
+	free(h); free(hc);
+}
+
 static void test_outer(void **state)
 {
 	static const int s[][4] = { { 37, 5, 3, 11 }, { 64, 32, 0, 64 }, { 1, 1, 0, 1 }, { 130, 33, 129, 1 } };
@@ -891,6 +918,7 @@ static void test_outer(void **state)
 		}), 0);
 		snprintf(what, sizeof what, "outer L%d c%d i0 %d ni%d", L, c, i0, ni);
 		pair_check(&y, 0.0, what);
+		outer_bf16_check(&y, &q, &k, i0, ni, L, c);
 		pair_free(&q); pair_free(&k); pair_free(&y);
 	}
 }
@@ -1387,6 +1415,259 @@ static void test_ln_linear_bf16(void **state)
 	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
 }
 
+/* --- bf16 activations: the triangle products' operands --- */
+
+/* n random bf16 values on the device, their exact widening in *wide
+ * (host, freed by the caller) */
+static uint16_t *bf16_dev(int64_t n, float **wide)
+{
+	uint16_t *h = malloc(sizeof *h * (size_t)(n ? n : 1)), *d;
+
+	*wide = malloc(sizeof **wide * (size_t)(n ? n : 1));
+	assert_non_null(h); assert_non_null(*wide);
+	for (int64_t i = 0; i < n; i++) {
+		h[i] = safetensors_f32_to_bf16(xs_unif(&rng));
+		(*wide)[i] = safetensors_bf16_to_f32(h[i]);
+	}
+	assert_int_equal(gpu->alloc(gpu, sizeof *h * (size_t)(n ? n : 1), (void **)&d), 0);
+	assert_int_equal(gpu->upload(gpu, d, h, sizeof *h * (size_t)n), 0);
+	free(h);
+	return d;
+}
+
+/* a batched GEMM on two bf16 operands (be_gemm_t.a_bf16 and b_bf16, as
+ * the triangle products): leading dimensions ca, cb rounded up to 8
+ * (pad, the trunk's layout) or 1 past them, against the CPU on the
+ * exactly widened values: the products are exact in fp32 on both sides,
+ * only the summation order differs, so fp32's bound */
+static void gemm_bf16x2_case(int ta, int tb, int m, int n, int k, int batch, int pad, int bias, float beta)
+{
+	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+	int64_t lda = pad ? (ca + 7) / 8 * 8 : ca + 1, ldb = pad ? (cb + 7) / 8 * 8 : cb + 1, ldc = n + 1;
+	int64_t sa = ra * lda, sb = rb * ldb, sc = m * ldc;
+	float *wa, *wb;
+	uint16_t *da = bf16_dev(sa * batch, &wa), *db = bf16_dev(sb * batch, &wb);
+	pair_t C = pair_new(sc * batch), bi = pair_new(n), A, B;
+	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f, .beta = beta,
+	                .lda = lda, .stride_a = sa, .ldb = ldb, .stride_b = sb, .ldc = ldc,
+	                .stride_c = sc, .batch = batch };
+	char what[128];
+
+	assert_int_equal(cpu->alloc(cpu, sizeof(float) * (size_t)(sa * batch), (void **)&A.c), 0);
+	assert_int_equal(cpu->alloc(cpu, sizeof(float) * (size_t)(sb * batch), (void **)&B.c), 0);
+	memcpy(A.c, wa, sizeof(float) * (size_t)(sa * batch));
+	memcpy(B.c, wb, sizeof(float) * (size_t)(sb * batch));
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	assert_int_equal(cpu->gemm(cpu, &g), 0);
+	g.a = (const float *)da; g.b = (const float *)db; g.c = C.g; g.bias = bias ? bi.g : NULL;
+	g.a_bf16 = g.b_bf16 = 1;
+	assert_int_equal(gpu->gemm(gpu, &g), 0);
+	snprintf(what, sizeof what, "gemm bf16 x bf16 %c%c m%d n%d k%d b%d lda%lld ldb%lld%s beta%g",
+	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, batch, (long long)lda, (long long)ldb,
+	         bias ? " bias" : "", beta);
+	pair_check(&C, 1e-10, what);
+	cpu->free(cpu, A.c); cpu->free(cpu, B.c);
+	gpu->free(gpu, da); gpu->free(gpu, db);
+	free(wa); free(wb);
+	pair_free(&C); pair_free(&bi);
+}
+
+/* both operands bf16, batched over "channels" as the triangle products
+ * (N T, k = L, rows padded to 8): odd L, L not a multiple of 16, every
+ * transpose, bias and beta, unpadded odd leading dimensions; on an fp32
+ * device too (nothing to stage) */
+static void test_gemm_bf16x2(void **state)
+{
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	gemm_bf16x2_case(0, 1, 7, 33, 33, 5, 1, 0, 0.0f);     /* the trunk's: m nc, n nr, k L */
+	gemm_bf16x2_case(0, 1, 70, 70, 70, 3, 1, 0, 0.0f);
+	gemm_bf16x2_case(0, 1, 1, 1, 1, 4, 1, 0, 0.0f);
+	gemm_bf16x2_case(0, 1, 129, 45, 301, 2, 1, 0, 0.0f);
+	gemm_bf16x2_case(0, 1, 2100, 33, 16, 1, 1, 1, 1.0f);   /* the sequence-to-pair o_proj: bias, residual */
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++)
+			gemm_bf16x2_case(ta, tb, 37, 53, 29, 3, ta ^ tb, (ta + tb) & 1, ta ? 0.5f : 0.0f);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	gemm_bf16x2_case(0, 1, 9, 17, 31, 2, 0, 1, 1.0f);
+}
+
+/* lnlin_bf16_case's per-element bound of feature f of group q (weight
+ * rows from w0) on the normed row xr: u S, gate u S_p + |P + b| u S_g / 4 */
+static double lnlin_bound(const float *w, const float *xr, int k, const be_lnlin_out_t *q, int w0, int f)
+{
+	const double u = 0x1p-8;
+	double S = 0.0, Sg = 0.0, P = 0.0;
+
+	for (int c = 0; c < k; c++) {
+		S += fabs((double)w[(int64_t)(w0 + f) * k + c] * xr[c]);
+		if (q->kind == BE_LNLIN_GATE) {
+			Sg += fabs((double)w[(int64_t)(w0 + q->n + f) * k + c] * xr[c]);
+			P += (double)w[(int64_t)(w0 + f) * k + c] * xr[c];
+		}
+	}
+	return q->kind == BE_LNLIN_GATE ? u * S + fabs(P + (q->bias ? q->bias[f] : 0.0)) * u * Sg / 4.0 : u * S;
+}
+
+/* x' (ln_linear's normed rows) on the host: the rows of x gathered by the
+ * strides of p (the CPU's descriptor), then layer-normed by the CPU */
+static float *lnlin_normed(const be_ln_linear_t *p)
+{
+	int64_t rows = (int64_t)p->ni * p->nj, k = p->k;
+	float *xn = malloc(sizeof *xn * (size_t)(rows * k));
+
+	assert_non_null(xn);
+	for (int64_t r = 0; r < rows; r++)
+		memcpy(xn + r * k, p->x + r / p->nj * p->x_si + r % p->nj * p->x_sj, sizeof *xn * (size_t)k);
+	assert_int_equal(cpu->layernorm(cpu, &(be_layernorm_t){
+		.y = xn, .x = xn, .rows = rows, .d = (int)k, .w = p->ln_w, .b = p->ln_b, .eps = p->eps,
+	}), 0);
+	return xn;
+}
+
+/* One ln_linear call as the trunk's triangle projection (x: [ni, nj, k],
+ * tr: read as z^T): a gate pair of BF16O_N features channel-major and the
+ * output gate's logits, BF16O_M features channel-last fp32 + bias.  Run
+ * with the pair in fp32 [n][ni][nj] and again with it in bf16 (.bf16)
+ * [n][ni][ld], ld = nj rounded up to 8 (the GEMMs' padded rows); wbf:
+ * bf16 weights (the tensor-core kernel), else fp32 (the SIMT kernel).
+ * Checked: every bf16 value is the same kernel's fp32 value rounded to
+ * nearest even, bit for bit, on the GPU and on the CPU; the padding
+ * columns nj..ld-1 untouched; the fp32 values against the CPU's (bf16
+ * weights: per element within lnlin_bound, so the bf16 ones within it
+ * plus their own rounding, 2^-8 |y|; fp32 weights: NMSE 1e-10). */
+#define BF16O_N 11
+#define BF16O_M 13
+typedef struct { pair_t x, w, lw, lb, bp, bg, bm, yf, ym; uint16_t *g16, *yb; } bf16o_t;
+
+static be_ln_linear_t bf16o_desc(const bf16o_t *t, int ni, int nj, int k, int tr, int g, int wbf)
+{
+#define BP(p) (g ? (p).g : (p).c)
+	int64_t rows = (int64_t)ni * nj;
+	be_ln_linear_t p = {
+		.ni = ni, .nj = nj, .k = k, .x = BP(t->x), .x_si = tr ? k : nj * k, .x_sj = tr ? ni * k : k,
+		.ln_w = BP(t->lw), .ln_b = BP(t->lb), .eps = 1e-5f,
+		.w = g && wbf ? (const float *)t->g16 : BP(t->w), .w_bf16 = g && wbf, .ngroups = 2,
+	};
+	p.out[0] = (be_lnlin_out_t){ .n = BF16O_N, .kind = BE_LNLIN_GATE, .y = BP(t->yf), .si = nj, .sj = 1,
+	                             .sc = rows, .bias = BP(t->bp), .bias_g = BP(t->bg) };
+	p.out[1] = (be_lnlin_out_t){ .n = BF16O_M, .y = BP(t->ym), .si = nj * BF16O_M, .sj = BF16O_M, .sc = 1,
+	                             .bias = BP(t->bm) };
+#undef BP
+	return p;
+}
+
+/* the bf16 output of desc p's group 0 into yb: [n][ni][ld] */
+static be_ln_linear_t bf16o_to(be_ln_linear_t p, uint16_t *yb, int64_t ld)
+{
+	p.out[0].y = (float *)yb;
+	p.out[0].si = ld;
+	p.out[0].sc = (int64_t)p.ni * ld;
+	p.out[0].bf16 = 1;
+	return p;
+}
+
+/* the checks of lnlin_bf16out_case on its outputs: hf, hb the GPU's fp32
+ * and bf16 pair, cb the CPU's bf16 pair, hm the GPU's fp32 logits */
+static void bf16o_check(const bf16o_t *t, const be_ln_linear_t *pc, const float *hf, const uint16_t *hb,
+                        const uint16_t *cb, const float *hm, int64_t ld, int wbf, const char *what)
+{
+	int ni = pc->ni, nj = pc->nj, k = pc->k;
+	int64_t rows = (int64_t)ni * nj;
+	float *xn = wbf ? lnlin_normed(pc) : NULL;
+	double worst = 0.0;
+
+	for (int f = 0; f < BF16O_N; f++)
+		for (int i = 0; i < ni; i++)
+			for (int j = 0; j < (int)ld; j++) {
+				int64_t ob = (int64_t)f * ni * ld + (int64_t)i * ld + j, of = (int64_t)f * rows + (int64_t)i * nj + j;
+				if (j >= nj) {   /* padding: never written */
+					if (hb[ob] != 0xffff || cb[ob] != 0xffff)
+						fail_msg("%s: padding f %d i %d j %d written (%04x, cpu %04x)", what, f, i, j, hb[ob], cb[ob]);
+					continue;
+				}
+				if (hb[ob] != safetensors_f32_to_bf16(hf[of]) || cb[ob] != safetensors_f32_to_bf16(t->yf.c[of]))
+					fail_msg("%s: f %d i %d j %d: bf16 %04x (cpu %04x) is not its fp32 %g (cpu %g) rounded",
+					         what, f, i, j, hb[ob], cb[ob], hf[of], t->yf.c[of]);
+				if (!wbf) continue;
+				double y = t->yf.c[of], d0 = lnlin_bound(t->w.c, xn + (int64_t)(i * nj + j) * k, k, &pc->out[0], 0, f);
+				double bound = (d0 + 1e-6 * (1.0 + fabs(y))) * (1.0 + 0x1p-8) + 0x1p-8 * fabs(y);
+				double d = fabs((double)safetensors_bf16_to_f32(hb[ob]) - y);
+				worst = fmax(worst, d / bound);
+				if (!(d <= bound)) fail_msg("%s: f %d i %d j %d: gpu %g cpu %g bound %g", what, f, i, j,
+				                            safetensors_bf16_to_f32(hb[ob]), y, bound);
+			}
+	for (int64_t r = 0; wbf && r < rows; r++)   /* the fp32 logits beside it */
+		for (int f = 0; f < BF16O_M; f++) {
+			double y = t->ym.c[r * BF16O_M + f];
+			double bound = lnlin_bound(t->w.c, xn + r * k, k, &pc->out[1], 2 * BF16O_N, f) + 1e-6 * (1.0 + fabs(y));
+			if (!(fabs(hm[r * BF16O_M + f] - y) <= bound))
+				fail_msg("%s: logits row %lld f %d: gpu %g cpu %g", what, (long long)r, f, hm[r * BF16O_M + f], y);
+		}
+	if (wbf) printf("  %-56s worst error / bound %.3f\n", what, worst);
+	free(xn);
+}
+
+static void lnlin_bf16out_case(int ni, int nj, int k, int tr, int wbf)
+{
+	int64_t rows = (int64_t)ni * nj, ld = (nj + 7) / 8 * 8, nb = (int64_t)BF16O_N * ni * ld;
+	int64_t nw = (int64_t)(2 * BF16O_N + BF16O_M) * k;
+	bf16o_t t = { .x = pair_new(rows * k), .w = pair_new(nw), .lw = pair_new(k), .lb = pair_new(k),
+	              .bp = pair_new(BF16O_N), .bg = pair_new(BF16O_N), .bm = pair_new(BF16O_M),
+	              .yf = pair_new(BF16O_N * rows), .ym = pair_new(BF16O_M * rows) };
+	uint16_t *w16 = malloc(sizeof *w16 * (size_t)nw), *cb = malloc(sizeof *cb * (size_t)nb);
+	uint16_t *hb = malloc(sizeof *hb * (size_t)nb);
+	float *hf = malloc(sizeof *hf * (size_t)(BF16O_N * rows)), *hm = malloc(sizeof *hm * (size_t)(BF16O_M * rows));
+	char what[96];
+
+	assert_non_null(w16); assert_non_null(cb); assert_non_null(hb); assert_non_null(hf); assert_non_null(hm);
+	for (int64_t i = 0; i < nw; i++) {   /* bf16 weight values on both sides */
+		w16[i] = safetensors_f32_to_bf16(t.w.c[i]);
+		if (wbf) t.w.c[i] = safetensors_bf16_to_f32(w16[i]);
+	}
+	assert_int_equal(gpu->alloc(gpu, sizeof *w16 * (size_t)nw, (void **)&t.g16), 0);
+	assert_int_equal(gpu->upload(gpu, t.g16, w16, sizeof *w16 * (size_t)nw), 0);
+	assert_int_equal(gpu->alloc(gpu, sizeof *hb * (size_t)nb, (void **)&t.yb), 0);
+	memset(cb, 0xff, sizeof *cb * (size_t)nb);   /* bf16 NaN: the padding must keep it */
+	assert_int_equal(gpu->upload(gpu, t.yb, cb, sizeof *cb * (size_t)nb), 0);
+	be_ln_linear_t pc = bf16o_desc(&t, ni, nj, k, tr, 0, wbf), pg = bf16o_desc(&t, ni, nj, k, tr, 1, wbf);
+	be_ln_linear_t pcb = bf16o_to(pc, cb, ld), pgb = bf16o_to(pg, t.yb, ld);
+	assert_int_equal(cpu->ln_linear(cpu, &pc), 0);
+	assert_int_equal(cpu->ln_linear(cpu, &pcb), 0);
+	assert_int_equal(gpu->ln_linear(gpu, &pg), 0);
+	assert_int_equal(gpu->ln_linear(gpu, &pgb), 0);
+	assert_int_equal(gpu->sync(gpu), 0);
+	assert_int_equal(gpu->download(gpu, hf, t.yf.g, sizeof *hf * (size_t)(BF16O_N * rows)), 0);
+	assert_int_equal(gpu->download(gpu, hb, t.yb, sizeof *hb * (size_t)nb), 0);
+	assert_int_equal(gpu->download(gpu, hm, t.ym.g, sizeof *hm * (size_t)(BF16O_M * rows)), 0);
+	snprintf(what, sizeof what, "ln_linear bf16 out ni%d nj%d k%d ld%lld%s, %s weights", ni, nj, k,
+	         (long long)ld, tr ? " z^T" : "", wbf ? "bf16" : "fp32");
+	bf16o_check(&t, &pc, hf, hb, cb, hm, ld, wbf, what);
+	if (!wbf) {
+		pair_check(&t.yf, 1e-10, what);
+		pair_check(&t.ym, 1e-10, what);
+	}
+	pgb.out[0].beta = 1.0f;   /* bf16 output with beta: refused */
+	assert_int_equal(gpu->ln_linear(gpu, &pgb), -EINVAL);
+	gpu->free(gpu, t.g16); gpu->free(gpu, t.yb);
+	free(w16); free(cb); free(hb); free(hf); free(hm);
+	pair_free(&t.x); pair_free(&t.w); pair_free(&t.lw); pair_free(&t.lb); pair_free(&t.bp);
+	pair_free(&t.bg); pair_free(&t.bm); pair_free(&t.yf); pair_free(&t.ym);
+}
+
+/* odd row lengths (the padding columns), lengths not multiples of 16, k
+ * not one of 16, z^T strides, both kernels */
+static void test_ln_linear_bf16_out(void **state)
+{
+	static const int cs[][5] = {   /* ni, nj, k, tr, bf16 weights */
+		{ 7, 33, 32, 0, 1 }, { 5, 70, 45, 1, 1 }, { 1, 1, 16, 0, 1 }, { 3, 129, 128, 1, 1 },
+		{ 7, 33, 32, 1, 0 }, { 2, 45, 45, 0, 0 },
+	};
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) {
+		assert_int_equal(be_cuda_set_precision(gpu, cs[i][4] ? BE_PREC_BF16 : BE_PREC_FP32), 0);
+		lnlin_bf16out_case(cs[i][0], cs[i][1], cs[i][2], cs[i][3], cs[i][4]);
+	}
+}
+
 /* relpos (the pair rows' relative-position embedding, bins from residue
  * indices on the device) against the CPU's and, on the CPU, against the
  * host-built index list it replaces (gather, then add): awkward lengths,
@@ -1623,6 +1904,8 @@ int main(void)
 		cmocka_unit_test(test_transition),
 		cmocka_unit_test(test_ln_linear),
 		cmocka_unit_test(test_ln_linear_bf16),
+		cmocka_unit_test(test_ln_linear_bf16_out),
+		cmocka_unit_test(test_gemm_bf16x2),
 		cmocka_unit_test(test_relpos),
 		cmocka_unit_test(test_oom),
 		cmocka_unit_test(test_trimul_out),

@@ -962,7 +962,7 @@ static void bad_gather(fwd_t *fx) { op_gather(fx, fwd_new1(fx, 8), zeros, (const
 static void bad_outer(fwd_t *fx)
 {
 	tensor_t q = fwd_new2(fx, 6, 4), k = fwd_new2(fx, 6, 4);
-	op_outer(fx, fwd_new3(fx, 3, 6, 8), q, k, 4);   /* rows 4..6 of 6 */
+	op_outer(fx, fwd_new3(fx, 3, 6, 8), q, k, 4, 0);   /* rows 4..6 of 6 */
 }
 
 static void bad_trimul(fwd_t *fx)
@@ -1060,7 +1060,7 @@ static void all_ops(fwd_t *fx)
 	op_softmax(fx, y);
 	op_gather(fx, r, w, (const int32_t[]){ 0, 1, 2, 3, 4 }, 1.0f);
 	op_transpose(fx, t, x);
-	op_outer(fx, p, x, y, 3);
+	op_outer(fx, p, x, y, 3, 0);
 	op_gemm(fx, &(be_gemm_t){ .m = 5, .n = 8, .k = 8, .alpha = 1.0f, .a = x.d, .lda = 8,
 	                          .b = w, .ldb = 8, .c = y.d, .ldc = 8, .batch = 1 });
 	op_attn(fx, &(be_attn_t){ .B = 1, .H = 1, .Lq = 5, .Lk = 5, .D = 8, .scale = 1.0f,

@@ -343,7 +343,7 @@ static void forward(fwd_t *fx, trace_t *tr, int L, int c, const float *in, float
 	for (int i0 = 0; i0 < L; i0 += 3) {
 		int ni = L - i0 < 3 ? L - i0 : 3;
 		tensor_t pair = traced(fx, tr, fwd_new3(fx, ni, L, 2 * c));
-		op_outer(fx, pair, x, x, i0);
+		op_outer(fx, pair, x, x, i0, 0);
 		for (int i = 0; i < ni; i++)
 			op_axpby(fx, tensor_rows(acc, 0, L), tensor_reshape2(tensor_rows(pair, i, 1), L, 2 * c), 1.0f / L, 1.0f);
 		fwd_drop(fx, &pair);

@@ -38,10 +38,13 @@ static inline const char *be_prec_name(be_prec_t p)
  * takes the backend's precision (be->precision, --precision), BE_PREC_FP32
  * keeps fp32 inputs whatever the backend's; a backend that computes in fp32
  * only (the CPU) runs every GEMM in fp32.  Accumulation is fp32 always.
- * a_bf16 / b_bf16: that operand is a weight matrix held as bfloat16
- * (be->weights_bf16; the pointer is to its uint16_t data): the other
- * operand is rounded to bf16 too and the product accumulates in fp32;
- * only with batch 1 and prec BE_PREC_AUTO.
+ * a_bf16 / b_bf16: that operand is bfloat16 data (the pointer is to its
+ * uint16_t elements; ld and stride count them), on a device whose weights
+ * are bf16 (be->weights_bf16), with prec BE_PREC_AUTO; the product
+ * accumulates in fp32.  One of them (a weight matrix): the other, fp32
+ * operand is rounded to bf16 too; only with batch 1.  Both (e.g. the
+ * triangle products' operands, written in bf16 by ln_linear): any batch,
+ * no conversion.
  * relu: C = max(C, 0) after the bias, in the GEMM's epilogue (on the
  * block of C just computed, not a pass of its own); only with beta 0. */
 typedef struct {
@@ -114,7 +117,10 @@ typedef struct {
  *   BE_LNLIN_PLAIN: n rows; y = x' W^T + bias + beta * y
  *   BE_LNLIN_GATE:  2n rows, p then g; y = (x' W_p^T + bias) *
  *                   sigmoid(x' W_g^T + bias_g) + beta * y
- * bias, bias_g: [n] or NULL (0).  beta 0 never reads y. */
+ * bias, bias_g: [n] or NULL (0).  beta 0 never reads y.
+ * bf16: y is bfloat16 data (uint16_t elements, the strides counting
+ * them), each value rounded to nearest even as it is stored: the operand
+ * of a GEMM on bf16 operands (be_gemm_t.a_bf16 and b_bf16); beta 0 only. */
 typedef enum { BE_LNLIN_PLAIN = 0, BE_LNLIN_GATE } be_lnlin_kind_t;
 typedef struct {
 	int n;
@@ -122,6 +128,7 @@ typedef struct {
 	float *y; int64_t si, sj, sc;
 	const float *bias, *bias_g;
 	float beta;
+	int bf16;                /* 1: y is bf16 data (beta 0) */
 } be_lnlin_out_t;
 
 #define BE_LNLIN_GROUPS 6   /* most output groups of one be_ln_linear_t */
@@ -217,8 +224,9 @@ typedef struct { float *y; const float *x; int64_t A, B, C; } be_transpose_t;
 
 /* ESMFold sequence-to-pair features for rows i0..i0+ni-1:
  * y: [ni, L, 2c] with y[i,j] = (q[j] * k[i0+i], q[j] - k[i0+i]);
- * q, k: [L, c] */
-typedef struct { float *y; const float *q, *k; int i0, ni, L, c; } be_outer_t;
+ * q, k: [L, c]; bf16: y is bfloat16 data (uint16_t), each value rounded
+ * to nearest even (the operand of a bf16 x bf16 GEMM) */
+typedef struct { float *y; const float *q, *k; int i0, ni, L, c; int bf16; } be_outer_t;
 
 /* The triangle-multiplication product on channel-last tensors,
  * x: [ni, nj, c] with x[i, j, :] = sum_k a[i, k, :] * b[j, k, :];
@@ -336,7 +344,8 @@ struct be {
 	int         host_mem;
 	/* what the GEMMs take as inputs where their prec is BE_PREC_AUTO:
 	 * "fp32", "bf16", "fp16"; they accumulate in fp32, and every
-	 * activation stays fp32 */
+	 * activation stays fp32 but the operands a kernel writes in bf16 for
+	 * a bf16 x bf16 GEMM (be_lnlin_out_t.bf16, be_outer_t.bf16) */
 	const char *precision;
 	/* what decides the bits of its results beside the precision: equal
 	 * strings (and precisions) give equal outputs for equal inputs, so a

@@ -40,6 +40,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "backend/cpu_ln_linear.h"
 #include "backend/cpu_trimul_out.h"
 #include "backend/cpu_relpos.h"
+#include "io/safetensors.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -792,10 +793,16 @@ static int cpu_outer(be_t *be, const be_outer_t *p)
 	for (int i = 0; i < ni; i++)
 		for (int j = 0; j < L; j++) {
 			const float *qj = q + (int64_t)j * c, *ki = k + (int64_t)(i0 + i) * c;
-			float *yij = y + ((int64_t)i * L + j) * 2 * c;
+			int64_t o = ((int64_t)i * L + j) * 2 * c;
 			for (int t = 0; t < c; t++) {
-				yij[t] = qj[t] * ki[t];
-				yij[c + t] = qj[t] - ki[t];
+				float a = qj[t] * ki[t], d = qj[t] - ki[t];
+				if (p->bf16) {
+					((uint16_t *)y)[o + t] = safetensors_f32_to_bf16(a);
+					((uint16_t *)y)[o + c + t] = safetensors_f32_to_bf16(d);
+				} else {
+					y[o + t] = a;
+					y[o + c + t] = d;
+				}
 			}
 		}
 	return 0;

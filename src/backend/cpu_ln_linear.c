@@ -37,11 +37,13 @@ static void cpu_lnlin_store(const be_ln_linear_t *p, const float *o, int N, int6
 		for (int r = 0; r < nr; r++) {
 			int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
 			const float *a = o + (int64_t)r * N + c0;
-			float *y = q->y + i * q->si + j * q->sj;
+			int64_t y0 = i * q->si + j * q->sj;
+			float *y = q->bf16 ? NULL : q->y + y0;   /* bf16: y0 counts uint16_t */
 			for (int f = 0; f < q->n; f++) {
 				float v = a[f] + (q->bias ? q->bias[f] : 0.0f);
 				if (gate) v /= 1.0f + expf(-(a[q->n + f] + (q->bias_g ? q->bias_g[f] : 0.0f)));
-				y[f * q->sc] = q->beta != 0.0f ? v + q->beta * y[f * q->sc] : v;
+				if (q->bf16) ((uint16_t *)q->y)[y0 + f * q->sc] = safetensors_f32_to_bf16(v);
+				else y[f * q->sc] = q->beta != 0.0f ? v + q->beta * y[f * q->sc] : v;
 			}
 		}
 		c0 += gate ? 2 * q->n : q->n;

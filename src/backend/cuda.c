@@ -253,7 +253,7 @@ static int be_cuda_compute(const be_cuda_ctx_t *c, be_prec_t prec, cublasCompute
 	}
 }
 
-/* One GEMM with a bf16 weight operand (g->a_bf16 / g->b_bf16; batch 1):
+/* One GEMM with one bf16 weight operand (g->a_bf16 / g->b_bf16; batch 1):
  * the other, fp32 operand is rounded into the worker's bf16 stage, as
  * many rows of C (A fp32) or columns (B fp32) as the stage holds at a
  * time, and each slice runs as bf16 x bf16 with fp32 accumulation
@@ -270,7 +270,6 @@ static int be_cuda_gemm_bf16(be_cuda_ctx_t *c, const be_gemm_t *g, float beta)
 		          c->device, BE_CUDA_STAGE);
 		return -EINVAL;
 	}
-	if (g->a_bf16 && g->b_bf16) step = span;   /* nothing to stage */
 	pthread_mutex_lock(&c->stage_lock);
 	for (int64_t p0 = 0; p0 < span && !rc; p0 += step) {
 		int np = (int)(span - p0 < step ? span - p0 : step), m = g->m, n = g->n;
@@ -304,10 +303,24 @@ static int be_cuda_gemm_bf16(be_cuda_ctx_t *c, const be_gemm_t *g, float beta)
 	return rc;
 }
 
+/* g as one strided batched cuBLAS call, A and B of type t (fp32, or
+ * bf16 data: ld and strides in its elements), C fp32, compute type ct */
+static int be_cuda_gemm_batched(be_cuda_ctx_t *c, const be_gemm_t *g, float beta, cudaDataType t,
+                                cublasComputeType_t ct)
+{
+	return be_cuda_blas(c, cublasGemmStridedBatchedEx(c->blas,
+		g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, g->transa ? CUBLAS_OP_T : CUBLAS_OP_N,
+		g->n, g->m, g->k, &g->alpha,
+		g->b, t, (int)g->ldb, g->stride_b,
+		g->a, t, (int)g->lda, g->stride_a,
+		&beta, g->c, CUDA_R_32F, (int)g->ldc, g->stride_c,
+		g->batch, ct, CUBLAS_GEMM_DEFAULT), t == CUDA_R_16BF ? "gemm bf16 x bf16" : "gemm");
+}
+
 /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
  * operands swap, the transpose flags stay, m and n swap.  The compute type
- * is the backend's unless g->prec names one; a bf16 weight operand takes
- * be_cuda_gemm_bf16. */
+ * is the backend's unless g->prec names one; one bf16 operand takes
+ * be_cuda_gemm_bf16, two are one bf16 x bf16 batched call. */
 static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
@@ -343,14 +356,10 @@ static int be_cuda_gemm(be_t *be, const be_gemm_t *g)
 		if (rc) return rc;
 		beta = 1.0f;
 	}
+	/* both bf16: read as they are, fp32 accumulation (no stage) */
+	if (g->a_bf16 && g->b_bf16) return be_cuda_gemm_batched(c, g, beta, CUDA_R_16BF, CUBLAS_COMPUTE_32F);
 	if (g->a_bf16 || g->b_bf16) return be_cuda_gemm_bf16(c, g, beta);
-	return be_cuda_blas(c, cublasGemmStridedBatchedEx(c->blas,
-		g->transb ? CUBLAS_OP_T : CUBLAS_OP_N, g->transa ? CUBLAS_OP_T : CUBLAS_OP_N,
-		g->n, g->m, g->k, &g->alpha,
-		g->b, CUDA_R_32F, (int)g->ldb, g->stride_b,
-		g->a, CUDA_R_32F, (int)g->lda, g->stride_a,
-		&beta, g->c, CUDA_R_32F, (int)g->ldc, g->stride_c,
-		g->batch, ct, CUBLAS_GEMM_DEFAULT), "gemm");
+	return be_cuda_gemm_batched(c, g, beta, CUDA_R_32F, ct);
 }
 
 /* the be_prec_t a CUDA backend computes with (never auto) */
@@ -431,7 +440,7 @@ BE_CUDA_LAUNCH(binary, be_binary_t, cu_binary(c->stream, p->y, p->a, p->b, p->n,
 BE_CUDA_LAUNCH(axpby, be_axpby_t, cu_axpby(c->stream, p->y, p->x, p->n, p->alpha, p->beta))
 BE_CUDA_LAUNCH(fill, be_fill_t, cu_fill(c->stream, p->x, p->n, p->value))
 BE_CUDA_LAUNCH(transpose, be_transpose_t, cu_transpose(c->stream, p->y, p->x, p->A, p->B, p->C))
-BE_CUDA_LAUNCH(outer, be_outer_t, cu_outer(c->stream, p->y, p->q, p->k, p->i0, p->ni, p->L, p->c))
+BE_CUDA_LAUNCH(outer, be_outer_t, cu_outer(c->stream, p->y, p->q, p->k, p->i0, p->ni, p->L, p->c, p->bf16))
 BE_CUDA_LAUNCH(ipa_in, be_ipa_in_t, cu_ipa_in(c->stream, p->qa, p->ka, p->vp, p->rig, p->state, p->qp,
                                               p->kvp, p->hw, p->bb, p->L, p->H, p->Pq, p->Pv))
 BE_CUDA_LAUNCH(ipa_out, be_ipa_out_t, cu_ipa_out(c->stream, p->cat, p->ldc, p->op, p->rig, p->L, p->n_pts, p->eps))

@@ -31,12 +31,15 @@ static void op_status(fwd_t *fx, int rc, const char *op)
 	else if (rc < 0) fwd_fail(fx, rc, "%s: %s backend failed", op, fx->be->name);
 }
 
-void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
+/* op_linear, x of fp32 elements (h 1) or of bf16 ones (h 2: each float
+ * of x holds two, x_bf16 of the GEMM) */
+static void op_linear_h(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta, int h)
 {
 	int64_t m = op_last(x) ? tensor_numel(x) / op_last(x) : 0;
 
-	if (!op_check(fx, op_last(x) == l->in && op_last(y) == l->out &&
-	              tensor_numel(y) == m * l->out, "linear", "x [.., in] -> y [.., out]"))
+	if (!op_check(fx, op_last(x) * h == l->in && op_last(y) == l->out &&
+	              tensor_numel(y) == m * l->out && (h == 1 || (l->bf16 && fx->be && fx->be->weights_bf16)),
+	              "linear", "x [.., in] -> y [.., out]; bf16 x: bf16 weights"))
 		return;
 	op_count(fx, tensor_numel(x) + tensor_numel(y) * (beta != 0.0f ? 2 : 1));
 	if (!op_run(fx) || m == 0) return;
@@ -44,9 +47,19 @@ void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
 		.alpha = 1.0f, .beta = beta,
 		.a = x.d, .lda = l->in, .b = l->w, .ldb = l->in, .c = y.d, .ldc = l->out,
-		.batch = 1, .bias = l->b, .b_bf16 = l->bf16,
+		.batch = 1, .bias = l->b, .a_bf16 = h == 2, .b_bf16 = l->bf16,
 	};
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
+}
+
+void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
+{
+	op_linear_h(fx, y, x, l, beta, 1);
+}
+
+void op_linear_bf16(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta)
+{
+	op_linear_h(fx, y, x, l, beta, 2);
 }
 
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln)
@@ -133,16 +146,16 @@ void op_transpose(fwd_t *fx, tensor_t y, tensor_t x)
 	}), "transpose");
 }
 
-void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0)
+void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0, int bf16)
 {
 	int ok = q.nd == 2 && k.nd == 2 && q.ne[0] == k.ne[0] && q.ne[1] == k.ne[1] &&
-	         y.nd == 3 && y.ne[1] == q.ne[0] && y.ne[2] == 2 * q.ne[1] && i0 + y.ne[0] <= q.ne[0];
+	         y.nd == 3 && y.ne[1] == q.ne[0] && y.ne[2] == (bf16 ? 1 : 2) * q.ne[1] && i0 + y.ne[0] <= q.ne[0];
 	if (!op_check(fx, ok, "outer", "q, k [L, c] -> y [ni, L, 2c]")) return;
 	op_count(fx, tensor_numel(q) + y.ne[0] * k.ne[1] + tensor_numel(y));
 	if (!op_run(fx) || !tensor_numel(y)) return;
 	op_status(fx, fx->be->outer(fx->be, &(be_outer_t){
 		.y = y.d, .q = q.d, .k = k.d, .i0 = i0, .ni = (int)y.ne[0], .L = (int)q.ne[0],
-		.c = (int)q.ne[1],
+		.c = (int)q.ne[1], .bf16 = bf16,
 	}), "outer");
 }
 
@@ -284,8 +297,9 @@ void op_gemm(fwd_t *fx, const be_gemm_t *g)
 {
 	if (!op_check(fx, (unsigned)g->prec < BE_PREC_COUNT, "gemm", "prec a be_prec_t")) return;
 	if (!op_check(fx, !g->relu || g->beta == 0.0f, "gemm", "relu with beta 0")) return;
-	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 && g->batch == 1 &&
-	              g->prec == BE_PREC_AUTO), "gemm", "a bf16 weight: batch 1, the device's precision"))
+	if (!op_check(fx, !(g->a_bf16 || g->b_bf16) || (fx->be && fx->be->weights_bf16 &&
+	              (g->batch == 1 || (g->a_bf16 && g->b_bf16)) && g->prec == BE_PREC_AUTO), "gemm",
+	              "a bf16 operand: the device's precision, batch 1 unless both are bf16"))
 		return;
 	op_count(fx, op_operand(fx, g->a, g->m, g->k, g->batch) + op_operand(fx, g->b, g->k, g->n, g->batch) +
 	             op_operand(fx, g->c, g->m, g->n, g->batch) * (g->beta != 0.0f ? 2 : 1));
@@ -311,10 +325,11 @@ void op_ln_linear(fwd_t *fx, const be_ln_linear_t *p)
 	         (!p->w_bf16 || (fx->be && fx->be->weights_bf16));
 
 	for (int g = 0; ok && g < p->ngroups; g++) {
-		ok = p->out[g].n > 0 && (unsigned)p->out[g].kind <= BE_LNLIN_GATE;
+		ok = p->out[g].n > 0 && (unsigned)p->out[g].kind <= BE_LNLIN_GATE &&
+		     (!p->out[g].bf16 || p->out[g].beta == 0.0f);
 		n += rows * p->out[g].n * (p->out[g].beta != 0.0f ? 2 : 1);
 	}
-	if (!op_check(fx, ok, "ln_linear", "1..6 groups of n > 0, k > 0, bf16 weights on a bf16 device")) return;
+	if (!op_check(fx, ok, "ln_linear", "1..6 groups of n > 0 (bf16 output: beta 0), k > 0, bf16 weights on a bf16 device")) return;
 	op_count(fx, n);
 	if (!op_run(fx) || !rows) return;
 	op_status(fx, fx->be->ln_linear(fx->be, p), "ln_linear");

@@ -20,6 +20,9 @@ typedef struct { const float *w, *b; int d; float eps; } ln_t;
 
 /* y: [..., out] = x: [..., in] W^T + b + beta * y */
 void op_linear(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
+/* op_linear on x of bf16 data ([.., in] elements in a [.., in / 2] float
+ * tensor, as op_outer writes it) and a bf16 weight: no stage */
+void op_linear_bf16(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float beta);
 /* y: [..., d] = LayerNorm(x: [..., d]); y may be x */
 void op_layernorm(fwd_t *fx, tensor_t y, tensor_t x, const ln_t *ln);
 /* x: [...] = act(x) */
@@ -35,8 +38,9 @@ void op_softmax(fwd_t *fx, tensor_t x);
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale);
 /* y: [B, A, ...] = x: [A, B, ...] */
 void op_transpose(fwd_t *fx, tensor_t y, tensor_t x);
-/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c] */
-void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0);
+/* y: [ni, L, 2c], y[i, j] = (q[j] * k[i0+i], q[j] - k[i0+i]); q, k: [L, c];
+ * bf16: y is bf16 data, [ni, L, 2c] elements in a [ni, L, c] float tensor */
+void op_outer(fwd_t *fx, tensor_t y, tensor_t q, tensor_t k, int i0, int bf16);
 /* x: [ni, nj, c], x[i, j] = sum_k a[i, k] * b[j, k] (per channel);
  * a: [ni, nk, c], b: [nj, nk, c]; needs be_supports(be, BE_OP_TRIMUL) */
 void op_trimul(fwd_t *fx, tensor_t x, tensor_t a, tensor_t b);

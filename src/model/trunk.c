@@ -232,10 +232,14 @@ static void trunk_seq_attention(fwd_t *fx, const trunk_block_t *b, const hparams
 }
 
 /* z: [L, L, c_z] += o_proj(cat(q[j] * k[i], q[j] - k[i])) with (q | k) =
- * proj(layernorm(s)); s: [L, c_s] */
+ * proj(layernorm(s)); s: [L, c_s].  With bf16 weights the features are
+ * written in bf16 ([n, L, c_z] elements in [n, L, c_z / 2] floats), the
+ * operand of o_proj's GEMM as it is (CUDA: no stage; on the CPU, whose
+ * bf16 GEMMs round inside the product with no pass of their own, fp32). */
 static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, tensor_t z, int n)
 {
 	int L = (int)s.ne[0], cz = (int)z.ne[2], h = cz / 2;
+	int bf = b->s2p_o.bf16 && fx->be && fx->be->weights_bf16 && !fx->be->host_mem && cz % 2 == 0;
 	tensor_t y = fwd_new2(fx, L, (int)s.ne[1]);
 	tensor_t p = fwd_new2(fx, L, cz);
 	tensor_t qk, x;
@@ -247,12 +251,13 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 	op_transpose(fx, qk, tensor_reshape3(p, L, 2, h));
 	fwd_drop(fx, &p);
 	tensor_t q = tensor_reshape2(tensor_rows(qk, 0, 1), L, h), k = tensor_reshape2(tensor_rows(qk, 1, 1), L, h);
-	x = fwd_new3(fx, n, L, cz);
+	x = fwd_new3(fx, n, L, bf ? h : cz);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
 		tensor_t xv = tensor_rows(x, 0, nc);
-		op_outer(fx, xv, q, k, i0);
-		op_linear(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
+		op_outer(fx, xv, q, k, i0, bf);
+		if (bf) op_linear_bf16(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
+		else op_linear(fx, tensor_rows(z, i0, nc), xv, &b->s2p_o, 1.0f);
 	}
 	fwd_drop(fx, &x);
 	fwd_drop(fx, &qk);
@@ -261,21 +266,24 @@ static void trunk_seq_to_pair(fwd_t *fx, const trunk_block_t *b, tensor_t s, ten
 /* dst = gated projection (p(x) + b_p) * sigmoid(gate(x) + b_g) of x =
  * layer_norm_in(rows i0..i0+nc-1 of z, of z^T where tr: read in place by
  * z's strides), one ln_linear reading z once: dst channel-major
- * [c][nc][L] (cm) or channel-last [nc, L, c]; gv (or NULL): also
- * linear_g(x) + b, channel-last [nc, L, c], the output gate's logits.
- * gate's weight rows follow p's (and linear_g's gate's:
- * trunk_load_trimul). */
+ * [c][nc][L] (cm) or channel-last [nc, L, c]; ld > 0 (cm): channel-major
+ * bf16 data [c][nc][ld] instead, ld >= L (columns L.. not written), the
+ * operand of bf16 x bf16 GEMMs; gv (or NULL): also linear_g(x) + b,
+ * channel-last [nc, L, c] fp32, the output gate's logits.  gate's weight
+ * rows follow p's (and linear_g's gate's: trunk_load_trimul). */
 static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int i0, int nc, int tr,
-                            const lin_t *p, const lin_t *gate, tensor_t dst, int cm, const tensor_t *gv)
+                            const lin_t *p, const lin_t *gate, tensor_t dst, int cm, int64_t ld,
+                            const tensor_t *gv)
 {
-	int64_t L = z.ne[1], c = z.ne[2];
+	int64_t L = z.ne[1], c = z.ne[2], rs = ld ? ld : L;
 	be_ln_linear_t q = trunk_lnlin(z, i0, nc, tr, &m->ln_in, p);
 
-	if (gate->out != p->out || tensor_numel(dst) != nc * L * p->out)
+	if (gate->out != p->out || (ld && (!cm || ld < L)) ||
+	    tensor_numel(dst) * (ld ? 2 : 1) != nc * rs * p->out)
 		fwd_fail(fx, -1, "trunk: triangle projection of %d rows", nc);
 	q.out[q.ngroups++] = (be_lnlin_out_t){
-		.n = p->out, .kind = BE_LNLIN_GATE, .y = dst.d, .si = cm ? L : L * c, .sj = cm ? 1 : c,
-		.sc = cm ? nc * L : 1, .bias = p->b, .bias_g = gate->b,
+		.n = p->out, .kind = BE_LNLIN_GATE, .y = dst.d, .si = cm ? rs : L * c, .sj = cm ? 1 : c,
+		.sc = cm ? nc * rs : 1, .bias = p->b, .bias_g = gate->b, .bf16 = ld > 0,
 	};
 	if (gv) q.out[q.ngroups++] = trunk_out_rows(*gv, &m->g);
 	op_ln_linear(fx, &q);
@@ -287,40 +295,47 @@ static void trunk_trimul_in(fwd_t *fx, const trunk_trimul_t *m, tensor_t z, int 
 typedef struct { const lin_t *r_p, *r_g, *f_p, *f_g; } trunk_sides_t;
 
 /* The update with batched GEMMs (backends without the trimul op, i.e. CUDA):
- * f in row blocks [c][nr][L], r of a row chunk channel-major [c][nc][L],
+ * f in row blocks [c][nr][ld], r of a row chunk channel-major [c][nc][ld],
  * their products batched over channels, the product's layer_norm_out,
  * linear_z, gate and residual add in one op (trimul_out) reading it
- * channel-major.  tr: the rows are those of z^T, read and written in
+ * channel-major [c][nc][L] fp32.  Where the device's weights are bf16
+ * (its GEMMs round their inputs to bf16 anyway) ln_linear writes f and r
+ * as bf16 rows padded to ld = L rounded up to 8 (16-byte rows for the
+ * tensor cores' loads), the GEMMs read them as they are; else they are
+ * fp32, ld = L.  tr: the rows are those of z^T, read and written in
  * place. */
 static void trunk_trimul_gemm(fwd_t *fx, const trunk_trimul_t *m, const trunk_sides_t *sd, tensor_t z, int tr,
                               int n)
 {
-	int L = (int)z.ne[0], c = (int)z.ne[2];
+	int L = (int)z.ne[0], c = (int)z.ne[2], bf = fx->be && fx->be->weights_bf16;
+	int64_t ld = bf ? ((int64_t)L + 7) / 8 * 8 : L, h = bf ? 2 : 1;   /* h: elements per float */
 	tensor_t f, g, r, x;
 
-	f = fwd_new3(fx, L, L, c);           /* row blocks [c][nr][L] */
+	f = fwd_new2(fx, L, c * ld / h);     /* row blocks [c][nr][ld] */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
-		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, NULL);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 1, bf ? ld : 0, NULL);
 	}
 	g = fwd_new3(fx, n, L, c);
-	r = fwd_new3(fx, c, n, L);           /* channel-major r of one row chunk */
+	r = fwd_new1(fx, c * n * ld / h);    /* channel-major r of one row chunk, [c][nc][ld] */
 	x = fwd_new3(fx, c, n, L);           /* channel-major product of one row chunk */
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
 		tensor_t gv = tensor_rows(g, 0, nc);
 		tensor_t xv = tensor_reshape2(tensor_rows(tensor_reshape2(x, (int64_t)c * n, L), 0, (int64_t)c * nc),
 		                              c, (int64_t)nc * L);
-		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, tensor_reshape2(r, c, (int64_t)nc * L), 1, &gv);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, tensor_rows(r, 0, c * nc * ld / h), 1,
+		                bf ? ld : 0, &gv);
 		for (int r0 = 0; r0 < L; r0 += n) {
 			/* x[:, :, r0:r0+nr] = r f[r-block]^T over k, per channel */
 			int nr = trunk_chunk(L, r0, n);
 			be_gemm_t p = {
 				.transa = 0, .transb = 1, .m = nc, .n = nr, .k = L,
 				.alpha = 1.0f, .beta = 0.0f,
-				.a = r.d, .lda = L, .stride_a = (int64_t)nc * L,
-				.b = f.d + (int64_t)r0 * L * c, .ldb = L, .stride_b = (int64_t)nr * L,
+				.a = r.d, .lda = ld, .stride_a = (int64_t)nc * ld,
+				.b = f.d + (int64_t)r0 * ld * c / h, .ldb = ld, .stride_b = (int64_t)nr * ld,
 				.c = x.d + r0, .ldc = L, .stride_c = (int64_t)nc * L, .batch = c,
+				.a_bf16 = bf, .b_bf16 = bf,
 			};
 			op_gemm(fx, &p);
 		}
@@ -347,7 +362,7 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 	f = fwd_new3(fx, L, L, c);
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
-		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, NULL);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->f_p, sd->f_g, tensor_rows(f, i0, nc), 0, 0, NULL);
 	}
 	g = fwd_new3(fx, n, L, c);
 	r = fwd_new3(fx, n, L, c);
@@ -355,7 +370,7 @@ static void trunk_trimul_direct(fwd_t *fx, const trunk_trimul_t *m, const trunk_
 	for (int i0 = 0; i0 < L; i0 += n) {
 		int nc = trunk_chunk(L, i0, n);
 		tensor_t gv = tensor_rows(g, 0, nc), rv = tensor_rows(r, 0, nc), xv = tensor_rows(x, 0, nc);
-		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, rv, 0, &gv);
+		trunk_trimul_in(fx, m, z, i0, nc, tr, sd->r_p, sd->r_g, rv, 0, 0, &gv);
 		op_trimul(fx, xv, rv, f);
 		op_trimul_out(fx, &(op_trimul_out_t){
 			.z = z, .i0 = i0, .transposed = tr, .x = xv, .channel_major = 0, .gv = gv,
@@ -483,7 +498,11 @@ static void trunk_triatt(fwd_t *fx, const trunk_triatt_t *m, const hparams_t *cf
  *     of rows, the hidden layer in them)
  *
  * Totals (pair part; plus 2 (H_s + 2 H_z) / c_z and the sequence track):
- * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3). */
+ * cpu and cuda 57 (esmfold_v1 at L = 256: 58.3).  In bytes, cuda at bf16
+ * writes the gated f and r and reads them in the triangle product as
+ * bf16 (trunk_trimul_gemm), and the outer features and their GEMM's read
+ * (trunk_seq_to_pair): half a pass each, 2 passes less per triangle
+ * multiplication and 1 for the outer, 52 fp32 passes' worth. */
 
 void trunk_block(fwd_t *fx, const trunk_block_t *b, const hparams_t *c, tensor_t s, tensor_t z, int chunk)
 {

@@ -8,9 +8,10 @@
  * _16F / _TF32 compute types the inputs are rounded to bfloat16 / float16 /
  * TF32 first (accumulation stays float32), so results deviate from float32
  * as a tensor core's would.  With CUEMU_GEMM_LOG=FILE every GEMM accepted
- * appends one line to FILE, "m n k batch inputs" (cuBLAS's column-major
- * sizes; inputs: 32F, 16BF -- bf16 operands or the FAST_16BF compute --,
- * 16F or TF32), so a test can see which precision each ran at. */
+ * appends one line to FILE, "m n k batch inputs operands lda ldb" (cuBLAS's
+ * column-major sizes; inputs: 32F, 16BF -- bf16 operands or the FAST_16BF
+ * compute --, 16F or TF32; operands: what A and B are stored as, bf16 or
+ * f32), so a test can see which precision each ran at. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -196,8 +197,8 @@ static int operand_ok(const void *x, size_t esize, int rows, int cols, int ld, l
 	return cuemu_check_range(x, one + esize * (size_t)stride * (size_t)(batch - 1), dev);
 }
 
-/* one line "m n k batch inputs" on CUEMU_GEMM_LOG, where it is set */
-static void gemm_log(int m, int n, int k, int batch, int bf16, cublasComputeType_t compute)
+/* one line "m n k batch inputs operands lda ldb" on CUEMU_GEMM_LOG, where it is set */
+static void gemm_log(int m, int n, int k, int batch, int bf16, cublasComputeType_t compute, int lda, int ldb)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const char *path = getenv("CUEMU_GEMM_LOG");
@@ -206,10 +207,10 @@ static void gemm_log(int m, int n, int k, int batch, int bf16, cublasComputeType
 	if (!path || !*path) return;
 	pthread_mutex_lock(&lock);
 	if ((f = fopen(path, "a"))) {
-		fprintf(f, "%d %d %d %d %s\n", m, n, k, batch,
+		fprintf(f, "%d %d %d %d %s %s %d %d\n", m, n, k, batch,
 		        bf16 || compute == CUBLAS_COMPUTE_32F_FAST_16BF ? "16BF" :
 		        compute == CUBLAS_COMPUTE_32F_FAST_16F ? "16F" :
-		        compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32" : "32F");
+		        compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? "TF32" : "32F", bf16 ? "bf16" : "f32", lda, ldb);
 		fclose(f);
 	}
 	pthread_mutex_unlock(&lock);
@@ -247,7 +248,7 @@ static cublasStatus_t gemm_enqueue(cublasHandle_t h, cublasOperation_t ta, cubla
 		fprintf(stderr, "cuemu: %s: an operand is not memory of device %d\n", who, dev);
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
-	gemm_log(m, n, k, batch, bf16, compute);
+	gemm_log(m, n, k, batch, bf16, compute, lda, ldb);
 	cuemu_gemm_t *g = malloc(sizeof *g);
 	if (!g) return CUBLAS_STATUS_ALLOC_FAILED;
 	*g = (cuemu_gemm_t){ ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,

@@ -14,7 +14,8 @@
 # (k = 3 Pq + 2), the pLDDT expectation (m = 1, k = 50 bins) and the
 # PAE / pTM one (m = 2, k = 64 bins), and a k = 1 product, should any be
 # made (the triangle-multiplication biases are added in fp32 in
-# ln_linear's gate epilogue, no GEMM); every other GEMM at bf16.
+# ln_linear's gate epilogue, no GEMM); every other GEMM at bf16, the
+# triangle products (batch c_z) on bf16 operands with ld on 8 elements.
 # The blocks, warps and lanes of every kernel in reverse order
 # (CUEMU_REVERSE=1) must give bit-identical tensors and PDB (a difference is
 # a race).  Freed host memory is poisoned (MALLOC_PERTURB_), so that a use after free
@@ -92,6 +93,17 @@ if policy=$(awk -v dp="$dp" '{
 	echo "len33 bf16 GEMMs: $policy"
 else
 	fail "len33 bf16 GEMMs: $policy"
+fi
+# the triangle products (batched over c_z channels) on the bf16 operands
+# ln_linear wrote, rows padded to 8 elements (L = 33: ld 40)
+cz=$("$py" -c "import json, sys
+print(json.load(open(sys.argv[1]))['esmfold_config']['trunk']['pairwise_state_dim'])" "$d/config.json")
+if tri=$(awk -v cz="$cz" '$4 == cz { n++; if ($6 != "bf16" || $7 % 8 || $8 % 8) { bad++; if (!ex) ex = $0 } }
+END { printf "%d triangle products, %d not on padded bf16 operands%s", n, bad, ex ? ", e.g. " ex : ""
+      exit !(n && !bad) }' "$tmp/len33.gemms"); then
+	echo "len33 bf16: $tri"
+else
+	fail "len33 bf16: $tri"
 fi
 
 finish

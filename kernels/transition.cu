@@ -1,7 +1,8 @@
-/* transition.cu - the transition (be_transition_t, backend.h) in one kernel:
+/* transition.cu - the transition (be_transition_t, backend.h) in one kernel or two:
  *   x: [R, d] += relu(LN(x) w1^T + b1) w2^T + b2,  w1: [h, d], w2: [d, h]
- * reading x once and writing it once; the hidden layer [R, h] is held a
- * tile of it at a time in shared memory, never in global memory.
+ * reading x once and writing it once; the pair transition's hidden layer
+ * [R, h] is held a tile of it at a time in shared memory, never in global
+ * memory, the sequence transition's goes through a buffer (below).
  *
  * bf16, d 16, 32 or 128 (the pair transition, c_z; the test models'
  * widths), h a multiple of TR_HS: k_transition_bf16, persistent blocks of TR_WARPS warps over
@@ -27,25 +28,32 @@
  * prologue) from the fragments, two channels per 8-byte access, 32-bit
  * row indices (the launcher refuses R over 2^31 - 129).
  *
- * bf16, other multiples of 16 up to 1024 (the sequence transition, c_s
- * 1024; other h): k_transition_wide, a block of TR_WARPS warps per bm = 16 mt rows
- * (mt = 1, 2 or 4 row tiles, as many as keep each warp's share of the
- * [bm, d] output at TR_MAXF fragments).  In shared memory:
- *   As: [bm, d + 8] bf16        the rows normed, rounded to bf16
- *   Hs: [bm, TR_HC + 8] bf16    one slice of TR_HC hidden columns:
- *                                 relu(As w1^T + b1), fp32 then bf16
- *   Ws: [TR_WARPS, 16, 20] fp32 each warp's staging of one fragment
- * For each slice of the hidden layer the warps compute its 16x16 tiles
- * (mma.sync, fp32 accumulation; the weights' fragments read from global
- * memory), then every warp adds Hs w2[:, slice]^T into
- * its output fragments, held in registers across the slices.  The
- * epilogue as above.  At c_s 1024 that is L / 16 blocks, each streaming
- * all 16 MiB of weights: latency-bound, ~0.4 ms a call at any L
- * (bench/gpu_model) where the FLOPs take ~20 us.  More blocks need the
- * hidden layer [L, h] in global memory (a split over h into one kernel,
- * then over the output columns into another, or cuBLAS with a bias-ReLU
- * epilogue and then beta 1), a buffer this op's interface does not give;
- * not done yet.
+ * bf16, other multiples of 16 up to TS_DMAX (the sequence transition,
+ * c_s 1024, and the test models' c_s 64; h a multiple of 16): two
+ * kernels over a hidden buffer hid: [R, h] bf16 (the caller's: the CUDA
+ * backend's bf16 stage, 11 MiB at L 1344, a chunk of rows at a time),
+ * each a grid over row tiles x column slices of TS_BN (at c_s 1024 and
+ * L 256: 256 and 64 blocks, where one block per 16 rows (16 blocks, the
+ * kernel before) left the card idle and latency-bound, ~0.35 ms a call):
+ *   k_seqtr_hidden<NV>: hid = bf16(relu(LN(x) w1^T + b1)), 32 rows x
+ *     TS_BN hidden units a block; its rows normed once into As: [32, d
+ *     + 8] (tr_ln_reg, the pair kernel's formula; one read of x a row)
+ *     while cp.async brings the first w1 stages; then a TS_STAGES-deep
+ *     cp.async pipeline of w1 stages Bs: [TS_BN, TS_BK + 8], ldmatrix +
+ *     mma.sync (warp w: rows 16 (w / 4).., hidden units 32 (w % 4)..),
+ *     bias and ReLU on the fragments, rounded to bf16 into a tile in
+ *     shared memory (over Bs) and stored 16 bytes a lane;
+ *   k_seqtr_out<MT>: x = (x + b2) + hid w2^T (K = h), 32 MT rows x TS_BN
+ *     outputs a block (MT 2 where that still gives TR_GRID blocks), both
+ *     operands by the same pipeline, the epilogue in the pair kernel's
+ *     order from the fragments (8-byte accesses).
+ * No atomics: every output is written by one lane, its sums in a fixed
+ * order.  Two kernels rather than an LN kernel and two cuBLAS calls: the
+ * layer norm fused into the first (no normed copy of x), bias and ReLU
+ * in its epilogue and the residual in the second's (cublasGemmEx has no
+ * ReLU epilogue; the bias would be a prologue pass and beta 1), and at
+ * c_s 1024 the whole op is 2 launches, against 4 and an extra [R, d]
+ * buffer.
  *
  * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
  * small test models): the same tiles on CUDA cores, shared memory fp32:
@@ -73,8 +81,11 @@ typedef __nv_bfloat16 bf16;
 #define TR_DMAX 128        /* widest d of the staged-weight kernel */
 #define TR_GRID 264        /* its blocks: resident on a 132-SM card (2 per SM) */
 #define TR_HC 128          /* hidden columns per slice (bf16 and fp32) */
-#define TR_MAXF 8          /* most output fragments per warp (bf16): d <= 1024 */
-#define TR_LDW 20          /* leading dimension of a warp's staging tile */
+#define TS_BN 128          /* columns per block of the two-phase kernels */
+#define TS_BK 32           /* their k per pipeline stage */
+#define TS_LDB (TS_BK + 8) /* leading dimension of a stage's rows (80 bytes) */
+#define TS_STAGES 3        /* their cp.async pipeline's depth */
+#define TS_DMAX 1024       /* widest d of the two-phase kernels */
 #define TR_F32_SMEM (46 * 1024)
 
 /* ---- the layer norm of one row, by one warp --------------------------- */
@@ -135,14 +146,15 @@ static __host__ __device__ tr_layout_t tr_layout(int d)
 }
 
 /* 16 bytes (8 bf16) from src to shared dst: one cp.async, or four of 4
- * bytes where the weights are not on 16 bytes */
-static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int v16)
+ * bytes where the weights are not on 16 bytes; ok 0: dst zero-filled,
+ * src not read */
+static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int v16, int ok = 1)
 {
 	if (v16) {
-		cu_cp_async_16(dst, src, 16);
+		cu_cp_async_16(dst, src, ok ? 16 : 0);
 		return;
 	}
-	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, src + 2 * i, 4);
+	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, src + 2 * i, ok ? 4 : 0);
 }
 
 /* weight slice h0.. into shared memory, asynchronously (one group):
@@ -162,36 +174,46 @@ static __device__ void tr_stage(bf16 *W1s, bf16 *W2s, const bf16 *w1, const bf16
 	cu_cp_async_commit();
 }
 
-/* rows r0..r0 + 15 of x normed into As: [16, d + 8] bf16 by one warp, each
- * row read once into registers (lane: channels lane + 32 i), statistics
- * as tr_ln_row's but by fast divisions and rsqrtf (as ln_linear.cu); rows
- * past R zero */
+/* dst: [n] bf16 = LN(xr: [d]) by one warp, columns d..n - 1 zero (xr
+ * NULL: all zero); xr read once into registers (lane: channels lane +
+ * 32 i, i < NV, d <= 32 NV), the statistics as tr_ln_row's but by fast
+ * divisions and rsqrtf (as ln_linear.cu) */
+template <int NV>
+static __device__ __forceinline__ void tr_ln_reg(bf16 *dst, const float *xr, int d, int n, const be_transition_t &t,
+                                                 int lane)
+{
+	float v[NV], mean = 0.0f, var = 0.0f;
+	if (!xr) {
+		for (int c = lane; c < n; c += 32) dst[c] = __float2bfloat16(0.0f);
+		return;
+	}
+#pragma unroll
+	for (int i = 0; i < NV; i++) {
+		v[i] = lane + 32 * i < d ? xr[lane + 32 * i] : 0.0f;
+		mean += v[i];
+	}
+	mean = __fdividef(cu_warp_sum(mean), (float)d);
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < d) { float u = v[i] - mean; var += u * u; }
+	const float inv = rsqrtf(__fdividef(cu_warp_sum(var), (float)d) + t.eps);
+#pragma unroll
+	for (int i = 0; i < NV; i++) {
+		const int c = lane + 32 * i;
+		if (c < d) dst[c] = __float2bfloat16((v[i] - mean) * inv * t.ln_w[c] + (t.ln_b ? t.ln_b[c] : 0.0f));
+	}
+	for (int c = d + lane; c < n; c += 32) dst[c] = __float2bfloat16(0.0f);
+}
+
+/* rows r0..r0 + 15 of x normed into As: [16, d + 8] bf16 by one warp
+ * (tr_ln_reg); rows past R zero */
 template <int DT>
 static __device__ void tr_ln16(bf16 *As, const be_transition_t &t, int r0, int lane)
 {
-	const int d = DT * 16, nv = (d + 31) / 32;
-	for (int r = 0; r < 16; r++) {
-		const int row = r0 + r;
-		float v[nv], mean = 0.0f, var = 0.0f;
-		if (row >= t.rows) {
-			for (int i = 0; i < nv; i++)
-				if (lane + 32 * i < d) As[r * (d + 8) + lane + 32 * i] = __float2bfloat16(0.0f);
-			continue;
-		}
-		const float *xr = t.x + (size_t)row * d;
-		for (int i = 0; i < nv; i++) {
-			v[i] = lane + 32 * i < d ? xr[lane + 32 * i] : 0.0f;
-			mean += v[i];
-		}
-		mean = __fdividef(cu_warp_sum(mean), (float)d);
-		for (int i = 0; i < nv; i++)
-			if (lane + 32 * i < d) { float u = v[i] - mean; var += u * u; }
-		const float inv = rsqrtf(__fdividef(cu_warp_sum(var), (float)d) + t.eps);
-		for (int i = 0; i < nv; i++) {
-			const int c = lane + 32 * i;
-			if (c < d) As[r * (d + 8) + c] = __float2bfloat16((v[i] - mean) * inv * t.ln_w[c] + (t.ln_b ? t.ln_b[c] : 0.0f));
-		}
-	}
+	const int d = DT * 16;
+	for (int r = 0; r < 16; r++)
+		tr_ln_reg<(d + 31) / 32>(As + r * (d + 8), r0 + r < t.rows ? t.x + (size_t)(r0 + r) * d : NULL, d, d,
+		                         t, lane);
 }
 
 /* persistent: block b over the row tiles b, b + gridDim.x, ...; x: [R, d],
@@ -301,104 +323,195 @@ static int tr_launch_bf16(cudaStream_t s, const be_transition_t *t)
 	return cu_launched();
 }
 
-/* ---- bf16, d > TR_DMAX (the sequence transition): mma.sync, 16 mt rows a block */
+/* ---- bf16, other d (the sequence transition): two kernels over hid ---- */
 
 typedef struct {
-	int a, h, w, bytes;   /* byte offsets of As, Hs, Ws (the base on 128 bytes); size to ask */
-} trw_layout_t;
+	int a, b, bytes;   /* byte offsets of As, Bs (on 128 bytes); size to ask */
+} ts_layout_t;
 
-static __host__ __device__ trw_layout_t trw_layout(int d, int mt)
+/* phase 1 (mt 1): As [32, ka + 8] (ka = d up to TS_BK) resident; phase 2:
+ * As [TS_STAGES][32 mt, TS_LDB]; both Bs [TS_STAGES][TS_BN, TS_LDB] */
+static __host__ __device__ ts_layout_t ts_layout(int phase, int d, int mt)
 {
-	trw_layout_t y;
+	ts_layout_t y;
+	const int ka = (d + TS_BK - 1) / TS_BK * TS_BK;
 	y.a = 0;
-	y.h = y.a + tr_up(16 * mt * (d + 8) * 2);
-	y.w = y.h + tr_up(16 * mt * (TR_HC + 8) * 2);
-	y.bytes = y.w + tr_up(TR_WARPS * 16 * TR_LDW * 4);
+	y.b = phase == 1 ? tr_up(32 * mt * (ka + 8) * 2) : tr_up(TS_STAGES * 32 * mt * TS_LDB * 2);
+	y.bytes = y.b + tr_up(TS_STAGES * TS_BN * TS_LDB * 2);
 	return y;
 }
 
-/* grid: one block per 16 mt rows; x: [R, d], w1: [h, d] bf16, w2: [d, h]
- * bf16; NF: output fragments per warp, TR_WARPS NF >= mt d / 16 */
-template <int NF>
-static __global__ void __launch_bounds__(TR_WARPS * 32)
-k_transition_wide(be_transition_t t, int mt)
+/* dst: [N, TS_LDB] bf16 = src[row0 + r, k0 + c] (src: [nrows, ld] bf16),
+ * asynchronously (no commit), zero past row nrows or column K */
+template <int N>
+static __device__ __forceinline__ void ts_load(bf16 *dst, const bf16 *src, int ld, int row0, int nrows, int k0,
+                                               int K, int v16)
 {
-	CU_DYN_SHARED(char, sm);
-	const int d = t.d, h = t.h, LDA = d + 8, LDH = TR_HC + 8, dt = d / 16, nout = mt * dt;
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	const int64_t r0 = (int64_t)blockIdx.x * 16 * mt;
-	const trw_layout_t y = trw_layout(d, mt);
-	bf16 *As = (bf16 *)(sm + y.a), *Hs = (bf16 *)(sm + y.h);
-	float *Ws = (float *)(sm + y.w) + warp * 16 * TR_LDW;
-	const bf16 *w1 = (const bf16 *)t.w1, *w2 = (const bf16 *)t.w2;
-	float acc[NF][2][4] = {};
-
-	tr_ln_tile<bf16>(As, LDA, t, r0, 16 * mt);
-	__syncthreads();
-
-	for (int h0 = 0; h0 < h; h0 += TR_HC) {
-		const int hc = h - h0 < TR_HC ? (h - h0) / 16 : TR_HC / 16;   /* column tiles of this slice */
-		/* Hs = relu(As w1[h0.., :]^T + b1): [16 mt, d] x [d, 16 hc] */
-		for (int e = warp; e < mt * hc; e += TR_WARPS) {
-			const int m = e / hc, n = e % hc;
-			float hf[2][4] = {};
-			for (int k0 = 0; k0 < d; k0 += 16) {
-				uint32_t af[4], bf[4];
-				cu_tile_a(af, As + m * 16 * LDA + k0, LDA, lane);
-				cu_tile_bt_global(bf, w1 + (int64_t)(h0 + n * 16) * d + k0, d, lane);
-				cu_tile_mma(hf, af, bf);
-			}
-			cu_tile_store(Ws, TR_LDW, hf, lane);
-			__syncwarp();
-			for (int q = lane; q < 256; q += 32) {
-				int r = q / 16, c = q % 16, j = h0 + n * 16 + c;
-				float v = Ws[r * TR_LDW + c] + (t.b1 ? t.b1[j] : 0.0f);
-				Hs[(m * 16 + r) * LDH + n * 16 + c] = __float2bfloat16(v > 0.0f ? v : 0.0f);
-			}
-			__syncwarp();   /* Ws read before the next tile overwrites it */
-		}
-		__syncthreads();
-		/* acc += Hs w2[:, h0..]^T: [16 mt, 16 hc] x [16 hc, d] */
-		for (int i = 0; i < NF; i++) {
-			const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
-			if (e >= nout) break;
-			for (int k = 0; k < hc; k++) {
-				uint32_t af[4], bf[4];
-				cu_tile_a(af, Hs + m * 16 * LDH + k * 16, LDH, lane);
-				cu_tile_bt_global(bf, w2 + (int64_t)n * 16 * h + h0 + k * 16, h, lane);
-				cu_tile_mma(acc[i], af, bf);
-			}
-		}
-		__syncthreads();   /* Hs read before the next slice overwrites it */
-	}
-
-	/* x = (x + b2) + acc, rows past R left alone */
-	for (int i = 0; i < NF; i++) {
-		const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
-		if (e >= nout) break;
-		cu_tile_store(Ws, TR_LDW, acc[i], lane);
-		__syncwarp();
-		for (int q = lane; q < 256; q += 32) {
-			int r = q / 16, c = n * 16 + q % 16;
-			int64_t row = r0 + m * 16 + r;
-			if (row < t.rows) {
-				float *xp = t.x + row * d + c;
-				*xp = (*xp + (t.b2 ? t.b2[c] : 0.0f)) + Ws[r * TR_LDW + q % 16];
-			}
-		}
-		__syncwarp();
+#pragma unroll
+	for (int q = threadIdx.x; q < N * (TS_BK / 8); q += TR_NT) {
+		const int r = q / (TS_BK / 8), c = q % (TS_BK / 8) * 8;
+		const int ok = row0 + r < nrows && k0 + c < K;
+		tr_copy(dst + r * TS_LDB + c, ok ? src + (size_t)(row0 + r) * ld + k0 + c : src, v16, ok);
 	}
 }
 
-template <int NF>
-static int trw_launch(cudaStream_t s, const be_transition_t *t, int mt)
+/* acc += A B^T over TS_BK: A the warp's 16 MT rows (lda), B its 32 weight
+ * rows of a stage (TS_LDB), both from column 0 */
+template <int MT>
+static __device__ __forceinline__ void ts_step(float acc[MT][2][2][4], const bf16 *A, int lda, const bf16 *B,
+                                               int lane)
 {
-	int64_t nblocks = (t->rows + 16 * mt - 1) / (16 * mt);
-	size_t smem = (size_t)trw_layout(t->d, mt).bytes;
+#pragma unroll
+	for (int kk = 0; kk < TS_BK; kk += 16) {
+		uint32_t af[MT][4], bfr[2][4];
+#pragma unroll
+		for (int m = 0; m < MT; m++) cu_tile_a(af[m], A + m * 16 * lda + kk, lda, lane);
+#pragma unroll
+		for (int n = 0; n < 2; n++) cu_tile_bt(bfr[n], B + n * 16 * TS_LDB + kk, TS_LDB, lane);
+#pragma unroll
+		for (int m = 0; m < MT; m++)
+#pragma unroll
+			for (int n = 0; n < 2; n++) cu_tile_mma(acc[m][n], af[m], bfr[n]);
+	}
+}
 
-	if (nblocks > 0x7fffffff) return -EINVAL;
-	CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, smem, s, k_transition_wide<NF>)(*t, mt);
-	return cu_launched();
+/* phase 1, grid (R / 32, h / TS_BN) rounded up: hid: [R, h] bf16 =
+ * bf16(relu(LN(x) w1^T + b1)) of rows 32 bx.., columns TS_BN by..;
+ * x: [R, d] fp32, w1: [h, d] bf16, d <= 32 NV; v16: w1 on 16 bytes */
+template <int NV>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_hidden(be_transition_t t, bf16 *hid, int v16)
+{
+	CU_DYN_SHARED(char, sm);
+	const int d = t.d, h = t.h, rows = (int)t.rows, ka = (d + TS_BK - 1) / TS_BK * TS_BK, lda = ka + 8;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4, r0 = blockIdx.x * 32, n0 = blockIdx.y * TS_BN, nk = ka / TS_BK;
+	const ts_layout_t y = ts_layout(1, d, 1);
+	bf16 *As = (bf16 *)(sm + y.a), *Bs = (bf16 *)(sm + y.b);
+	const bf16 *w1 = (const bf16 *)t.w1;
+	float acc[1][2][2][4] = {};
+
+	for (int s = 0; s < TS_STAGES - 1; s++) {
+		if (s < nk) ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, w1, d, n0, h, s * TS_BK, d, v16);
+		cu_cp_async_commit();
+	}
+	for (int r = warp; r < 32; r += TR_WARPS)   /* while the weights come */
+		tr_ln_reg<NV>(As + r * lda, r0 + r < rows ? t.x + (size_t)(r0 + r) * d : NULL, d, ka, t, lane);
+	for (int kt = 0; kt < nk; kt++) {
+		const int kp = kt + TS_STAGES - 1, sr = kt % TS_STAGES, sw = kp % TS_STAGES;
+		cu_cp_async_wait<TS_STAGES - 2>();
+		__syncthreads();   /* stage kt in (and As); stage kt - 1 read by all */
+		if (kp < nk) ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, w1, d, n0, h, kp * TS_BK, d, v16);
+		cu_cp_async_commit();
+		ts_step<1>(acc, As + wm * 16 * lda + kt * TS_BK, lda, Bs + (sr * TS_BN + wn * 32) * TS_LDB, lane);
+	}
+	/* Cs: [32, TS_BN + 8] bf16 over Bs = bf16(relu(acc + b1)), then
+	 * 16-byte stores of the rows below R, the columns below h */
+	const int ldc = TS_BN + 8;
+	bf16 *Cs = Bs;
+	cu_cp_async_wait<0>();
+	__syncthreads();
+#pragma unroll
+	for (int n = 0; n < 2; n++)
+#pragma unroll
+		for (int j = 0; j < 2; j++) {
+			const int c = wn * 32 + n * 16 + j * 8 + 2 * tq, hc = n0 + c, r = wm * 16 + g;
+			const float b0 = t.b1 && hc < h ? t.b1[hc] : 0.0f, b1 = t.b1 && hc < h ? t.b1[hc + 1] : 0.0f;
+			const float *a = acc[0][n][j];
+			*(uint32_t *)(Cs + r * ldc + c) = cu_bf16x2(fmaxf(a[0] + b0, 0.0f), fmaxf(a[1] + b1, 0.0f));
+			*(uint32_t *)(Cs + (r + 8) * ldc + c) = cu_bf16x2(fmaxf(a[2] + b0, 0.0f), fmaxf(a[3] + b1, 0.0f));
+		}
+	__syncthreads();
+#pragma unroll
+	for (int q = threadIdx.x; q < 32 * (TS_BN / 8); q += TR_NT) {
+		const int r = q / (TS_BN / 8), c = q % (TS_BN / 8) * 8;
+		if (r0 + r < rows && n0 + c < h)
+			*(uint4 *)(hid + (size_t)(r0 + r) * h + n0 + c) = *(const uint4 *)(Cs + r * ldc + c);
+	}
+}
+
+/* phase 2, grid (R / (32 MT), d / TS_BN) rounded up: x: [R, d] = (x + b2)
+ * + hid w2^T of rows 32 MT bx.., columns TS_BN by..; hid: [R, h] bf16,
+ * w2: [d, h] bf16; v16: w2 on 16 bytes */
+template <int MT>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
+{
+	CU_DYN_SHARED(char, sm);
+	const int d = t.d, h = t.h, rows = (int)t.rows, BM = 32 * MT, nk = (h + TS_BK - 1) / TS_BK;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4, r0 = blockIdx.x * BM, n0 = blockIdx.y * TS_BN;
+	const ts_layout_t y = ts_layout(2, d, MT);
+	bf16 *As = (bf16 *)(sm + y.a), *Bs = (bf16 *)(sm + y.b);
+	const bf16 *w2 = (const bf16 *)t.w2;
+	float acc[MT][2][2][4] = {};
+
+	for (int s = 0; s < TS_STAGES - 1; s++) {
+		if (s < nk) {
+			ts_load<32 * MT>(As + s * BM * TS_LDB, hid, h, r0, rows, s * TS_BK, h, 1);
+			ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, w2, h, n0, d, s * TS_BK, h, v16);
+		}
+		cu_cp_async_commit();
+	}
+	for (int kt = 0; kt < nk; kt++) {
+		const int kp = kt + TS_STAGES - 1, sr = kt % TS_STAGES, sw = kp % TS_STAGES;
+		cu_cp_async_wait<TS_STAGES - 2>();
+		__syncthreads();   /* stage kt in; stage kt - 1 read by all */
+		if (kp < nk) {
+			ts_load<32 * MT>(As + sw * BM * TS_LDB, hid, h, r0, rows, kp * TS_BK, h, 1);
+			ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, w2, h, n0, d, kp * TS_BK, h, v16);
+		}
+		cu_cp_async_commit();
+		ts_step<MT>(acc, As + (sr * BM + wm * 16 * MT) * TS_LDB, TS_LDB, Bs + (sr * TS_BN + wn * 32) * TS_LDB,
+		            lane);
+	}
+	cu_cp_async_wait<0>();   /* nothing in flight at exit (the empty groups) */
+	/* x = (x + b2) + acc: two channels a lane, rows below R, columns below d */
+#pragma unroll
+	for (int m = 0; m < MT; m++)
+#pragma unroll
+		for (int n = 0; n < 2; n++)
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const int c = n0 + wn * 32 + n * 16 + j * 8 + 2 * tq;
+				if (c >= d) continue;
+				const float b0 = t.b2 ? t.b2[c] : 0.0f, b1 = t.b2 ? t.b2[c + 1] : 0.0f;
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					const int row = r0 + wm * 16 * MT + m * 16 + g + 8 * e;
+					if (row >= rows) continue;
+					float2 *xp = (float2 *)(t.x + (size_t)row * d + c), v = *xp;
+					v.x = (v.x + b0) + acc[m][n][j][2 * e];
+					v.y = (v.y + b1) + acc[m][n][j][2 * e + 1];
+					*xp = v;
+				}
+			}
+}
+
+/* the two phases on rows of t, chunk rows at a time (hid: [chunk, h]) */
+static int ts_launch(cudaStream_t s, const be_transition_t *t, bf16 *hid, int64_t chunk)
+{
+	const int v1 = (uintptr_t)t->w1 % 16 == 0, v2 = (uintptr_t)t->w2 % 16 == 0;
+	const unsigned ny1 = (unsigned)((t->h + TS_BN - 1) / TS_BN), ny2 = (unsigned)((t->d + TS_BN - 1) / TS_BN);
+	const size_t s1 = (size_t)ts_layout(1, t->d, 1).bytes;
+	int rc = 0;
+
+	for (int64_t r0 = 0; r0 < t->rows && !rc; r0 += chunk) {
+		be_transition_t c = *t;
+		c.x = t->x + r0 * t->d;
+		c.rows = t->rows - r0 < chunk ? t->rows - r0 : chunk;
+		const unsigned nr = (unsigned)c.rows, nx2 = (nr + 63) / 64;
+		if (t->d <= 128) CU_LAUNCH(dim3((nr + 31) / 32, ny1), TR_NT, s1, s, k_seqtr_hidden<4>)(c, hid, v1);
+		else CU_LAUNCH(dim3((nr + 31) / 32, ny1), TR_NT, s1, s, k_seqtr_hidden<TS_DMAX / 32>)(c, hid, v1);
+		if ((rc = cu_launched())) break;
+		if (nx2 * ny2 >= TR_GRID)
+			CU_LAUNCH(dim3(nx2, ny2), TR_NT, (size_t)ts_layout(2, t->d, 2).bytes, s, k_seqtr_out<2>)(c, hid, v2);
+		else
+			CU_LAUNCH(dim3((nr + 31) / 32, ny2), TR_NT, (size_t)ts_layout(2, t->d, 1).bytes, s,
+			          k_seqtr_out<1>)(c, hid, v2);
+		rc = cu_launched();
+	}
+	return rc;
 }
 
 /* ---- on CUDA cores: fp32, or bf16 where the tensor cores do not fit ---- */
@@ -460,16 +573,16 @@ extern "C" int cu_transition_smem_init(int bytes)
 	int rc = cu_smem_allow((const void *)k_transition_bf16<1>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<TR_DMAX / 16>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<1>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<2>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<4>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<TR_MAXF>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<4>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<TS_DMAX / 32>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<bf16>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<float>, bytes);
 	return rc;
 }
 
-extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
+extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems)
 {
 	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
 	if (t->rows == 0) return 0;
@@ -480,13 +593,10 @@ extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
 		if (t->d == 32) return tr_launch_bf16<2>(s, t);
 		return tr_launch_bf16<TR_DMAX / 16>(s, t);
 	}
-	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= 16 * TR_WARPS * TR_MAXF) {
-		const int dt = t->d / 16, mt = dt >= 32 ? 1 : dt >= 16 ? 2 : 4;
-		const int nf = (mt * dt + TR_WARPS - 1) / TR_WARPS;
-		if (nf <= 1) return trw_launch<1>(s, t, mt);
-		if (nf <= 2) return trw_launch<2>(s, t, mt);
-		if (nf <= 4) return trw_launch<4>(s, t, mt);
-		return trw_launch<TR_MAXF>(s, t, mt);
+	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= TS_DMAX && (uintptr_t)t->x % 8 == 0) {
+		const int64_t chunk = hidden_elems / t->h / 64 * 64;   /* rows a pass */
+		if (!hidden || chunk < 64 || (uintptr_t)hidden % 16) return -EINVAL;
+		return ts_launch(s, t, (bf16 *)hidden, chunk < 0x40000000 ? chunk : 0x40000000);
 	}
 	int64_t per = (int64_t)(2 * t->d + TR_HC) * 4;
 	int bm = (int)(TR_F32_SMEM / per < 32 ? TR_F32_SMEM / per : 32);

@@ -26,14 +26,18 @@ each product loop, one per instantiation or unrolled remainder) is a main
 loop, and the kernel's share is that of their fast paths together.
   - subroutine calls: any CALL, the compiler's out-of-line int64
     division / remainder and the slow path of an IEEE fp32 division,
-    reported, and refused in kernels named by :nocall.
+    reported, and refused in kernels named by :nocall;
+  - global loads in the main loop (LDG; cp.async is LDGSTS, not one),
+    refused in kernels named by :noldg: their operands come through
+    shared memory (LDSM), never a fragment loaded from global memory.
 
-Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE][:inner][:nocall]]
+Usage: sass_check.py SASS_FILE [--check REGEX[=SHARE][:inner][:nocall][:noldg]]
 ... : prints one line per kernel; exits 1 when a kernel whose (mangled or
 demangled) name matches a REGEX uses local memory or generic loads /
 stores, or, where it has HMMA, its main loop's HMMA share is under SHARE
 (default 1/8; the first matching REGEX holds), or, with :nocall, calls a
-subroutine.
+subroutine, or, with :noldg, loads from global memory in its main loop;
+and when a REGEX names no kernel at all (a rule that no longer applies).
 """
 import re
 import sys
@@ -204,7 +208,7 @@ def inner_loops(ins):
     return out
 
 
-def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False):
+def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False, noldg=False):
     """(line, failures) for one kernel"""
     ops = collections.Counter(op for _, op, _ in ins)
     local = sum(n for op, n in ops.items() if base(op) in ('LDL', 'STL'))
@@ -221,6 +225,9 @@ def judge(name, ins, minshare=1.0 / 8, inner=False, nocall=False):
         fails.append('%d generic loads / stores' % generic)
     if nocall and calls:
         fails.append('%d subroutine calls' % calls)
+    ldg = sum(1 for _, op, _ in ml if base(op) == 'LDG')
+    if noldg and ldg:
+        fails.append('%d global loads in the main loop' % ldg)
     share = mh / len(ml) if ml else 0.0
     if hmma and share < minshare:
         fails.append('main loop HMMA share %.3f < %.3f' % (share, minshare))
@@ -244,9 +251,14 @@ def main(argv):
             spec = argv[i + 1].split(':')
             rx, _, share = spec[0].partition('=')
             checks.append((re.compile(rx), (float(eval(share, {})) if share else 1.0 / 8,
-                                            'inner' in spec[1:], 'nocall' in spec[1:])))
+                                            'inner' in spec[1:], 'nocall' in spec[1:],
+                                            'noldg' in spec[1:])))
     kernels = parse(open(argv[1]).read())
     bad = 0
+    for c, _ in checks:
+        if not any(c.search(n) or c.search(demangle(n)) for n in kernels):
+            print('--check %s: FAIL: names no kernel' % c.pattern)
+            bad += 1
     for name, ins in sorted(kernels.items()):
         hit = [sh for c, sh in checks if c.search(name) or c.search(demangle(name))]
         line, fails = judge(name, ins, *(hit[0] if hit else (1.0 / 8,)))

@@ -1207,20 +1207,22 @@ static void test_transition(void **state)
  * trans_case checks it: L 1, odd L not a multiple of 16 (37: two row
  * tiles, the second part rows), L 129 (past the 64-row tiles), at
  * esmfold_v1's c_s 1024 and the test model's 64 (tiny_a), h = 4 d,
- * without the biases once; h 48 (a slice of 128 hidden units only part
+ * without the biases once, the weights on 4 bytes once (4-byte
+ * cp.async); h 48 (a slice of 128 hidden units only part
  * full, d 16 < one k stage) at 16,901 rows (the 64-row tiles of the
  * second kernel: over TR_GRID blocks); h 65,536 at d 48 (the hidden
  * layer in chunks of 128 rows, the stage's 8 Mi elements: 200 rows take
  * two) */
 static void test_seq_transition(void **state)
 {
-	static const struct { int64_t R; int d, h, biases; } cs[] = {
-		{ 1, 1024, 4096, 1 }, { 37, 1024, 4096, 1 }, { 1, 64, 256, 1 }, { 37, 64, 256, 0 },
-		{ 129, 64, 256, 1 }, { 16901, 16, 48, 1 }, { 200, 48, 65536, 1 },
+	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {
+		{ 1, 1024, 4096, 1, 0 }, { 37, 1024, 4096, 1, 0 }, { 1, 64, 256, 1, 0 }, { 37, 64, 256, 0, 0 },
+		{ 129, 64, 256, 1, 0 }, { 45, 64, 256, 1, 2 }, { 16901, 16, 48, 1, 0 }, { 200, 48, 65536, 1, 0 },
 	};
 
 	(void)state;
-	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, 0);
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+		trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
 /* --- ln_linear --- */

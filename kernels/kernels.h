@@ -103,9 +103,10 @@ int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, i
  * once.  t->bf16: on the tensor cores (bf16 mma.sync, fp32 accumulation)
  * where d and h are multiples of 16 and d <= 1024: at d 16, 32 and 128
  * (h a multiple of 32) in one kernel, the hidden layer in shared memory
- * only; otherwise (the sequence transition) in two, the hidden layer
- * through hidden: [hidden_elems] bf16 on 16 bytes, a chunk of rows
- * (hidden_elems / h, down to a multiple of 64; at least 64) at a time
+ * only; otherwise (the sequence transition) in three, the normed rows
+ * and the hidden layer through hidden: [hidden_elems] bf16 on 16 bytes,
+ * a chunk of rows (hidden_elems / (d + h), down to a multiple of 64; at
+ * least 64) at a time
  * (-EINVAL where too small or NULL); elsewhere with the same bf16
  * rounding on the CUDA cores; fp32 weights: in fp32 on the CUDA cores
  * (hidden unused, may be NULL).  d up to about 5000 */

@@ -29,31 +29,35 @@
  * row indices (the launcher refuses R over 2^31 - 129).
  *
  * bf16, other multiples of 16 up to TS_DMAX (the sequence transition,
- * c_s 1024, and the test models' c_s 64; h a multiple of 16): two
- * kernels over a hidden buffer hid: [R, h] bf16 (the caller's: the CUDA
- * backend's bf16 stage, 11 MiB at L 1344, a chunk of rows at a time),
- * each a grid over row tiles x column slices of TS_BN (at c_s 1024 and
- * L 256: 256 and 64 blocks, where one block per 16 rows (16 blocks, the
- * kernel before) left the card idle and latency-bound, ~0.35 ms a call):
- *   k_seqtr_hidden<NV>: hid = bf16(relu(LN(x) w1^T + b1)), 32 rows x
- *     TS_BN hidden units a block; its rows normed once into As: [32, d
- *     + 8] (tr_ln_reg, the pair kernel's formula; one read of x a row)
- *     while cp.async brings the first w1 stages; then a TS_STAGES-deep
- *     cp.async pipeline of w1 stages Bs: [TS_BN, TS_BK + 8], ldmatrix +
- *     mma.sync (warp w: rows 16 (w / 4).., hidden units 32 (w % 4)..),
- *     bias and ReLU on the fragments, rounded to bf16 into a tile in
- *     shared memory (over Bs) and stored 16 bytes a lane;
- *   k_seqtr_out<MT>: x = (x + b2) + hid w2^T (K = h), 32 MT rows x TS_BN
- *     outputs a block (MT 2 where that still gives TR_GRID blocks), both
- *     operands by the same pipeline, the epilogue in the pair kernel's
- *     order from the fragments (8-byte accesses).
- * No atomics: every output is written by one lane, its sums in a fixed
- * order.  Two kernels rather than an LN kernel and two cuBLAS calls: the
- * layer norm fused into the first (no normed copy of x), bias and ReLU
- * in its epilogue and the residual in the second's (cublasGemmEx has no
- * ReLU epilogue; the bias would be a prologue pass and beta 1), and at
- * c_s 1024 the whole op is 2 launches, against 4 and an extra [R, d]
- * buffer.
+ * c_s 1024, and the test models' c_s 64; h a multiple of 16): three
+ * kernels over a buffer of the caller's (the CUDA backend's bf16 stage),
+ * xn: [R, d] and hid: [R, h] bf16 (13.8 MB at L 1344), a chunk of rows
+ * at a time; the products are grids over row tiles x column slices of
+ * TS_BN (at c_s 1024 and L 256: 256 and 64 blocks, where the kernel
+ * before, one block per 16 rows reading weight fragments from global
+ * memory, had 16 blocks and was latency-bound, ~0.35 ms a call):
+ *   k_seqtr_ln<NV>: xn = LN(x), a warp per row (tr_ln_reg: the pair
+ *     kernel's formula, one read of x);
+ *   k_seqtr_hidden<MT>: hid = bf16(relu(xn w1^T + b1)) of 32 MT rows x
+ *     TS_BN hidden units a block, K = d;
+ *   k_seqtr_out<MT>: x = (x + b2) + hid w2^T of 32 MT rows x TS_BN
+ *     outputs a block, K = h, the epilogue in the pair kernel's order
+ *     from the fragments (8-byte accesses);
+ * both products by ts_gemm: a TS_STAGES-deep cp.async pipeline of both
+ * operands, As: [32 MT, TS_BK + 8], Bs: [TS_BN, TS_BK + 8] a stage
+ * (46 / 61 KiB at MT 1 / 2), ldmatrix + mma.sync, warp w on rows 16 MT
+ * (w / 4).., columns 32 (w % 4)..; MT 2 where that still gives TR_GRID
+ * blocks.  k_seqtr_hidden adds bias and ReLU on the fragments, rounds to
+ * bf16 into a tile in shared memory (over Bs) and stores 16 bytes a
+ * lane.  The layer norm is a kernel of its own, not a prologue of
+ * k_seqtr_hidden: there each row would be normed once per hidden slice
+ * (32 times at h 4096, ~380 warp instructions a row each: more issue
+ * time than the slice's products) where the extra pass costs 6 bytes an
+ * element.  Custom products rather than cuBLAS: cublasGemmEx has no
+ * bias-ReLU epilogue (a bias prologue, beta 1 and a ReLU pass: 3 more
+ * passes over [R, h]), and ts_gemm's epilogues write hid in bf16 and x
+ * in place.  No atomics: every output is written by one lane, its sums
+ * in a fixed order.
  *
  * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
  * small test models): the same tiles on CUDA cores, shared memory fp32:
@@ -323,49 +327,38 @@ static int tr_launch_bf16(cudaStream_t s, const be_transition_t *t)
 	return cu_launched();
 }
 
-/* ---- bf16, other d (the sequence transition): two kernels over hid ---- */
+/* ---- bf16, other d (the sequence transition): three kernels over a buffer */
 
-typedef struct {
-	int a, b, bytes;   /* byte offsets of As, Bs (on 128 bytes); size to ask */
-} ts_layout_t;
+/* shared memory of the products: As: [TS_STAGES][32 mt, TS_LDB], then Bs:
+ * [TS_STAGES][TS_BN, TS_LDB] bf16 at the offset returned (on 128 bytes) */
+static __host__ __device__ int ts_bs(int mt) { return tr_up(TS_STAGES * 32 * mt * TS_LDB * 2); }
 
-/* phase 1 (mt 1): As [32, ka + 8] (ka = d up to TS_BK) resident; phase 2:
- * As [TS_STAGES][32 mt, TS_LDB]; both Bs [TS_STAGES][TS_BN, TS_LDB] */
-static __host__ __device__ ts_layout_t ts_layout(int phase, int d, int mt)
-{
-	ts_layout_t y;
-	const int ka = (d + TS_BK - 1) / TS_BK * TS_BK;
-	y.a = 0;
-	y.b = phase == 1 ? tr_up(32 * mt * (ka + 8) * 2) : tr_up(TS_STAGES * 32 * mt * TS_LDB * 2);
-	y.bytes = y.b + tr_up(TS_STAGES * TS_BN * TS_LDB * 2);
-	return y;
-}
+static __host__ __device__ int ts_smem(int mt) { return ts_bs(mt) + tr_up(TS_STAGES * TS_BN * TS_LDB * 2); }
 
-/* dst: [N, TS_LDB] bf16 = src[row0 + r, k0 + c] (src: [nrows, ld] bf16),
+/* dst: [N, TS_LDB] bf16 = src[row0 + r, k0 + c] (src: [nrows, K] bf16),
  * asynchronously (no commit), zero past row nrows or column K */
 template <int N>
-static __device__ __forceinline__ void ts_load(bf16 *dst, const bf16 *src, int ld, int row0, int nrows, int k0,
-                                               int K, int v16)
+static __device__ __forceinline__ void ts_load(bf16 *dst, const bf16 *src, int row0, int nrows, int k0, int K,
+                                               int v16)
 {
 #pragma unroll
 	for (int q = threadIdx.x; q < N * (TS_BK / 8); q += TR_NT) {
 		const int r = q / (TS_BK / 8), c = q % (TS_BK / 8) * 8;
 		const int ok = row0 + r < nrows && k0 + c < K;
-		tr_copy(dst + r * TS_LDB + c, ok ? src + (size_t)(row0 + r) * ld + k0 + c : src, v16, ok);
+		tr_copy(dst + r * TS_LDB + c, ok ? src + (size_t)(row0 + r) * K + k0 + c : src, v16, ok);
 	}
 }
 
-/* acc += A B^T over TS_BK: A the warp's 16 MT rows (lda), B its 32 weight
- * rows of a stage (TS_LDB), both from column 0 */
+/* acc += A B^T over TS_BK: A the warp's 16 MT rows, B its 32 weight rows
+ * of a stage */
 template <int MT>
-static __device__ __forceinline__ void ts_step(float acc[MT][2][2][4], const bf16 *A, int lda, const bf16 *B,
-                                               int lane)
+static __device__ __forceinline__ void ts_step(float acc[MT][2][2][4], const bf16 *A, const bf16 *B, int lane)
 {
 #pragma unroll
 	for (int kk = 0; kk < TS_BK; kk += 16) {
 		uint32_t af[MT][4], bfr[2][4];
 #pragma unroll
-		for (int m = 0; m < MT; m++) cu_tile_a(af[m], A + m * 16 * lda + kk, lda, lane);
+		for (int m = 0; m < MT; m++) cu_tile_a(af[m], A + m * 16 * TS_LDB + kk, TS_LDB, lane);
 #pragma unroll
 		for (int n = 0; n < 2; n++) cu_tile_bt(bfr[n], B + n * 16 * TS_LDB + kk, TS_LDB, lane);
 #pragma unroll
@@ -375,81 +368,23 @@ static __device__ __forceinline__ void ts_step(float acc[MT][2][2][4], const bf1
 	}
 }
 
-/* phase 1, grid (R / 32, h / TS_BN) rounded up: hid: [R, h] bf16 =
- * bf16(relu(LN(x) w1^T + b1)) of rows 32 bx.., columns TS_BN by..;
- * x: [R, d] fp32, w1: [h, d] bf16, d <= 32 NV; v16: w1 on 16 bytes */
-template <int NV>
-static __global__ void __launch_bounds__(TR_NT, 2)
-k_seqtr_hidden(be_transition_t t, bf16 *hid, int v16)
-{
-	CU_DYN_SHARED(char, sm);
-	const int d = t.d, h = t.h, rows = (int)t.rows, ka = (d + TS_BK - 1) / TS_BK * TS_BK, lda = ka + 8;
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-	const int wm = warp / 4, wn = warp % 4, r0 = blockIdx.x * 32, n0 = blockIdx.y * TS_BN, nk = ka / TS_BK;
-	const ts_layout_t y = ts_layout(1, d, 1);
-	bf16 *As = (bf16 *)(sm + y.a), *Bs = (bf16 *)(sm + y.b);
-	const bf16 *w1 = (const bf16 *)t.w1;
-	float acc[1][2][2][4] = {};
-
-	for (int s = 0; s < TS_STAGES - 1; s++) {
-		if (s < nk) ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, w1, d, n0, h, s * TS_BK, d, v16);
-		cu_cp_async_commit();
-	}
-	for (int r = warp; r < 32; r += TR_WARPS)   /* while the weights come */
-		tr_ln_reg<NV>(As + r * lda, r0 + r < rows ? t.x + (size_t)(r0 + r) * d : NULL, d, ka, t, lane);
-	for (int kt = 0; kt < nk; kt++) {
-		const int kp = kt + TS_STAGES - 1, sr = kt % TS_STAGES, sw = kp % TS_STAGES;
-		cu_cp_async_wait<TS_STAGES - 2>();
-		__syncthreads();   /* stage kt in (and As); stage kt - 1 read by all */
-		if (kp < nk) ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, w1, d, n0, h, kp * TS_BK, d, v16);
-		cu_cp_async_commit();
-		ts_step<1>(acc, As + wm * 16 * lda + kt * TS_BK, lda, Bs + (sr * TS_BN + wn * 32) * TS_LDB, lane);
-	}
-	/* Cs: [32, TS_BN + 8] bf16 over Bs = bf16(relu(acc + b1)), then
-	 * 16-byte stores of the rows below R, the columns below h */
-	const int ldc = TS_BN + 8;
-	bf16 *Cs = Bs;
-	cu_cp_async_wait<0>();
-	__syncthreads();
-#pragma unroll
-	for (int n = 0; n < 2; n++)
-#pragma unroll
-		for (int j = 0; j < 2; j++) {
-			const int c = wn * 32 + n * 16 + j * 8 + 2 * tq, hc = n0 + c, r = wm * 16 + g;
-			const float b0 = t.b1 && hc < h ? t.b1[hc] : 0.0f, b1 = t.b1 && hc < h ? t.b1[hc + 1] : 0.0f;
-			const float *a = acc[0][n][j];
-			*(uint32_t *)(Cs + r * ldc + c) = cu_bf16x2(fmaxf(a[0] + b0, 0.0f), fmaxf(a[1] + b1, 0.0f));
-			*(uint32_t *)(Cs + (r + 8) * ldc + c) = cu_bf16x2(fmaxf(a[2] + b0, 0.0f), fmaxf(a[3] + b1, 0.0f));
-		}
-	__syncthreads();
-#pragma unroll
-	for (int q = threadIdx.x; q < 32 * (TS_BN / 8); q += TR_NT) {
-		const int r = q / (TS_BN / 8), c = q % (TS_BN / 8) * 8;
-		if (r0 + r < rows && n0 + c < h)
-			*(uint4 *)(hid + (size_t)(r0 + r) * h + n0 + c) = *(const uint4 *)(Cs + r * ldc + c);
-	}
-}
-
-/* phase 2, grid (R / (32 MT), d / TS_BN) rounded up: x: [R, d] = (x + b2)
- * + hid w2^T of rows 32 MT bx.., columns TS_BN by..; hid: [R, h] bf16,
- * w2: [d, h] bf16; v16: w2 on 16 bytes */
+/* acc = A[r0.., :] B[n0.., :]^T of the block's 32 MT x TS_BN tile (warp
+ * w: rows 16 MT (w / 4).., columns 32 (w % 4)..): A: [rows, K], B: [N,
+ * K] bf16 (A on 16 bytes, B where v16), a TS_STAGES-deep cp.async
+ * pipeline through sm (ts_smem), ldmatrix + mma.sync; no copy in flight
+ * on return, the last stage still being read by other warps */
 template <int MT>
-static __global__ void __launch_bounds__(TR_NT, 2)
-k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
+static __device__ __forceinline__ void ts_gemm(float acc[MT][2][2][4], char *sm, const bf16 *A, int rows, int r0,
+                                               const bf16 *B, int N, int n0, int K, int v16)
 {
-	CU_DYN_SHARED(char, sm);
-	const int d = t.d, h = t.h, rows = (int)t.rows, BM = 32 * MT, nk = (h + TS_BK - 1) / TS_BK;
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
-	const int wm = warp / 4, wn = warp % 4, r0 = blockIdx.x * BM, n0 = blockIdx.y * TS_BN;
-	const ts_layout_t y = ts_layout(2, d, MT);
-	bf16 *As = (bf16 *)(sm + y.a), *Bs = (bf16 *)(sm + y.b);
-	const bf16 *w2 = (const bf16 *)t.w2;
-	float acc[MT][2][2][4] = {};
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, BM = 32 * MT, nk = (K + TS_BK - 1) / TS_BK;
+	bf16 *As = (bf16 *)sm, *Bs = (bf16 *)(sm + ts_bs(MT));
+	const bf16 *Aw = As + warp / 4 * 16 * MT * TS_LDB, *Bw = Bs + warp % 4 * 32 * TS_LDB;
 
 	for (int s = 0; s < TS_STAGES - 1; s++) {
 		if (s < nk) {
-			ts_load<32 * MT>(As + s * BM * TS_LDB, hid, h, r0, rows, s * TS_BK, h, 1);
-			ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, w2, h, n0, d, s * TS_BK, h, v16);
+			ts_load<32 * MT>(As + s * BM * TS_LDB, A, r0, rows, s * TS_BK, K, 1);
+			ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, B, n0, N, s * TS_BK, K, v16);
 		}
 		cu_cp_async_commit();
 	}
@@ -458,14 +393,79 @@ k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
 		cu_cp_async_wait<TS_STAGES - 2>();
 		__syncthreads();   /* stage kt in; stage kt - 1 read by all */
 		if (kp < nk) {
-			ts_load<32 * MT>(As + sw * BM * TS_LDB, hid, h, r0, rows, kp * TS_BK, h, 1);
-			ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, w2, h, n0, d, kp * TS_BK, h, v16);
+			ts_load<32 * MT>(As + sw * BM * TS_LDB, A, r0, rows, kp * TS_BK, K, 1);
+			ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, B, n0, N, kp * TS_BK, K, v16);
 		}
 		cu_cp_async_commit();
-		ts_step<MT>(acc, As + (sr * BM + wm * 16 * MT) * TS_LDB, TS_LDB, Bs + (sr * TS_BN + wn * 32) * TS_LDB,
-		            lane);
+		ts_step<MT>(acc, Aw + sr * BM * TS_LDB, Bw + sr * TS_BN * TS_LDB, lane);
 	}
-	cu_cp_async_wait<0>();   /* nothing in flight at exit (the empty groups) */
+	cu_cp_async_wait<0>();   /* the empty groups */
+}
+
+/* grid R / TR_WARPS rounded up, a warp per row: xn: [R, d] bf16 = LN(x:
+ * [R, d]) (tr_ln_reg: the pair kernel's formula), d <= 32 NV */
+template <int NV>
+static __global__ void __launch_bounds__(TR_NT)
+k_seqtr_ln(be_transition_t t, bf16 *xn)
+{
+	const int row = blockIdx.x * TR_WARPS + threadIdx.x / 32;
+
+	if (row < (int)t.rows) tr_ln_reg<NV>(xn + (size_t)row * t.d, t.x + (size_t)row * t.d, t.d, t.d, t, threadIdx.x % 32);
+}
+
+/* grid (R / (32 MT), h / TS_BN) rounded up: hid: [R, h] bf16 =
+ * bf16(relu(xn w1^T + b1)) of rows 32 MT bx.., columns TS_BN by..;
+ * xn: [R, d], w1: [h, d] bf16; v16: w1 on 16 bytes */
+template <int MT>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_hidden(be_transition_t t, const bf16 *xn, bf16 *hid, int v16)
+{
+	CU_DYN_SHARED(char, sm);
+	const int h = t.h, rows = (int)t.rows, r0 = blockIdx.x * 32 * MT, n0 = blockIdx.y * TS_BN;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4, ldc = TS_BN + 8;
+	bf16 *Cs = (bf16 *)(sm + ts_bs(MT));   /* [32 MT, TS_BN + 8] over Bs, after the products */
+	float acc[MT][2][2][4] = {};
+
+	ts_gemm<MT>(acc, sm, xn, rows, r0, (const bf16 *)t.w1, h, n0, t.d, v16);
+	__syncthreads();   /* Bs read by all */
+	/* Cs = bf16(relu(acc + b1)), then 16-byte stores of the rows below R,
+	 * the columns below h */
+#pragma unroll
+	for (int m = 0; m < MT; m++)
+#pragma unroll
+		for (int n = 0; n < 2; n++)
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const int c = wn * 32 + n * 16 + j * 8 + 2 * tq, hc = n0 + c, r = (wm * MT + m) * 16 + g;
+				const float b0 = t.b1 && hc < h ? t.b1[hc] : 0.0f, b1 = t.b1 && hc < h ? t.b1[hc + 1] : 0.0f;
+				const float *a = acc[m][n][j];
+				*(uint32_t *)(Cs + r * ldc + c) = cu_bf16x2(fmaxf(a[0] + b0, 0.0f), fmaxf(a[1] + b1, 0.0f));
+				*(uint32_t *)(Cs + (r + 8) * ldc + c) = cu_bf16x2(fmaxf(a[2] + b0, 0.0f), fmaxf(a[3] + b1, 0.0f));
+			}
+	__syncthreads();
+#pragma unroll
+	for (int q = threadIdx.x; q < 32 * MT * (TS_BN / 8); q += TR_NT) {
+		const int r = q / (TS_BN / 8), c = q % (TS_BN / 8) * 8;
+		if (r0 + r < rows && n0 + c < h)
+			*(uint4 *)(hid + (size_t)(r0 + r) * h + n0 + c) = *(const uint4 *)(Cs + r * ldc + c);
+	}
+}
+
+/* grid (R / (32 MT), d / TS_BN) rounded up: x: [R, d] = (x + b2) + hid
+ * w2^T of rows 32 MT bx.., columns TS_BN by..; hid: [R, h] bf16, w2:
+ * [d, h] bf16; v16: w2 on 16 bytes */
+template <int MT>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
+{
+	CU_DYN_SHARED(char, sm);
+	const int d = t.d, rows = (int)t.rows, r0 = blockIdx.x * 32 * MT, n0 = blockIdx.y * TS_BN;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4;
+	float acc[MT][2][2][4] = {};
+
+	ts_gemm<MT>(acc, sm, hid, rows, r0, (const bf16 *)t.w2, d, n0, t.h, v16);
 	/* x = (x + b2) + acc: two channels a lane, rows below R, columns below d */
 #pragma unroll
 	for (int m = 0; m < MT; m++)
@@ -478,7 +478,7 @@ k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
 				const float b0 = t.b2 ? t.b2[c] : 0.0f, b1 = t.b2 ? t.b2[c + 1] : 0.0f;
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
-					const int row = r0 + wm * 16 * MT + m * 16 + g + 8 * e;
+					const int row = r0 + (wm * MT + m) * 16 + g + 8 * e;
 					if (row >= rows) continue;
 					float2 *xp = (float2 *)(t.x + (size_t)row * d + c), v = *xp;
 					v.x = (v.x + b0) + acc[m][n][j][2 * e];
@@ -488,27 +488,32 @@ k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
 			}
 }
 
-/* the two phases on rows of t, chunk rows at a time (hid: [chunk, h]) */
-static int ts_launch(cudaStream_t s, const be_transition_t *t, bf16 *hid, int64_t chunk)
+/* the three kernels on rows of t, chunk rows at a time (buf: [chunk, d +
+ * h] bf16: xn, then hid on 16 bytes) */
+static int ts_launch(cudaStream_t s, const be_transition_t *t, bf16 *buf, int64_t chunk)
 {
 	const int v1 = (uintptr_t)t->w1 % 16 == 0, v2 = (uintptr_t)t->w2 % 16 == 0;
 	const unsigned ny1 = (unsigned)((t->h + TS_BN - 1) / TS_BN), ny2 = (unsigned)((t->d + TS_BN - 1) / TS_BN);
-	const size_t s1 = (size_t)ts_layout(1, t->d, 1).bytes;
+	bf16 *xn = buf, *hid = buf + chunk * t->d;
 	int rc = 0;
 
 	for (int64_t r0 = 0; r0 < t->rows && !rc; r0 += chunk) {
 		be_transition_t c = *t;
 		c.x = t->x + r0 * t->d;
 		c.rows = t->rows - r0 < chunk ? t->rows - r0 : chunk;
-		const unsigned nr = (unsigned)c.rows, nx2 = (nr + 63) / 64;
-		if (t->d <= 128) CU_LAUNCH(dim3((nr + 31) / 32, ny1), TR_NT, s1, s, k_seqtr_hidden<4>)(c, hid, v1);
-		else CU_LAUNCH(dim3((nr + 31) / 32, ny1), TR_NT, s1, s, k_seqtr_hidden<TS_DMAX / 32>)(c, hid, v1);
+		const unsigned nr = (unsigned)c.rows, n1 = (nr + 31) / 32, n2 = (nr + 63) / 64;
+		if (t->d <= 128) CU_LAUNCH((nr + TR_WARPS - 1) / TR_WARPS, TR_NT, 0, s, k_seqtr_ln<4>)(c, xn);
+		else CU_LAUNCH((nr + TR_WARPS - 1) / TR_WARPS, TR_NT, 0, s, k_seqtr_ln<TS_DMAX / 32>)(c, xn);
 		if ((rc = cu_launched())) break;
-		if (nx2 * ny2 >= TR_GRID)
-			CU_LAUNCH(dim3(nx2, ny2), TR_NT, (size_t)ts_layout(2, t->d, 2).bytes, s, k_seqtr_out<2>)(c, hid, v2);
+		if (n2 * ny1 >= TR_GRID)
+			CU_LAUNCH(dim3(n2, ny1), TR_NT, (size_t)ts_smem(2), s, k_seqtr_hidden<2>)(c, xn, hid, v1);
 		else
-			CU_LAUNCH(dim3((nr + 31) / 32, ny2), TR_NT, (size_t)ts_layout(2, t->d, 1).bytes, s,
-			          k_seqtr_out<1>)(c, hid, v2);
+			CU_LAUNCH(dim3(n1, ny1), TR_NT, (size_t)ts_smem(1), s, k_seqtr_hidden<1>)(c, xn, hid, v1);
+		if ((rc = cu_launched())) break;
+		if (n2 * ny2 >= TR_GRID)
+			CU_LAUNCH(dim3(n2, ny2), TR_NT, (size_t)ts_smem(2), s, k_seqtr_out<2>)(c, hid, v2);
+		else
+			CU_LAUNCH(dim3(n1, ny2), TR_NT, (size_t)ts_smem(1), s, k_seqtr_out<1>)(c, hid, v2);
 		rc = cu_launched();
 	}
 	return rc;
@@ -573,8 +578,8 @@ extern "C" int cu_transition_smem_init(int bytes)
 	int rc = cu_smem_allow((const void *)k_transition_bf16<1>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<TR_DMAX / 16>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<4>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<TS_DMAX / 32>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<1>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<bf16>, bytes);
@@ -594,7 +599,7 @@ extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t, void *hid
 		return tr_launch_bf16<TR_DMAX / 16>(s, t);
 	}
 	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= TS_DMAX && (uintptr_t)t->x % 8 == 0) {
-		const int64_t chunk = hidden_elems / t->h / 64 * 64;   /* rows a pass */
+		const int64_t chunk = hidden_elems / (t->d + t->h) / 64 * 64;   /* rows a pass */
 		if (!hidden || chunk < 64 || (uintptr_t)hidden % 16) return -EINVAL;
 		return ts_launch(s, t, (bf16 *)hidden, chunk < 0x40000000 ? chunk : 0x40000000);
 	}

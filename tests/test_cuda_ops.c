@@ -1201,18 +1201,17 @@ static void test_transition(void **state)
 	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
-/* The sequence transition's two kernels (kernels/transition.cu:
+/* The sequence transition's kernels (kernels/transition.cu: k_seqtr_ln,
  * k_seqtr_hidden, k_seqtr_out; bf16, d a multiple of 16 other than 16,
  * 32 and 128, or h no multiple of 32) at awkward shapes, each as
  * trans_case checks it: L 1, odd L not a multiple of 16 (37: two row
  * tiles, the second part rows), L 129 (past the 64-row tiles), at
  * esmfold_v1's c_s 1024 and the test model's 64 (tiny_a), h = 4 d,
  * without the biases once, the weights on 4 bytes once (4-byte
- * cp.async); h 48 (a slice of 128 hidden units only part
- * full, d 16 < one k stage) at 16,901 rows (the 64-row tiles of the
- * second kernel: over TR_GRID blocks); h 65,536 at d 48 (the hidden
- * layer in chunks of 128 rows, the stage's 8 Mi elements: 200 rows take
- * two) */
+ * cp.async); h 48 (a slice of 128 hidden units only part full, d 16 <
+ * one k stage) at 16,901 rows (both products on 64-row tiles: over
+ * TR_GRID blocks); h 65,536 at d 48 (the buffer, the stage's 8 Mi
+ * elements, holds 64 rows: 200 rows in four chunks) */
 static void test_seq_transition(void **state)
 {
 	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {

@@ -7,7 +7,7 @@
  * and, at bf16, the stage a GEMM rounds its activation operand into when
  * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
  * held in bf16, shared by the device's workers), which the bf16
- * sequence transition also holds its hidden layer in.  Every entry makes the
+ * sequence transition also holds its normed rows and hidden layer in.  Every entry makes the
  * device current first (workers may live on other host threads; a host
  * thread remembers its current device, so that this costs a runtime call
  * only when the thread changes devices) and queues its work on the
@@ -373,10 +373,10 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
-/* at bf16 the wide transition's hidden layer, [rows, h] bf16 a chunk of
- * rows at a time, lives in the stage (BE_CUDA_STAGE elements: 2048 rows
- * at h 4096; be->workspace, counted in every quota), taken as a GEMM
- * takes it */
+/* at bf16 the sequence transition's normed rows and hidden layer,
+ * [rows, d + h] bf16 a chunk of rows at a time, live in the stage
+ * (BE_CUDA_STAGE elements: 1600 rows at c_s 1024, h 4096; 13.8 MB at L
+ * 1344; be->workspace, counted in every quota), taken as a GEMM takes it */
 static int be_cuda_transition(be_t *be, const be_transition_t *t)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);

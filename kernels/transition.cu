@@ -45,7 +45,7 @@
  *     from the fragments (8-byte accesses);
  * both products by ts_gemm: a TS_STAGES-deep cp.async pipeline of both
  * operands, As: [32 MT, TS_BK + 8], Bs: [TS_BN, TS_BK + 8] a stage
- * (46 / 61 KiB at MT 1 / 2), ldmatrix + mma.sync, warp w on rows 16 MT
+ * (37.5 / 45 KiB at MT 1 / 2), ldmatrix + mma.sync, warp w on rows 16 MT
  * (w / 4).., columns 32 (w % 4)..; MT 2 where that still gives TR_GRID
  * blocks.  k_seqtr_hidden adds bias and ReLU on the fragments, rounds to
  * bf16 into a tile in shared memory (over Bs) and stores 16 bytes a
@@ -466,26 +466,23 @@ k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
 	float acc[MT][2][2][4] = {};
 
 	ts_gemm<MT>(acc, sm, hid, rows, r0, (const bf16 *)t.w2, d, n0, t.h, v16);
-	/* x = (x + b2) + acc: two channels a lane, rows below R, columns below d */
+	/* x = (x + b2) + acc: two channels a lane, rows below R, columns below
+	 * d; fragment f: m-tile f / 4, n-tile f / 2 % 2, half f % 2 */
 #pragma unroll
-	for (int m = 0; m < MT; m++)
+	for (int f = 0; f < 4 * MT; f++) {
+		const int m = f / 4, n = f / 2 % 2, j = f % 2, c = n0 + wn * 32 + n * 16 + j * 8 + 2 * tq;
+		if (c >= d) continue;
+		const float b0 = t.b2 ? t.b2[c] : 0.0f, b1 = t.b2 ? t.b2[c + 1] : 0.0f;
 #pragma unroll
-		for (int n = 0; n < 2; n++)
-#pragma unroll
-			for (int j = 0; j < 2; j++) {
-				const int c = n0 + wn * 32 + n * 16 + j * 8 + 2 * tq;
-				if (c >= d) continue;
-				const float b0 = t.b2 ? t.b2[c] : 0.0f, b1 = t.b2 ? t.b2[c + 1] : 0.0f;
-#pragma unroll
-				for (int e = 0; e < 2; e++) {
-					const int row = r0 + (wm * MT + m) * 16 + g + 8 * e;
-					if (row >= rows) continue;
-					float2 *xp = (float2 *)(t.x + (size_t)row * d + c), v = *xp;
-					v.x = (v.x + b0) + acc[m][n][j][2 * e];
-					v.y = (v.y + b1) + acc[m][n][j][2 * e + 1];
-					*xp = v;
-				}
-			}
+		for (int e = 0; e < 2; e++) {
+			const int row = r0 + (wm * MT + m) * 16 + g + 8 * e;
+			if (row >= rows) continue;
+			float2 *xp = (float2 *)(t.x + (size_t)row * d + c), v = *xp;
+			v.x = (v.x + b0) + acc[m][n][j][2 * e];
+			v.y = (v.y + b1) + acc[m][n][j][2 * e + 1];
+			*xp = v;
+		}
+	}
 }
 
 /* the three kernels on rows of t, chunk rows at a time (buf: [chunk, d +

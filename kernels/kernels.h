@@ -100,12 +100,18 @@ int cu_ipa_out(cudaStream_t s, float *cat, int64_t ldc, const float *op, const f
 int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, int L, float scale);
 
 /* --- transition.cu --- */
-/* the transition of be_transition_t in one kernel: x: [rows, d] read once and
- * written once, the hidden layer in shared memory only.  t->bf16: on the
- * tensor cores (bf16 mma.sync, fp32 accumulation) where d and h are multiples
- * of 16 and d <= 1024, else with the same bf16 rounding on the CUDA
- * cores; fp32 weights: in fp32 on the CUDA cores.  d up to about 5000 */
-int cu_transition(cudaStream_t s, const be_transition_t *t);
+/* the transition of be_transition_t: x: [rows, d] read once and written
+ * once.  t->bf16: on the tensor cores (bf16 mma.sync, fp32 accumulation)
+ * where d and h are multiples of 16 and d <= 1024: at d 16, 32 and 128
+ * (h a multiple of 32) in one kernel, the hidden layer in shared memory
+ * only; otherwise (the sequence transition) in three, the normed rows
+ * and the hidden layer through hidden: [hidden_elems] bf16 on 16 bytes,
+ * a chunk of rows (hidden_elems / (d + h), down to a multiple of 64; at
+ * least 64) at a time
+ * (-EINVAL where too small or NULL); elsewhere with the same bf16
+ * rounding on the CUDA cores; fp32 weights: in fp32 on the CUDA cores
+ * (hidden unused, may be NULL).  d up to about 5000 */
+int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems);
 
 /* --- ln_linear.cu --- */
 /* the largest k (input features) cu_ln_linear accepts */

@@ -1,7 +1,8 @@
-/* transition.cu - the transition (be_transition_t, backend.h) in one kernel:
+/* transition.cu - the transition (be_transition_t, backend.h) in one kernel or two:
  *   x: [R, d] += relu(LN(x) w1^T + b1) w2^T + b2,  w1: [h, d], w2: [d, h]
- * reading x once and writing it once; the hidden layer [R, h] is held a
- * tile of it at a time in shared memory, never in global memory.
+ * reading x once and writing it once; the pair transition's hidden layer
+ * [R, h] is held a tile of it at a time in shared memory, never in global
+ * memory, the sequence transition's goes through a buffer (below).
  *
  * bf16, d 16, 32 or 128 (the pair transition, c_z; the test models'
  * widths), h a multiple of TR_HS: k_transition_bf16, persistent blocks of TR_WARPS warps over
@@ -27,25 +28,36 @@
  * prologue) from the fragments, two channels per 8-byte access, 32-bit
  * row indices (the launcher refuses R over 2^31 - 129).
  *
- * bf16, other multiples of 16 up to 1024 (the sequence transition, c_s
- * 1024; other h): k_transition_wide, a block of TR_WARPS warps per bm = 16 mt rows
- * (mt = 1, 2 or 4 row tiles, as many as keep each warp's share of the
- * [bm, d] output at TR_MAXF fragments).  In shared memory:
- *   As: [bm, d + 8] bf16        the rows normed, rounded to bf16
- *   Hs: [bm, TR_HC + 8] bf16    one slice of TR_HC hidden columns:
- *                                 relu(As w1^T + b1), fp32 then bf16
- *   Ws: [TR_WARPS, 16, 20] fp32 each warp's staging of one fragment
- * For each slice of the hidden layer the warps compute its 16x16 tiles
- * (mma.sync, fp32 accumulation; the weights' fragments read from global
- * memory), then every warp adds Hs w2[:, slice]^T into
- * its output fragments, held in registers across the slices.  The
- * epilogue as above.  At c_s 1024 that is L / 16 blocks, each streaming
- * all 16 MiB of weights: latency-bound, ~0.4 ms a call at any L
- * (bench/gpu_model) where the FLOPs take ~20 us.  More blocks need the
- * hidden layer [L, h] in global memory (a split over h into one kernel,
- * then over the output columns into another, or cuBLAS with a bias-ReLU
- * epilogue and then beta 1), a buffer this op's interface does not give;
- * not done yet.
+ * bf16, other multiples of 16 up to TS_DMAX (the sequence transition,
+ * c_s 1024, and the test models' c_s 64; h a multiple of 16): three
+ * kernels over a buffer of the caller's (the CUDA backend's bf16 stage),
+ * xn: [R, d] and hid: [R, h] bf16 (13.8 MB at L 1344), a chunk of rows
+ * at a time; the products are grids over row tiles x column slices of
+ * TS_BN (at c_s 1024 and L 256: 256 and 64 blocks, where the kernel
+ * before, one block per 16 rows reading weight fragments from global
+ * memory, had 16 blocks and was latency-bound, ~0.35 ms a call):
+ *   k_seqtr_ln<NV>: xn = LN(x), a warp per row (tr_ln_reg: the pair
+ *     kernel's formula, one read of x);
+ *   k_seqtr_hidden<MT>: hid = bf16(relu(xn w1^T + b1)) of 32 MT rows x
+ *     TS_BN hidden units a block, K = d;
+ *   k_seqtr_out<MT>: x = (x + b2) + hid w2^T of 32 MT rows x TS_BN
+ *     outputs a block, K = h, the epilogue in the pair kernel's order
+ *     from the fragments (8-byte accesses);
+ * both products by ts_gemm: a TS_STAGES-deep cp.async pipeline of both
+ * operands, As: [32 MT, TS_BK + 8], Bs: [TS_BN, TS_BK + 8] a stage
+ * (37.5 / 45 KiB at MT 1 / 2), ldmatrix + mma.sync, warp w on rows 16 MT
+ * (w / 4).., columns 32 (w % 4)..; MT 2 where that still gives TR_GRID
+ * blocks.  k_seqtr_hidden adds bias and ReLU on the fragments, rounds to
+ * bf16 into a tile in shared memory (over Bs) and stores 16 bytes a
+ * lane.  The layer norm is a kernel of its own, not a prologue of
+ * k_seqtr_hidden: there each row would be normed once per hidden slice
+ * (32 times at h 4096, ~380 warp instructions a row each: more issue
+ * time than the slice's products) where the extra pass costs 6 bytes an
+ * element.  Custom products rather than cuBLAS: cublasGemmEx has no
+ * bias-ReLU epilogue (a bias prologue, beta 1 and a ReLU pass: 3 more
+ * passes over [R, h]), and ts_gemm's epilogues write hid in bf16 and x
+ * in place.  No atomics: every output is written by one lane, its sums
+ * in a fixed order.
  *
  * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
  * small test models): the same tiles on CUDA cores, shared memory fp32:
@@ -73,8 +85,11 @@ typedef __nv_bfloat16 bf16;
 #define TR_DMAX 128        /* widest d of the staged-weight kernel */
 #define TR_GRID 264        /* its blocks: resident on a 132-SM card (2 per SM) */
 #define TR_HC 128          /* hidden columns per slice (bf16 and fp32) */
-#define TR_MAXF 8          /* most output fragments per warp (bf16): d <= 1024 */
-#define TR_LDW 20          /* leading dimension of a warp's staging tile */
+#define TS_BN 128          /* columns per block of the two-phase kernels */
+#define TS_BK 32           /* their k per pipeline stage */
+#define TS_LDB (TS_BK + 8) /* leading dimension of a stage's rows (80 bytes) */
+#define TS_STAGES 3        /* their cp.async pipeline's depth */
+#define TS_DMAX 1024       /* widest d of the two-phase kernels */
 #define TR_F32_SMEM (46 * 1024)
 
 /* ---- the layer norm of one row, by one warp --------------------------- */
@@ -135,14 +150,15 @@ static __host__ __device__ tr_layout_t tr_layout(int d)
 }
 
 /* 16 bytes (8 bf16) from src to shared dst: one cp.async, or four of 4
- * bytes where the weights are not on 16 bytes */
-static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int v16)
+ * bytes where the weights are not on 16 bytes; ok 0: dst zero-filled,
+ * src not read */
+static __device__ __forceinline__ void tr_copy(bf16 *dst, const bf16 *src, int v16, int ok = 1)
 {
 	if (v16) {
-		cu_cp_async_16(dst, src, 16);
+		cu_cp_async_16(dst, src, ok ? 16 : 0);
 		return;
 	}
-	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, src + 2 * i, 4);
+	for (int i = 0; i < 4; i++) cu_cp_async_4(dst + 2 * i, src + 2 * i, ok ? 4 : 0);
 }
 
 /* weight slice h0.. into shared memory, asynchronously (one group):
@@ -162,36 +178,46 @@ static __device__ void tr_stage(bf16 *W1s, bf16 *W2s, const bf16 *w1, const bf16
 	cu_cp_async_commit();
 }
 
-/* rows r0..r0 + 15 of x normed into As: [16, d + 8] bf16 by one warp, each
- * row read once into registers (lane: channels lane + 32 i), statistics
- * as tr_ln_row's but by fast divisions and rsqrtf (as ln_linear.cu); rows
- * past R zero */
+/* dst: [n] bf16 = LN(xr: [d]) by one warp, columns d..n - 1 zero (xr
+ * NULL: all zero); xr read once into registers (lane: channels lane +
+ * 32 i, i < NV, d <= 32 NV), the statistics as tr_ln_row's but by fast
+ * divisions and rsqrtf (as ln_linear.cu) */
+template <int NV>
+static __device__ __forceinline__ void tr_ln_reg(bf16 *dst, const float *xr, int d, int n, const be_transition_t &t,
+                                                 int lane)
+{
+	float v[NV], mean = 0.0f, var = 0.0f;
+	if (!xr) {
+		for (int c = lane; c < n; c += 32) dst[c] = __float2bfloat16(0.0f);
+		return;
+	}
+#pragma unroll
+	for (int i = 0; i < NV; i++) {
+		v[i] = lane + 32 * i < d ? xr[lane + 32 * i] : 0.0f;
+		mean += v[i];
+	}
+	mean = __fdividef(cu_warp_sum(mean), (float)d);
+#pragma unroll
+	for (int i = 0; i < NV; i++)
+		if (lane + 32 * i < d) { float u = v[i] - mean; var += u * u; }
+	const float inv = rsqrtf(__fdividef(cu_warp_sum(var), (float)d) + t.eps);
+#pragma unroll
+	for (int i = 0; i < NV; i++) {
+		const int c = lane + 32 * i;
+		if (c < d) dst[c] = __float2bfloat16((v[i] - mean) * inv * t.ln_w[c] + (t.ln_b ? t.ln_b[c] : 0.0f));
+	}
+	for (int c = d + lane; c < n; c += 32) dst[c] = __float2bfloat16(0.0f);
+}
+
+/* rows r0..r0 + 15 of x normed into As: [16, d + 8] bf16 by one warp
+ * (tr_ln_reg); rows past R zero */
 template <int DT>
 static __device__ void tr_ln16(bf16 *As, const be_transition_t &t, int r0, int lane)
 {
-	const int d = DT * 16, nv = (d + 31) / 32;
-	for (int r = 0; r < 16; r++) {
-		const int row = r0 + r;
-		float v[nv], mean = 0.0f, var = 0.0f;
-		if (row >= t.rows) {
-			for (int i = 0; i < nv; i++)
-				if (lane + 32 * i < d) As[r * (d + 8) + lane + 32 * i] = __float2bfloat16(0.0f);
-			continue;
-		}
-		const float *xr = t.x + (size_t)row * d;
-		for (int i = 0; i < nv; i++) {
-			v[i] = lane + 32 * i < d ? xr[lane + 32 * i] : 0.0f;
-			mean += v[i];
-		}
-		mean = __fdividef(cu_warp_sum(mean), (float)d);
-		for (int i = 0; i < nv; i++)
-			if (lane + 32 * i < d) { float u = v[i] - mean; var += u * u; }
-		const float inv = rsqrtf(__fdividef(cu_warp_sum(var), (float)d) + t.eps);
-		for (int i = 0; i < nv; i++) {
-			const int c = lane + 32 * i;
-			if (c < d) As[r * (d + 8) + c] = __float2bfloat16((v[i] - mean) * inv * t.ln_w[c] + (t.ln_b ? t.ln_b[c] : 0.0f));
-		}
-	}
+	const int d = DT * 16;
+	for (int r = 0; r < 16; r++)
+		tr_ln_reg<(d + 31) / 32>(As + r * (d + 8), r0 + r < t.rows ? t.x + (size_t)(r0 + r) * d : NULL, d, d,
+		                         t, lane);
 }
 
 /* persistent: block b over the row tiles b, b + gridDim.x, ...; x: [R, d],
@@ -301,104 +327,193 @@ static int tr_launch_bf16(cudaStream_t s, const be_transition_t *t)
 	return cu_launched();
 }
 
-/* ---- bf16, d > TR_DMAX (the sequence transition): mma.sync, 16 mt rows a block */
+/* ---- bf16, other d (the sequence transition): three kernels over a buffer */
 
-typedef struct {
-	int a, h, w, bytes;   /* byte offsets of As, Hs, Ws (the base on 128 bytes); size to ask */
-} trw_layout_t;
+/* shared memory of the products: As: [TS_STAGES][32 mt, TS_LDB], then Bs:
+ * [TS_STAGES][TS_BN, TS_LDB] bf16 at the offset returned (on 128 bytes) */
+static __host__ __device__ int ts_bs(int mt) { return tr_up(TS_STAGES * 32 * mt * TS_LDB * 2); }
 
-static __host__ __device__ trw_layout_t trw_layout(int d, int mt)
+static __host__ __device__ int ts_smem(int mt) { return ts_bs(mt) + tr_up(TS_STAGES * TS_BN * TS_LDB * 2); }
+
+/* dst: [N, TS_LDB] bf16 = src[row0 + r, k0 + c] (src: [nrows, K] bf16),
+ * asynchronously (no commit), zero past row nrows or column K */
+template <int N>
+static __device__ __forceinline__ void ts_load(bf16 *dst, const bf16 *src, int row0, int nrows, int k0, int K,
+                                               int v16)
 {
-	trw_layout_t y;
-	y.a = 0;
-	y.h = y.a + tr_up(16 * mt * (d + 8) * 2);
-	y.w = y.h + tr_up(16 * mt * (TR_HC + 8) * 2);
-	y.bytes = y.w + tr_up(TR_WARPS * 16 * TR_LDW * 4);
-	return y;
+#pragma unroll
+	for (int q = threadIdx.x; q < N * (TS_BK / 8); q += TR_NT) {
+		const int r = q / (TS_BK / 8), c = q % (TS_BK / 8) * 8;
+		const int ok = row0 + r < nrows && k0 + c < K;
+		tr_copy(dst + r * TS_LDB + c, ok ? src + (size_t)(row0 + r) * K + k0 + c : src, v16, ok);
+	}
 }
 
-/* grid: one block per 16 mt rows; x: [R, d], w1: [h, d] bf16, w2: [d, h]
- * bf16; NF: output fragments per warp, TR_WARPS NF >= mt d / 16 */
-template <int NF>
-static __global__ void __launch_bounds__(TR_WARPS * 32)
-k_transition_wide(be_transition_t t, int mt)
+/* acc += A B^T over TS_BK: A the warp's 16 MT rows, B its 32 weight rows
+ * of a stage */
+template <int MT>
+static __device__ __forceinline__ void ts_step(float acc[MT][2][2][4], const bf16 *A, const bf16 *B, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < TS_BK; kk += 16) {
+		uint32_t af[MT][4], bfr[2][4];
+#pragma unroll
+		for (int m = 0; m < MT; m++) cu_tile_a(af[m], A + m * 16 * TS_LDB + kk, TS_LDB, lane);
+#pragma unroll
+		for (int n = 0; n < 2; n++) cu_tile_bt(bfr[n], B + n * 16 * TS_LDB + kk, TS_LDB, lane);
+#pragma unroll
+		for (int m = 0; m < MT; m++)
+#pragma unroll
+			for (int n = 0; n < 2; n++) cu_tile_mma(acc[m][n], af[m], bfr[n]);
+	}
+}
+
+/* acc = A[r0.., :] B[n0.., :]^T of the block's 32 MT x TS_BN tile (warp
+ * w: rows 16 MT (w / 4).., columns 32 (w % 4)..): A: [rows, K], B: [N,
+ * K] bf16 (A on 16 bytes, B where v16), a TS_STAGES-deep cp.async
+ * pipeline through sm (ts_smem), ldmatrix + mma.sync; no copy in flight
+ * on return, the last stage still being read by other warps */
+template <int MT>
+static __device__ __forceinline__ void ts_gemm(float acc[MT][2][2][4], char *sm, const bf16 *A, int rows, int r0,
+                                               const bf16 *B, int N, int n0, int K, int v16)
+{
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, BM = 32 * MT, nk = (K + TS_BK - 1) / TS_BK;
+	bf16 *As = (bf16 *)sm, *Bs = (bf16 *)(sm + ts_bs(MT));
+	const bf16 *Aw = As + warp / 4 * 16 * MT * TS_LDB, *Bw = Bs + warp % 4 * 32 * TS_LDB;
+
+	for (int s = 0; s < TS_STAGES - 1; s++) {
+		if (s < nk) {
+			ts_load<32 * MT>(As + s * BM * TS_LDB, A, r0, rows, s * TS_BK, K, 1);
+			ts_load<TS_BN>(Bs + s * TS_BN * TS_LDB, B, n0, N, s * TS_BK, K, v16);
+		}
+		cu_cp_async_commit();
+	}
+	for (int kt = 0; kt < nk; kt++) {
+		const int kp = kt + TS_STAGES - 1, sr = kt % TS_STAGES, sw = kp % TS_STAGES;
+		cu_cp_async_wait<TS_STAGES - 2>();
+		__syncthreads();   /* stage kt in; stage kt - 1 read by all */
+		if (kp < nk) {
+			ts_load<32 * MT>(As + sw * BM * TS_LDB, A, r0, rows, kp * TS_BK, K, 1);
+			ts_load<TS_BN>(Bs + sw * TS_BN * TS_LDB, B, n0, N, kp * TS_BK, K, v16);
+		}
+		cu_cp_async_commit();
+		ts_step<MT>(acc, Aw + sr * BM * TS_LDB, Bw + sr * TS_BN * TS_LDB, lane);
+	}
+	cu_cp_async_wait<0>();   /* the empty groups */
+}
+
+/* grid R / TR_WARPS rounded up, a warp per row: xn: [R, d] bf16 = LN(x:
+ * [R, d]) (tr_ln_reg: the pair kernel's formula), d <= 32 NV */
+template <int NV>
+static __global__ void __launch_bounds__(TR_NT)
+k_seqtr_ln(be_transition_t t, bf16 *xn)
+{
+	const int row = blockIdx.x * TR_WARPS + threadIdx.x / 32;
+
+	if (row < (int)t.rows) tr_ln_reg<NV>(xn + (size_t)row * t.d, t.x + (size_t)row * t.d, t.d, t.d, t, threadIdx.x % 32);
+}
+
+/* grid (R / (32 MT), h / TS_BN) rounded up: hid: [R, h] bf16 =
+ * bf16(relu(xn w1^T + b1)) of rows 32 MT bx.., columns TS_BN by..;
+ * xn: [R, d], w1: [h, d] bf16; v16: w1 on 16 bytes */
+template <int MT>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_hidden(be_transition_t t, const bf16 *xn, bf16 *hid, int v16)
 {
 	CU_DYN_SHARED(char, sm);
-	const int d = t.d, h = t.h, LDA = d + 8, LDH = TR_HC + 8, dt = d / 16, nout = mt * dt;
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	const int64_t r0 = (int64_t)blockIdx.x * 16 * mt;
-	const trw_layout_t y = trw_layout(d, mt);
-	bf16 *As = (bf16 *)(sm + y.a), *Hs = (bf16 *)(sm + y.h);
-	float *Ws = (float *)(sm + y.w) + warp * 16 * TR_LDW;
-	const bf16 *w1 = (const bf16 *)t.w1, *w2 = (const bf16 *)t.w2;
-	float acc[NF][2][4] = {};
+	const int h = t.h, rows = (int)t.rows, r0 = blockIdx.x * 32 * MT, n0 = blockIdx.y * TS_BN;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4, ldc = TS_BN + 8;
+	bf16 *Cs = (bf16 *)(sm + ts_bs(MT));   /* [32 MT, TS_BN + 8] over Bs, after the products */
+	float acc[MT][2][2][4] = {};
 
-	tr_ln_tile<bf16>(As, LDA, t, r0, 16 * mt);
+	ts_gemm<MT>(acc, sm, xn, rows, r0, (const bf16 *)t.w1, h, n0, t.d, v16);
+	__syncthreads();   /* Bs read by all */
+	/* Cs = bf16(relu(acc + b1)), then 16-byte stores of the rows below R,
+	 * the columns below h */
+#pragma unroll
+	for (int m = 0; m < MT; m++)
+#pragma unroll
+		for (int n = 0; n < 2; n++)
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const int c = wn * 32 + n * 16 + j * 8 + 2 * tq, hc = n0 + c, r = (wm * MT + m) * 16 + g;
+				const float b0 = t.b1 && hc < h ? t.b1[hc] : 0.0f, b1 = t.b1 && hc < h ? t.b1[hc + 1] : 0.0f;
+				const float *a = acc[m][n][j];
+				*(uint32_t *)(Cs + r * ldc + c) = cu_bf16x2(fmaxf(a[0] + b0, 0.0f), fmaxf(a[1] + b1, 0.0f));
+				*(uint32_t *)(Cs + (r + 8) * ldc + c) = cu_bf16x2(fmaxf(a[2] + b0, 0.0f), fmaxf(a[3] + b1, 0.0f));
+			}
 	__syncthreads();
-
-	for (int h0 = 0; h0 < h; h0 += TR_HC) {
-		const int hc = h - h0 < TR_HC ? (h - h0) / 16 : TR_HC / 16;   /* column tiles of this slice */
-		/* Hs = relu(As w1[h0.., :]^T + b1): [16 mt, d] x [d, 16 hc] */
-		for (int e = warp; e < mt * hc; e += TR_WARPS) {
-			const int m = e / hc, n = e % hc;
-			float hf[2][4] = {};
-			for (int k0 = 0; k0 < d; k0 += 16) {
-				uint32_t af[4], bf[4];
-				cu_tile_a(af, As + m * 16 * LDA + k0, LDA, lane);
-				cu_tile_bt_global(bf, w1 + (int64_t)(h0 + n * 16) * d + k0, d, lane);
-				cu_tile_mma(hf, af, bf);
-			}
-			cu_tile_store(Ws, TR_LDW, hf, lane);
-			__syncwarp();
-			for (int q = lane; q < 256; q += 32) {
-				int r = q / 16, c = q % 16, j = h0 + n * 16 + c;
-				float v = Ws[r * TR_LDW + c] + (t.b1 ? t.b1[j] : 0.0f);
-				Hs[(m * 16 + r) * LDH + n * 16 + c] = __float2bfloat16(v > 0.0f ? v : 0.0f);
-			}
-			__syncwarp();   /* Ws read before the next tile overwrites it */
-		}
-		__syncthreads();
-		/* acc += Hs w2[:, h0..]^T: [16 mt, 16 hc] x [16 hc, d] */
-		for (int i = 0; i < NF; i++) {
-			const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
-			if (e >= nout) break;
-			for (int k = 0; k < hc; k++) {
-				uint32_t af[4], bf[4];
-				cu_tile_a(af, Hs + m * 16 * LDH + k * 16, LDH, lane);
-				cu_tile_bt_global(bf, w2 + (int64_t)n * 16 * h + h0 + k * 16, h, lane);
-				cu_tile_mma(acc[i], af, bf);
-			}
-		}
-		__syncthreads();   /* Hs read before the next slice overwrites it */
-	}
-
-	/* x = (x + b2) + acc, rows past R left alone */
-	for (int i = 0; i < NF; i++) {
-		const int e = warp + i * TR_WARPS, m = e / dt, n = e % dt;
-		if (e >= nout) break;
-		cu_tile_store(Ws, TR_LDW, acc[i], lane);
-		__syncwarp();
-		for (int q = lane; q < 256; q += 32) {
-			int r = q / 16, c = n * 16 + q % 16;
-			int64_t row = r0 + m * 16 + r;
-			if (row < t.rows) {
-				float *xp = t.x + row * d + c;
-				*xp = (*xp + (t.b2 ? t.b2[c] : 0.0f)) + Ws[r * TR_LDW + q % 16];
-			}
-		}
-		__syncwarp();
+#pragma unroll
+	for (int q = threadIdx.x; q < 32 * MT * (TS_BN / 8); q += TR_NT) {
+		const int r = q / (TS_BN / 8), c = q % (TS_BN / 8) * 8;
+		if (r0 + r < rows && n0 + c < h)
+			*(uint4 *)(hid + (size_t)(r0 + r) * h + n0 + c) = *(const uint4 *)(Cs + r * ldc + c);
 	}
 }
 
-template <int NF>
-static int trw_launch(cudaStream_t s, const be_transition_t *t, int mt)
+/* grid (R / (32 MT), d / TS_BN) rounded up: x: [R, d] = (x + b2) + hid
+ * w2^T of rows 32 MT bx.., columns TS_BN by..; hid: [R, h] bf16, w2:
+ * [d, h] bf16; v16: w2 on 16 bytes */
+template <int MT>
+static __global__ void __launch_bounds__(TR_NT, 2)
+k_seqtr_out(be_transition_t t, const bf16 *hid, int v16)
 {
-	int64_t nblocks = (t->rows + 16 * mt - 1) / (16 * mt);
-	size_t smem = (size_t)trw_layout(t->d, mt).bytes;
+	CU_DYN_SHARED(char, sm);
+	const int d = t.d, rows = (int)t.rows, r0 = blockIdx.x * 32 * MT, n0 = blockIdx.y * TS_BN;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+	const int wm = warp / 4, wn = warp % 4;
+	float acc[MT][2][2][4] = {};
 
-	if (nblocks > 0x7fffffff) return -EINVAL;
-	CU_LAUNCH((unsigned)nblocks, TR_WARPS * 32, smem, s, k_transition_wide<NF>)(*t, mt);
-	return cu_launched();
+	ts_gemm<MT>(acc, sm, hid, rows, r0, (const bf16 *)t.w2, d, n0, t.h, v16);
+	/* x = (x + b2) + acc: two channels a lane, rows below R, columns below
+	 * d; fragment f: m-tile f / 4, n-tile f / 2 % 2, half f % 2 */
+#pragma unroll
+	for (int f = 0; f < 4 * MT; f++) {
+		const int m = f / 4, n = f / 2 % 2, j = f % 2, c = n0 + wn * 32 + n * 16 + j * 8 + 2 * tq;
+		if (c >= d) continue;
+		const float b0 = t.b2 ? t.b2[c] : 0.0f, b1 = t.b2 ? t.b2[c + 1] : 0.0f;
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int row = r0 + (wm * MT + m) * 16 + g + 8 * e;
+			if (row >= rows) continue;
+			float2 *xp = (float2 *)(t.x + (size_t)row * d + c), v = *xp;
+			v.x = (v.x + b0) + acc[m][n][j][2 * e];
+			v.y = (v.y + b1) + acc[m][n][j][2 * e + 1];
+			*xp = v;
+		}
+	}
+}
+
+/* the three kernels on rows of t, chunk rows at a time (buf: [chunk, d +
+ * h] bf16: xn, then hid on 16 bytes) */
+static int ts_launch(cudaStream_t s, const be_transition_t *t, bf16 *buf, int64_t chunk)
+{
+	const int v1 = (uintptr_t)t->w1 % 16 == 0, v2 = (uintptr_t)t->w2 % 16 == 0;
+	const unsigned ny1 = (unsigned)((t->h + TS_BN - 1) / TS_BN), ny2 = (unsigned)((t->d + TS_BN - 1) / TS_BN);
+	bf16 *xn = buf, *hid = buf + chunk * t->d;
+	int rc = 0;
+
+	for (int64_t r0 = 0; r0 < t->rows && !rc; r0 += chunk) {
+		be_transition_t c = *t;
+		c.x = t->x + r0 * t->d;
+		c.rows = t->rows - r0 < chunk ? t->rows - r0 : chunk;
+		const unsigned nr = (unsigned)c.rows, n1 = (nr + 31) / 32, n2 = (nr + 63) / 64;
+		if (t->d <= 128) CU_LAUNCH((nr + TR_WARPS - 1) / TR_WARPS, TR_NT, 0, s, k_seqtr_ln<4>)(c, xn);
+		else CU_LAUNCH((nr + TR_WARPS - 1) / TR_WARPS, TR_NT, 0, s, k_seqtr_ln<TS_DMAX / 32>)(c, xn);
+		if ((rc = cu_launched())) break;
+		if (n2 * ny1 >= TR_GRID)
+			CU_LAUNCH(dim3(n2, ny1), TR_NT, (size_t)ts_smem(2), s, k_seqtr_hidden<2>)(c, xn, hid, v1);
+		else
+			CU_LAUNCH(dim3(n1, ny1), TR_NT, (size_t)ts_smem(1), s, k_seqtr_hidden<1>)(c, xn, hid, v1);
+		if ((rc = cu_launched())) break;
+		if (n2 * ny2 >= TR_GRID)
+			CU_LAUNCH(dim3(n2, ny2), TR_NT, (size_t)ts_smem(2), s, k_seqtr_out<2>)(c, hid, v2);
+		else
+			CU_LAUNCH(dim3(n1, ny2), TR_NT, (size_t)ts_smem(1), s, k_seqtr_out<1>)(c, hid, v2);
+		rc = cu_launched();
+	}
+	return rc;
 }
 
 /* ---- on CUDA cores: fp32, or bf16 where the tensor cores do not fit ---- */
@@ -460,16 +575,16 @@ extern "C" int cu_transition_smem_init(int bytes)
 	int rc = cu_smem_allow((const void *)k_transition_bf16<1>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_bf16<TR_DMAX / 16>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<1>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<2>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<4>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_transition_wide<TR_MAXF>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_hidden<2>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<1>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_seqtr_out<2>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<bf16>, bytes);
 	if (!rc) rc = cu_smem_allow((const void *)k_transition_simt<float>, bytes);
 	return rc;
 }
 
-extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
+extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems)
 {
 	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return -EINVAL;
 	if (t->rows == 0) return 0;
@@ -480,13 +595,10 @@ extern "C" int cu_transition(cudaStream_t s, const be_transition_t *t)
 		if (t->d == 32) return tr_launch_bf16<2>(s, t);
 		return tr_launch_bf16<TR_DMAX / 16>(s, t);
 	}
-	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= 16 * TR_WARPS * TR_MAXF) {
-		const int dt = t->d / 16, mt = dt >= 32 ? 1 : dt >= 16 ? 2 : 4;
-		const int nf = (mt * dt + TR_WARPS - 1) / TR_WARPS;
-		if (nf <= 1) return trw_launch<1>(s, t, mt);
-		if (nf <= 2) return trw_launch<2>(s, t, mt);
-		if (nf <= 4) return trw_launch<4>(s, t, mt);
-		return trw_launch<TR_MAXF>(s, t, mt);
+	if (t->bf16 && t->d % 16 == 0 && t->h % 16 == 0 && t->d <= TS_DMAX && (uintptr_t)t->x % 8 == 0) {
+		const int64_t chunk = hidden_elems / (t->d + t->h) / 64 * 64;   /* rows a pass */
+		if (!hidden || chunk < 64 || (uintptr_t)hidden % 16) return -EINVAL;
+		return ts_launch(s, t, (bf16 *)hidden, chunk < 0x40000000 ? chunk : 0x40000000);
 	}
 	int64_t per = (int64_t)(2 * t->d + TR_HC) * 4;
 	int bm = (int)(TR_F32_SMEM / per < 32 ? TR_F32_SMEM / per : 32);

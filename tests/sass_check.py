@@ -43,7 +43,8 @@ demangled) name matches a REGEX uses local memory or generic loads /
 stores, or synchronises its block without shared loads and stores, or,
 where SHARE > 0, has no HMMA or its main loop's HMMA share is under SHARE
 (default 1/8; the first matching REGEX holds), or, with :nocall, calls a
-subroutine, or, with :ldsm, its main loop has no LDSM or an LDG.
+subroutine, or, with :ldsm, its main loop has no LDSM or an LDG; and
+when a REGEX names no kernel at all (a rule that no longer applies).
 """
 import re
 import sys
@@ -267,6 +268,10 @@ def main(argv):
                                             'inner' in spec[1:], 'nocall' in spec[1:], 'ldsm' in spec[1:])))
     kernels = parse(open(argv[1]).read())
     bad = 0
+    for c, _ in checks:
+        if not any(c.search(n) or c.search(demangle(n)) for n in kernels):
+            print('--check %s: FAIL: names no kernel' % c.pattern)
+            bad += 1
     for name, ins in sorted(kernels.items()):
         hit = [sh for c, sh in checks if c.search(name) or c.search(demangle(name))]
         line, fails = judge(name, ins, *(hit[0] if hit else (1.0 / 8,)))

@@ -1229,6 +1229,29 @@ static void test_transition(void **state)
 	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
+/* The sequence transition's kernels (kernels/transition.cu: k_seqtr_ln,
+ * k_seqtr_hidden, k_seqtr_out; bf16, d a multiple of 16 other than 16,
+ * 32 and 128, or h no multiple of 32) at awkward shapes, each as
+ * trans_case checks it: L 1, odd L not a multiple of 16 (37: two row
+ * tiles, the second part rows), L 129 (past the 64-row tiles), at
+ * esmfold_v1's c_s 1024 and the test model's 64 (tiny_a), h = 4 d,
+ * without the biases once, the weights on 4 bytes once (4-byte
+ * cp.async); h 48 (a slice of 128 hidden units only part full, d 16 <
+ * one k stage) at 16,901 rows (both products on 64-row tiles: over
+ * TR_GRID blocks); h 65,536 at d 48 (the buffer, the stage's 8 Mi
+ * elements, holds 64 rows: 200 rows in four chunks) */
+static void test_seq_transition(void **state)
+{
+	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {
+		{ 1, 1024, 4096, 1, 0 }, { 37, 1024, 4096, 1, 0 }, { 1, 64, 256, 1, 0 }, { 37, 64, 256, 0, 0 },
+		{ 129, 64, 256, 1, 0 }, { 45, 64, 256, 1, 2 }, { 16901, 16, 48, 1, 0 }, { 200, 48, 65536, 1, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++)
+		trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
+}
+
 /* --- ln_linear --- */
 
 /* One be_ln_linear_t case on both backends: x: [ni, nj, k] (tr: stored
@@ -1902,6 +1925,7 @@ int main(void)
 		cmocka_unit_test(test_outer),
 		cmocka_unit_test(test_ipa),
 		cmocka_unit_test(test_transition),
+		cmocka_unit_test(test_seq_transition),
 		cmocka_unit_test(test_ln_linear),
 		cmocka_unit_test(test_ln_linear_bf16),
 		cmocka_unit_test(test_ln_linear_bf16_out),

@@ -27,15 +27,19 @@
 #     units 64 HMMA, 34 LDSM, the bias-ReLU epilogue; the kernel before
 #     it 0.158); the test models' <2> 1/10 (0.128), <1> 1/16 (0.074);
 #     no calls (before: 4-8, IEEE divisions in the layer norm).
-#     k_transition_wide (the sequence transition, c_s 1024; :inner, no
-#     :ldsm: its weight fragments come from global memory, 4 LDG per 16
-#     k): 1/8 (0.149-0.167).
+#   the sequence transition's products (k_seqtr_hidden, k_seqtr_out;
+#     both operands staged by cp.async; :inner, :ldsm, no calls; its
+#     k_seqtr_ln calls none either): at 32-row warp tiles (<2>) 1/4
+#     (0.340: 16 HMMA, 8 LDSM per 32-k stage), at 16-row ones (<1>) 1/8
+#     (0.154-0.195); the kernel before them, k_transition_wide, fails
+#     these rules (4-8 calls, 32-144 LDG of weight fragments in its
+#     product loops).
 #   k_trimul_out_bf16 (:inner): <32> (c <= 128) 1/3 (0.364: one A
 #     fragment for 4 weight tiles, two 16-k steps unrolled), <64> (c <=
 #     256) 1/4 (0.267: one step, its row of 64 registers leaves no room
 #     for two); it and k_trimul_out_f32 call no subroutine (before: 6 and
 #     10 calls, int64 row arithmetic).
-# Skips (77) without
+# A --check that names no kernel fails too (sass_check.py).  Skips (77) without
 # nvcc or cuobjdump (.ci/run installs PyPI's nvidia-cuda-cuobjdump and
 # nvidia-cuda-nvdisasm; found on PATH, in $CUOBJDUMP's directory, in
 # /usr/local/cuda/bin or in python3's nvidia/*/bin).
@@ -69,6 +73,7 @@ python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64
 	--check 'k_flash_attnILi32=1/8:ldsm' --check 'k_flash_attnILi16=1/12:ldsm' \
 	--check 'k_ln_linear_bf16=3/8:inner:nocall:ldsm' --check 'k_ln_linear_f32=0:nocall' \
 	--check 'k_transition_bf16ILi8=1/4:inner:nocall:ldsm' --check 'k_transition_bf16ILi2=1/10:inner:nocall:ldsm' \
-	--check 'k_transition_bf16ILi1=1/16:inner:nocall:ldsm' --check 'k_transition_wide=1/8:inner' \
+	--check 'k_transition_bf16ILi1=1/16:inner:nocall:ldsm' --check 'k_seqtr_ln=0:nocall' \
+	--check 'k_seqtr_(hidden|out)ILi2=1/4:inner:nocall:ldsm' --check 'k_seqtr=1/8:inner:nocall:ldsm' \
 	--check 'k_trimul_out_bf16ILi64=1/4:inner:nocall:ldsm' --check 'k_trimul_out_bf16=1/3:inner:nocall:ldsm' \
 	--check 'k_trimul_out_f32=0:nocall' --check '.=0'

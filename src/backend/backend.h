@@ -101,7 +101,8 @@ typedef struct {
  * weight data (be->weights_bf16, as be_gemm_t.b_bf16): the normed rows
  * and the hidden rows are rounded to bf16 as their products' operands,
  * products accumulate in fp32.  Implementations work on tiles of rows:
- * the [rows, h] hidden layer is never held whole. */
+ * the [rows, h] hidden layer is never held whole (CUDA's bf16 sequence
+ * transition holds it for chunks of rows in its workspace's stage). */
 typedef struct {
 	float *x; int64_t rows; int d, h;
 	const float *ln_w, *ln_b; float eps;

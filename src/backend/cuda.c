@@ -6,7 +6,8 @@
  * quota): the cuBLAS workspace, a fixed device buffer for gather indices
  * and, at bf16, the stage a GEMM rounds its activation operand into when
  * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
- * held in bf16, shared by the device's workers).  Every entry makes the
+ * held in bf16, shared by the device's workers), which the bf16
+ * sequence transition also holds its normed rows and hidden layer in.  Every entry makes the
  * device current first (workers may live on other host threads; a host
  * thread remembers its current device, so that this costs a runtime call
  * only when the thread changes devices) and queues its work on the
@@ -381,10 +382,20 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
+/* at bf16 the sequence transition's normed rows and hidden layer,
+ * [rows, d + h] bf16 a chunk of rows at a time, live in the stage
+ * (BE_CUDA_STAGE elements: 1600 rows at c_s 1024, h 4096; 13.8 MB at L
+ * 1344; be->workspace, counted in every quota), taken as a GEMM takes it */
 static int be_cuda_transition(be_t *be, const be_transition_t *t)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_k(c, cu_transition(c->stream, t), t->bf16 ? "transition (bf16)" : "transition");
+	int rc;
+
+	if (!t->bf16) return be_cuda_k(c, cu_transition(c->stream, t, NULL, 0), "transition");
+	pthread_mutex_lock(&c->stage_lock);
+	rc = cu_transition(c->stream, t, c->stage, c->stage ? BE_CUDA_STAGE : 0);
+	pthread_mutex_unlock(&c->stage_lock);
+	return be_cuda_k(c, rc, "transition (bf16)");
 }
 
 /* on the tensor cores at bf16, in fp32 otherwise */

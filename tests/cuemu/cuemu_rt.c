@@ -805,8 +805,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
 	if (!exec) return ret(cudaErrorInvalidValue);
 	pthread_mutex_lock(&rt.lock);
 	exec->g->refs++;
-	rt.ngraph++;
+	long nth = ++rt.ngraph;
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: graph launch %ld on device %d\n", nth, stream_of(s)->dev);
 	return ret(cuemu_enqueue(s, graph_run, graph_drop, exec->g));
 }
 

@@ -1,10 +1,14 @@
 /* test_cuda_host.c - the CUDA backend's host traffic on the emulated card:
  * an upload and a gather's indices are staged, so the caller may overwrite
  * its buffer on return and the host does not wait for the stream; the
- * device is made current once per host thread, not once per op.  The
+ * device is made current once per host thread, not once per op.  While a
+ * graph is recorded, an upload, download, gather, sync and alloc are
+ * refused (a captured copy out of a staging half would read it as it is
+ * at replay), and the recorded ops run at each replay, not at recording.  The
  * emulator runs queued work only when the host synchronises, so a copy
  * queued straight from the caller's buffer (or a staging half reused too
  * early) would carry what the buffer holds at that later time. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +24,31 @@ static void expect(int ok, const char *what)
 {
 	printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
 	failures += !ok;
+}
+
+/* a recording of one fill of y[0] (y: device floats, tab: device table) */
+static void check_graph(be_t *be, float *y, float *tab)
+{
+	float one = 7.0f, got = 0.0f;
+	int32_t idx[1] = { 0 };
+	void *g = NULL, *p = NULL;
+	be_gather_t ga = { .y = y, .table = tab, .idx = idx, .rows = 1, .d = 1, .scale = 1.0f };
+	be_fill_t f = { .x = y, .n = 1, .value = 3.0f };
+
+	expect(be_supports(be, BE_OP_GRAPH), "the CUDA backend records graphs");
+	expect(be->graph_begin(be) == 0, "recording begins");
+	expect(be->fill(be, &f) == 0, "a fill recorded");
+	expect(be->upload(be, y, &one, sizeof one) == -EBUSY, "an upload while recording refused");
+	expect(be->download(be, &got, y, sizeof got) == -EBUSY, "a download while recording refused");
+	expect(be->gather(be, &ga) == -EBUSY, "a gather while recording refused");
+	expect(be->sync(be) == -EBUSY, "a sync while recording refused");
+	expect(be->alloc(be, 256, &p) == -EBUSY && !p, "an alloc while recording refused");
+	expect(be->graph_end(be, &g) == 0 && g, "recording ends");
+	expect(be->upload(be, y, &one, sizeof one) == 0 && be->download(be, &got, y, sizeof got) == 0 &&
+	       got == 7.0f, "the recorded fill did not run");
+	expect(be->graph_run(be, g) == 0 && be->download(be, &got, y, sizeof got) == 0 && got == 3.0f,
+	       "a replay runs it");
+	be->graph_free(be, g);
 }
 
 int main(void)
@@ -67,6 +96,7 @@ int main(void)
 			                         : 2.0f * table[(r % 4) * d + j]);
 	expect(ok, "the gather used the indices as they were when it was called");
 
+	check_graph(be, y, tab);
 	be->free(be, x);
 	be->free(be, y);
 	be->free(be, tab);

@@ -613,21 +613,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	return ret(rt.dev[stream_of(s)->dev].sticky);
 }
 
-long cuemu_stream_syncs(void)
+/* a counter of rt, read under its lock */
+static long counter(const long *c)
 {
 	pthread_mutex_lock(&rt.lock);
-	long n = rt.nsync;
+	long n = *c;
 	pthread_mutex_unlock(&rt.lock);
 	return n;
 }
 
-long cuemu_set_devices(void)
-{
-	pthread_mutex_lock(&rt.lock);
-	long n = rt.nsetdev;
-	pthread_mutex_unlock(&rt.lock);
-	return n;
-}
+long cuemu_stream_syncs(void) { return counter(&rt.nsync); }
+
+long cuemu_set_devices(void) { return counter(&rt.nsetdev); }
 
 /* --- pinned host memory: plain host memory here --- */
 
@@ -826,18 +823,6 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g)
 	return cudaSuccess;
 }
 
-long cuemu_graph_launches(void)
-{
-	pthread_mutex_lock(&rt.lock);
-	long n = rt.ngraph;
-	pthread_mutex_unlock(&rt.lock);
-	return n;
-}
+long cuemu_graph_launches(void) { return counter(&rt.ngraph); }
 
-long cuemu_kernel_launches(void)
-{
-	pthread_mutex_lock(&rt.lock);
-	long n = rt.nlaunch;
-	pthread_mutex_unlock(&rt.lock);
-	return n;
-}
+long cuemu_kernel_launches(void) { return counter(&rt.nlaunch); }

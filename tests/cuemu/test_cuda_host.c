@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
+#include "compute/forward.h"
 #include "cuemu_rt.h"
 
 static int failures;
@@ -49,6 +50,40 @@ static void check_graph(be_t *be, float *y, float *tab)
 	expect(be->graph_run(be, g) == 0 && be->download(be, &got, y, sizeof got) == 0 && got == 3.0f,
 	       "a replay runs it");
 	be->graph_free(be, g);
+}
+
+/* fwd_graph_begin/end: a step recorded once and replayed on the same
+ * placement and operands; a failure within a recorded step (an upload:
+ * refused) ends the recording and discards it */
+static void check_fwd_graph(be_t *be)
+{
+	fwd_t fx;
+	float h[4] = { 1, 2, 3, 4 }, got[4];
+	int ok = 1, skipped = 0;
+
+	if (fwd_exec_begin(&fx, be, 4096)) exit(99);
+	tensor_t t = fwd_new1(&fx, 4);
+	for (int k = 0; k < 3; k++) {
+		if (fwd_graph_begin(&fx, 0, &t, 1)) {
+			skipped++;
+			continue;
+		}
+		tensor_t u = fwd_new1(&fx, 4);   /* scratch, dropped: the same state after */
+		be_fill_t f = { .x = t.d, .n = 4, .value = 5.0f + k };
+		ok &= be->fill(be, &f) == 0;
+		fwd_drop(&fx, &u);
+		fwd_graph_end(&fx);
+	}
+	fwd_get(&fx, t, got);
+	expect(ok && !fx.err && skipped == 2 && fx.graph_runs == 2 && got[3] == 5.0f,
+	       "a step recorded once, replayed twice (its recorded fill, 5)");
+	expect(fwd_graph_begin(&fx, 1, &t, 1) == 0, "a second step recorded");
+	fwd_set(&fx, t, h);
+	expect(fx.err != 0, "... whose upload fails the pass");
+	fwd_graph_end(&fx);
+	expect(fx.graphs[1].g == NULL && !fx.graphs[1].valid && be->sync(be) == 0,
+	       "... and ends the recording, discarded");
+	fwd_end(&fx);
 }
 
 int main(void)
@@ -97,6 +132,7 @@ int main(void)
 	expect(ok, "the gather used the indices as they were when it was called");
 
 	check_graph(be, y, tab);
+	check_fwd_graph(be);
 	be->free(be, x);
 	be->free(be, y);
 	be->free(be, tab);

@@ -1874,7 +1874,7 @@ static void test_trimul_out(void **state)
 
 /* be_supports answers from the op list: the CPU has every op and no
  * mem_info or worker; a card has every op but the direct triangle
- * product (the trunk batches GEMMs), and mem_info and worker, and so
+ * product (the trunk batches GEMMs), and mem_info, worker and graphs, and so
  * has each of its workers; nothing answers for no backend or for a name
  * past the list */
 static void test_supports(void **state)
@@ -1897,6 +1897,9 @@ static void test_supports(void **state)
 	assert_int_equal(be_supports(gpu, BE_OP_MEM_INFO), 1);
 	assert_int_equal(be_supports(gpu, BE_OP_WORKER), 1);
 	assert_int_equal(be_supports(w, BE_OP_MEM_INFO), 1);
+	assert_int_equal(be_supports(cpu, BE_OP_GRAPH), 0);
+	assert_int_equal(be_supports(gpu, BE_OP_GRAPH), getenv("ESMBATCH_CUDA_GRAPHS") == NULL);
+	assert_int_equal(be_supports(w, BE_OP_GRAPH), be_supports(gpu, BE_OP_GRAPH));
 	assert_int_equal(be_supports(cpu, BE_OP_COUNT), 0);
 	assert_int_equal(be_supports(gpu, BE_OP_COUNT), 0);
 	be_free(w);

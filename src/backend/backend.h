@@ -306,12 +306,12 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
 	X(RELPOS,     relpos,     be_relpos_t)
 
 /* what be_supports answers for: every op of BE_OPS, then the optional
- * entries that are no op (be_t.mem_info, be_t.worker) */
+ * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*) */
 typedef enum {
 #define BE_OP_ENUM(OP, slot, params) BE_OP_##OP,
 	BE_OPS(BE_OP_ENUM)
 #undef BE_OP_ENUM
-	BE_OP_MEM_INFO, BE_OP_WORKER,
+	BE_OP_MEM_INFO, BE_OP_WORKER, BE_OP_GRAPH,
 	BE_OP_COUNT
 } be_op_t;
 
@@ -337,6 +337,20 @@ struct be {
 	 * both; what was uploaded through this one is there before the new
 	 * one runs anything).  The caller frees it with be_free before this one. */
 	be_t *(*worker)(be_t *be);
+	/* optional (all four NULL or none; CUDA: CUDA graphs): recording the
+	 * backend's work.  graph_begin starts recording: the ops that follow
+	 * run nothing, they are recorded; upload, download, sync, gather,
+	 * alloc and free are refused (logged, negative) until graph_end,
+	 * which stops recording and sets *g to the recording (NULL, and
+	 * negative, when the recording failed: it is discarded).  graph_run
+	 * queues the recorded ops again, on the buffers (addresses) they were
+	 * recorded with; graph_free releases a recording.  graph_begin may
+	 * decline (negative, nothing recorded: the caller runs the ops as
+	 * they come), e.g. CUDA once a worker shares this backend's stream. */
+	int  (*graph_begin)(be_t *be);
+	int  (*graph_end)(be_t *be, void **g);
+	int  (*graph_run)(be_t *be, void *g);
+	void (*graph_free)(be_t *be, void *g);
 	/* bytes the backend holds per worker outside the arenas (e.g. a
 	 * cuBLAS workspace); counted in a job's peak reserved */
 	size_t      workspace;
@@ -367,7 +381,8 @@ struct be {
 #undef BE_OP_SLOT
 };
 
-/* 1 when be has the entry op (BE_OPS' ops, BE_OP_MEM_INFO, BE_OP_WORKER),
+/* 1 when be has the entry op (BE_OPS' ops, BE_OP_MEM_INFO, BE_OP_WORKER,
+ * BE_OP_GRAPH),
  * 0 when it is NULL there (or be is NULL): model code asks this instead
  * of testing slots or naming a backend */
 static inline int be_supports(const be_t *be, be_op_t op)
@@ -379,6 +394,7 @@ static inline int be_supports(const be_t *be, be_op_t op)
 #undef BE_OP_CASE
 	case BE_OP_MEM_INFO: return be->mem_info != NULL;
 	case BE_OP_WORKER:   return be->worker != NULL;
+	case BE_OP_GRAPH:    return be->graph_begin != NULL;
 	default:             return 0;
 	}
 }

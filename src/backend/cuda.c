@@ -79,6 +79,11 @@ typedef struct {
 	int                 pin_next;
 	pthread_mutex_t     pin_lock;     /* held by the op filling a half */
 	cublasComputeType_t compute;      /* of every GEMM of fp32 operands */
+	int                 recording;    /* between graph_begin and graph_end */
+	atomic_int          shared;       /* 1: a worker could not be made and shares
+	                                     this backend's stream: no graphs (a
+	                                     capture would take in the other
+	                                     thread's work) */
 } be_cuda_ctx_t;
 
 /* the devices a sticky error has poisoned, so that the error is logged
@@ -167,6 +172,17 @@ static be_cuda_ctx_t *be_cuda_ctx(be_t *be)
 	return c;
 }
 
+/* 0, or -EBUSY (logged) while c records a graph: what would wait for
+ * the stream, allocate, or queue a copy out of the staging halves (which a
+ * replay would read as they are then, not as they were) is refused */
+static int be_cuda_idle(const be_cuda_ctx_t *c, const char *what)
+{
+	if (!c->recording) return 0;
+	log_error("cuda:%d: %s while recording a CUDA graph: refused (a recording holds no host "
+	          "copies, waits or allocations)", c->device, what);
+	return -EBUSY;
+}
+
 /* n <= BE_CUDA_PIN bytes of host src queued for device dst through the
  * next staging half, once the copy that last used it has run; the
  * caller holds c->pin_lock */
@@ -186,6 +202,10 @@ static int be_cuda_put(be_cuda_ctx_t *c, void *dst, const void *src, size_t n, c
 static int be_cuda_alloc(be_t *be, size_t n, void **p)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	if (be_cuda_idle(c, "alloc")) {
+		*p = NULL;
+		return -EBUSY;
+	}
 	cudaError_t e = cudaMalloc(p, n ? n : 256);
 	if (e != cudaSuccess) {
 		*p = NULL;
@@ -202,7 +222,7 @@ static int be_cuda_alloc(be_t *be, size_t n, void **p)
 static void be_cuda_free(be_t *be, void *p)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	if (p) be_cuda_rt(c, cudaFree(p), "cudaFree");
+	if (p && !be_cuda_idle(c, "free")) be_cuda_rt(c, cudaFree(p), "cudaFree");
 }
 
 /* Host buffers are the caller's again on return: an upload is staged
@@ -211,8 +231,9 @@ static void be_cuda_free(be_t *be, void *p)
 static int be_cuda_upload(be_t *be, void *dst, const void *src, size_t n)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = 0;
+	int rc = be_cuda_idle(c, "upload");
 
+	if (rc) return rc;
 	pthread_mutex_lock(&c->pin_lock);
 	for (size_t o = 0; o < n && !rc; o += BE_CUDA_PIN)
 		rc = be_cuda_put(c, (char *)dst + o, (const char *)src + o,
@@ -224,7 +245,9 @@ static int be_cuda_upload(be_t *be, void *dst, const void *src, size_t n)
 static int be_cuda_download(be_t *be, void *dst, const void *src, size_t n)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	int rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "download");
+	int rc = be_cuda_idle(c, "download");
+	if (rc) return rc;
+	rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream), "download");
 	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "download");
 }
 
@@ -238,7 +261,7 @@ static int be_cuda_mem_info(be_t *be, size_t *fr, size_t *total)
 static int be_cuda_sync(be_t *be)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
+	return be_cuda_idle(c, "sync") ? -EBUSY : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
 }
 
 /* *ct = the cuBLAS compute type of a GEMM asking for prec (BE_PREC_AUTO:
@@ -422,6 +445,7 @@ static int be_cuda_gather(be_t *be, const be_gather_t *p)
 	int d = p->d, rc = 0;
 
 	if (rows <= 0) return rows < 0 ? -EINVAL : 0;
+	if (be_cuda_idle(c, "gather")) return -EBUSY;
 	pthread_mutex_lock(&c->idx_lock);
 	pthread_mutex_lock(&c->pin_lock);
 	for (int64_t r0 = 0; r0 < rows && !rc; r0 += BE_CUDA_IDX_ROWS) {
@@ -465,6 +489,53 @@ BE_CUDA_LAUNCH(ln_linear, be_ln_linear_t, cu_ln_linear(c->stream, p))
  * slot, be_supports(be, BE_OP_TRIMUL) 0) */
 #define be_cuda_trimul NULL
 
+/* --- CUDA graphs: the stream captured (cuBLAS is capturable: its
+ * workspace is set, be_cuda_workspace), instantiated at the end --- */
+
+static int be_cuda_graph_begin(be_t *be)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	int rc = be_cuda_idle(c, "graph_begin");
+
+	if (!rc && atomic_load(&c->shared)) return -EAGAIN;   /* not logged: the step runs unrecorded */
+	if (rc || (rc = be_cuda_rt(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal),
+	                           "cudaStreamBeginCapture")))
+		return rc;
+	c->recording = 1;
+	return 0;
+}
+
+/* ends the capture whatever came before (a failed op included) */
+static int be_cuda_graph_end(be_t *be, void **g)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	cudaGraph_t graph = NULL;
+	cudaGraphExec_t x = NULL;
+	int rc;
+
+	*g = NULL;
+	if (!c->recording) return -EINVAL;
+	c->recording = 0;
+	rc = be_cuda_rt(c, cudaStreamEndCapture(c->stream, &graph), "cudaStreamEndCapture");
+	if (!rc) rc = be_cuda_rt(c, cudaGraphInstantiate(&x, graph, 0), "cudaGraphInstantiate");
+	if (graph) cudaGraphDestroy(graph);
+	*g = rc ? NULL : x;
+	return rc;
+}
+
+static int be_cuda_graph_run(be_t *be, void *g)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	int rc = be_cuda_idle(c, "graph_run");
+	return rc ? rc : be_cuda_rt(c, cudaGraphLaunch((cudaGraphExec_t)g, c->stream), "cudaGraphLaunch");
+}
+
+static void be_cuda_graph_free(be_t *be, void *g)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	if (g) be_cuda_rt(c, cudaGraphExecDestroy((cudaGraphExec_t)g), "cudaGraphExecDestroy");
+}
+
 /* the resources of c that exist, in reverse order of creation */
 static void be_cuda_release(be_cuda_ctx_t *c)
 {
@@ -501,6 +572,7 @@ static int be_cuda_workspace(be_t *be, be_prec_t prec)
 	size_t n = bf16 ? BE_CUDA_WS_BF16 : BE_CUDA_WS_F32;
 
 	if (c->ws && n == be->workspace) return 0;
+	if (be_cuda_idle(c, "workspace")) return -EBUSY;
 	if (c->ws) {
 		if ((rc = be_cuda_rt(c, cudaStreamSynchronize(c->stream), "workspace"))) return rc;
 		cudaFree(c->ws);
@@ -548,7 +620,10 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 static be_t *be_cuda_worker(be_t *parent)
 {
 	be_cuda_ctx_t *pc = parent->ctx;
-	return be_cuda_sync(parent) ? NULL : be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
+	be_t *be = be_cuda_sync(parent) ? NULL : be_cuda_open(pc->device, NULL, be_cuda_prec(parent));
+
+	if (!be) atomic_store(&pc->shared, 1);   /* the caller shares parent's stream */
+	return be;
 }
 
 /* 1 when kernels built for the architectures archs ("80,86,90", PTX of
@@ -659,6 +734,16 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		BE_OPS(BE_CUDA_SLOT)
 #undef BE_CUDA_SLOT
 	};
+	/* ESMBATCH_CUDA_GRAPHS=0: no graphs (be_supports(be, BE_OP_GRAPH) 0) */
+	const char *ge = getenv("ESMBATCH_CUDA_GRAPHS");
+	if (!ge || strcmp(ge, "0")) {
+		be->graph_begin = be_cuda_graph_begin;
+		be->graph_end = be_cuda_graph_end;
+		be->graph_run = be_cuda_graph_run;
+		be->graph_free = be_cuda_graph_free;
+	}
+	log_debug("cuda:%d: CUDA graphs %s", device, be->graph_begin ? "on (ESMBATCH_CUDA_GRAPHS=0: off)" :
+	          "off (ESMBATCH_CUDA_GRAPHS=0)");
 	if (be_cuda_rt(c, be_cuda_use(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||
 	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||

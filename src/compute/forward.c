@@ -102,8 +102,11 @@ int fwd_exec_host(fwd_t *fx, size_t host_size)
 	return 0;
 }
 
+static void fwd_graph_free(fwd_t *fx);
+
 void fwd_end(fwd_t *fx)
 {
+	fwd_graph_free(fx);
 	if (fx->arena && !fx->kept) fx->be->free(fx->be, fx->arena);
 	free(fx->host);
 	fx->arena = NULL;
@@ -263,6 +266,118 @@ void fwd_memo_end(fwd_t *fx, fwd_memo_t *m)
 	fx->place.high = fwd_max(m->saved_high, m->high);
 	fx->place.peak_live = fwd_max(m->saved_peak, m->peak);
 	m->valid = !fx->err && place_copy(&m->out, &fx->place) == 0;
+}
+
+/* --- recorded steps (fwd_graph_begin) --------------------------------------- */
+
+static void fwd_graph_free(fwd_t *fx)
+{
+	if (fx->graph_rec) fwd_graph_end(fx);
+	if (fx->ngraphs)
+		log_debug("%s: %d steps recorded as graphs, %d replays", fx->be->name, fx->ngraphs,
+		          fx->graph_runs);
+	for (int i = 0; i < fx->ngraphs; i++) {
+		if (fx->graphs[i].g) fx->be->graph_free(fx->be, fx->graphs[i].g);
+		place_free(&fx->graphs[i].in);
+		place_free(&fx->graphs[i].out);
+	}
+	free(fx->graphs);
+	fx->graphs = NULL;
+	fx->ngraphs = 0;
+}
+
+/* 1 when r was recorded on the operands ops[nops] */
+static int fwd_graph_ops_same(const fwd_graph_t *r, const tensor_t *ops, int nops)
+{
+	for (int i = 0; i < FWD_GRAPH_OPS; i++) {
+		tensor_t t = i < nops ? ops[i] : (tensor_t){ 0 };
+		if (r->ops[i] != t.d || memcmp(r->ne[i], t.ne, sizeof t.ne)) return 0;
+	}
+	return 1;
+}
+
+/* the entry of step id, a new (invalid) one if there is none; NULL when
+ * out of memory */
+static fwd_graph_t *fwd_graph_entry(fwd_t *fx, int id)
+{
+	for (int i = 0; i < fx->ngraphs; i++)
+		if (fx->graphs[i].id == id) return &fx->graphs[i];
+	fwd_graph_t *g = realloc(fx->graphs, sizeof *g * (size_t)(fx->ngraphs + 1));
+	if (!g) return NULL;
+	fx->graphs = g;
+	g = &fx->graphs[fx->ngraphs++];
+	memset(g, 0, sizeof *g);
+	g->id = id;
+	place_init(&g->in, 0);
+	place_init(&g->out, 0);
+	return g;
+}
+
+/* r replayed: the placement as the step left it */
+static int fwd_graph_replay(fwd_t *fx, fwd_graph_t *r)
+{
+	size_t high = fx->place.high, peak = fx->place.peak_live;
+	int rc = fx->be->graph_run(fx->be, r->g);
+
+	if (rc < 0) {
+		fwd_fail(fx, rc == STATUS_DEVICE ? rc : -1, "%s: replaying step %d failed", fx->be->name, r->id);
+		return 1;
+	}
+	fx->graph_runs++;
+	if (place_copy(&fx->place, &r->out) < 0) fwd_fail(fx, -1, "out of memory in the placement bookkeeping");
+	fx->place.high = fwd_max(high, fx->place.high);
+	fx->place.peak_live = fwd_max(peak, fx->place.peak_live);
+	return 1;
+}
+
+int fwd_graph_begin(fwd_t *fx, int id, const tensor_t *ops, int nops)
+{
+	fwd_graph_t *r;
+
+	if (fx->planning || fx->emit || fx->err || fx->graph_rec || nops > FWD_GRAPH_OPS ||
+	    !be_supports(fx->be, BE_OP_GRAPH) || !(r = fwd_graph_entry(fx, id)))
+		return 0;
+	if (r->valid && place_same(&fx->place, &r->in) && fwd_graph_ops_same(r, ops, nops))
+		return fwd_graph_replay(fx, r);
+	if (r->g) fx->be->graph_free(fx->be, r->g);
+	r->g = NULL;
+	r->valid = 0;
+	for (int i = 0; i < FWD_GRAPH_OPS; i++) {
+		r->ops[i] = i < nops ? ops[i].d : NULL;
+		if (i < nops) memcpy(r->ne[i], ops[i].ne, sizeof r->ne[i]);
+		else memset(r->ne[i], 0, sizeof r->ne[i]);
+	}
+	if (place_copy(&r->in, &fx->place) < 0 || fx->be->graph_begin(fx->be) < 0) return 0;
+	fx->graph_rec = (int)(r - fx->graphs) + 1;
+	log_debug("%s: step %d: recording a graph", fx->be->name, id);
+	return 0;
+}
+
+void fwd_graph_end(fwd_t *fx)
+{
+	fwd_graph_t *r;
+	void *g = NULL;
+	int rc;
+
+	if (!fx->graph_rec) return;
+	r = &fx->graphs[fx->graph_rec - 1];
+	fx->graph_rec = 0;
+	rc = fx->be->graph_end(fx->be, &g);
+	if (fx->err || rc < 0) {
+		/* the step's work was recorded, not run: without a recording it is lost */
+		if (g) fx->be->graph_free(fx->be, g);
+		fwd_fail(fx, rc == STATUS_DEVICE ? rc : -1, "%s: recording step %d failed", fx->be->name, r->id);
+		return;
+	}
+	r->g = g;
+	if (place_copy(&r->out, &fx->place) < 0) {
+		fwd_fail(fx, -1, "out of memory in the placement bookkeeping");
+		return;
+	}
+	r->valid = 1;
+	log_debug("%s: step %d: graph recorded", fx->be->name, r->id);
+	rc = fx->be->graph_run(fx->be, g);
+	if (rc < 0) fwd_fail(fx, rc == STATUS_DEVICE ? rc : -1, "%s: running step %d failed", fx->be->name, r->id);
 }
 
 tensor_t fwd_new1(fwd_t *fx, int64_t a) { return fwd_new(fx, 1, (int64_t[]){ a }); }

@@ -39,6 +39,18 @@ typedef struct {
 typedef void (*fwd_emit_fn)(void *ctx, const char *name, safetensors_dtype_t dtype, int nd,
                             const int64_t *shape, const void *data);
 
+#define FWD_GRAPH_OPS 4   /* operands a recorded step is keyed by */
+
+/* one recorded step of an executing pass (fwd_graph_begin) */
+typedef struct {
+	int      id;
+	int      valid;
+	place_t  in, out;                  /* placement state at its start and end */
+	float   *ops[FWD_GRAPH_OPS];       /* the operands' data it was recorded on */
+	int64_t  ne[FWD_GRAPH_OPS][TENSOR_MAX_DIMS];
+	void    *g;                        /* the backend's recording */
+} fwd_graph_t;
+
 typedef struct {
 	be_t   *be;
 	int     planning;     /* 1: shapes and placement only */
@@ -60,6 +72,10 @@ typedef struct {
 	 * memory traffic, which trunk_block_passes divides into pair-tensor
 	 * passes */
 	int64_t traffic;
+	fwd_graph_t *graphs;  /* recordings of this pass (fwd_graph_begin) */
+	int     ngraphs;
+	int     graph_rec;    /* 1 + the index in graphs being recorded, or 0 */
+	int     graph_runs;   /* replays so far */
 	int     err;          /* 0, or the first failure's status (util/status.h:
 	                         STATUS_OOM, STATUS_PLAN, else STATUS_FAIL) */
 	char    errmsg[256];
@@ -132,6 +148,25 @@ void fwd_memo_free(fwd_memo_t *m);
  * 0: run the step, then call fwd_memo_end. */
 int  fwd_memo_begin(fwd_t *fx, fwd_memo_t *m);
 void fwd_memo_end(fwd_t *fx, fwd_memo_t *m);
+
+/* Recording a step that repeats within one executing pass (a trunk block
+ * in every recycle) on backends with graphs (be_supports(be,
+ * BE_OP_GRAPH): CUDA), so that a later run is one replay instead of its
+ * kernel launches.  1: a recording of step id made from the same
+ * placement state and on the same operands (ops[nops], their data and
+ * shapes; nops <= FWD_GRAPH_OPS) exists: it was replayed and the placement
+ * set to the state the step ended in; skip the step.  0: run the step,
+ * then call fwd_graph_end, which ends the recording (if one was begun),
+ * runs it and keeps it for later.  The step must make no upload,
+ * download, gather, wait or host buffer (the backend refuses them while
+ * recording: the step fails), must touch only memory whose addresses are
+ * the same each time (the arena, weights), and must place the same way
+ * from the same state.  Off (0, nothing recorded) while planning, with an
+ * emit hook, after an error and on backends without graphs.  A failure
+ * within the step ends and discards the recording.  Recordings are freed
+ * by fwd_end: never reused by another pass. */
+int  fwd_graph_begin(fwd_t *fx, int id, const tensor_t *ops, int nops);
+void fwd_graph_end(fwd_t *fx);
 
 /* New tensor of the given shape, placed in the arena.  On failure fx->err is
  * set and an empty tensor returned. */

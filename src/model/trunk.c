@@ -542,12 +542,17 @@ void trunk_iter(fwd_t *fx, const trunk_t *t, const hparams_t *c, tensor_t s, ten
 	fwd_drop(fx, &rd);
 	fwd_host_drop(fx, ri, sizeof *ri * (size_t)L);
 	/* every block makes the same placement calls: planning runs a block
-	 * only while the placement state at its start is a new one */
+	 * only while the placement state at its start is a new one.  Executing,
+	 * each block is recorded in the first pass (recycle) and replayed in
+	 * the later ones where the backend has graphs (no upload or download
+	 * in a block; s, z and the block's scratch at the same addresses each
+	 * pass: fwd_graph_begin checks) */
 	fwd_memo_t memo;
 	fwd_memo_init(&memo);
 	for (int i = 0; i < t->nblocks; i++) {
-		if (fwd_memo_begin(fx, &memo)) continue;
+		if (fwd_memo_begin(fx, &memo) || fwd_graph_begin(fx, i, (tensor_t[]){ s, z }, 2)) continue;
 		trunk_block(fx, &t->blocks[i], c, s, z, chunk);
+		fwd_graph_end(fx);
 		fwd_memo_end(fx, &memo);
 	}
 	fwd_memo_free(&memo);

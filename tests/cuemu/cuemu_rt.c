@@ -11,7 +11,11 @@
  * error CUEMU_FAIL_ERROR=CODE, e.g. 999 cudaErrorUnknown; N@D: the Nth
  * launch on device D), CUEMU_CC=86[,90...] gives each device its compute
  * capability (default 90), CUEMU_REVERSE=1
- * runs blocks and threads in reverse order, CUEMU_TRACE=1 logs every
+ * runs blocks and threads in reverse order, stream capture into graphs
+ * (cudaStreamBeginCapture: the stream's work is appended to a graph, not
+ * queued; waits on a capturing stream are refused and invalidate the
+ * capture, as on a card; a launched graph runs its nodes in order, as one
+ * queued operation), CUEMU_TRACE=1 logs every
  * cudaMalloc, cudaFree and kernel launch (number, size or name, device) on
  * stderr, CUEMU_EXPF_ULP=N moves the kernels' expf N ulp up (cuemu_expf). */
 
@@ -38,7 +42,22 @@ typedef struct cuemu_op {
 struct CUstream_st {
 	int              dev;
 	cuemu_op_t      *head, *tail;
+	struct CUgraph_st *capture;  /* the graph being captured, or NULL */
 	struct CUstream_st *next;   /* the device's streams */
+};
+
+/* a captured graph: its nodes, in capture order (a linear chain: one
+ * stream), run at each launch and dropped once, when the graph, every
+ * instantiation and every launch still queued are gone (refs) */
+struct CUgraph_st {
+	cuemu_op_t *head, *tail;
+	int         refs;
+	int         invalid;   /* a call the capture refuses was made */
+	int         dev;       /* the captured stream's */
+};
+
+struct CUgraphExec_st {
+	struct CUgraph_st *g;
 };
 
 typedef struct {
@@ -70,6 +89,7 @@ static struct {
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
 	long            nsync;        /* cudaStreamSynchronize calls (cuemu_stream_syncs) */
 	long            nsetdev;      /* cudaSetDevice calls (cuemu_set_devices) */
+	long            ngraph;       /* cudaGraphLaunch calls (cuemu_graph_launches) */
 	cudaError_t     fail_error;   /* what the failed launch leaves */
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
@@ -145,6 +165,18 @@ static struct CUstream_st *stream_of(cudaStream_t s)
 	return s ? s : &rt.dev[cur_dev].legacy;
 }
 
+/* 1 when s is capturing: a wait on it is refused and the capture
+ * invalidated, as on a card */
+static int capture_refuse(struct CUstream_st *s)
+{
+	pthread_mutex_lock(&rt.lock);
+	struct CUgraph_st *g = s->capture;
+	if (g) g->invalid = 1;
+	pthread_mutex_unlock(&rt.lock);
+	if (g) fprintf(stderr, "cuemu: a wait on a capturing stream refused\n");
+	return g != NULL;
+}
+
 /* run the queued work of s, in order; a device with a sticky error drops
  * the rest.  Takes rt.exec, then rt.lock for each pop. */
 static void stream_flush(struct CUstream_st *s)
@@ -186,9 +218,11 @@ cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void
 	*op = (cuemu_op_t){ run, drop, arg, NULL };
 	struct CUstream_st *st = stream_of(s);
 	pthread_mutex_lock(&rt.lock);
-	if (st->tail) st->tail->next = op;
-	else st->head = op;
-	st->tail = op;
+	cuemu_op_t **head = st->capture ? &st->capture->head : &st->head;
+	cuemu_op_t **tail = st->capture ? &st->capture->tail : &st->tail;
+	if (*tail) (*tail)->next = op;
+	else *head = op;
+	*tail = op;
 	pthread_mutex_unlock(&rt.lock);
 	return cudaSuccess;
 }
@@ -351,6 +385,8 @@ const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
 	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
 	default: return "unrecognized error code";
 	}
 }
@@ -569,6 +605,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
 	cudaError_t e = sticky();
 	if (e != cudaSuccess) return ret(e);
+	if (capture_refuse(stream_of(s))) return ret(cudaErrorStreamCaptureUnsupported);
 	pthread_mutex_lock(&rt.lock);
 	rt.nsync++;
 	pthread_mutex_unlock(&rt.lock);
@@ -576,21 +613,18 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	return ret(rt.dev[stream_of(s)->dev].sticky);
 }
 
-long cuemu_stream_syncs(void)
+/* a counter of rt, read under its lock */
+static long counter(const long *c)
 {
 	pthread_mutex_lock(&rt.lock);
-	long n = rt.nsync;
+	long n = *c;
 	pthread_mutex_unlock(&rt.lock);
 	return n;
 }
 
-long cuemu_set_devices(void)
-{
-	pthread_mutex_lock(&rt.lock);
-	long n = rt.nsetdev;
-	pthread_mutex_unlock(&rt.lock);
-	return n;
-}
+long cuemu_stream_syncs(void) { return counter(&rt.nsync); }
+
+long cuemu_set_devices(void) { return counter(&rt.nsetdev); }
 
 /* --- pinned host memory: plain host memory here --- */
 
@@ -664,6 +698,131 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 	pthread_mutex_lock(&rt.lock);
 	struct CUstream_st *s = ev->done ? NULL : ev->stream;
 	pthread_mutex_unlock(&rt.lock);
+	if (s && capture_refuse(s)) return ret(cudaErrorStreamCaptureUnsupported);
 	if (s) stream_flush(s);
 	return ret(s ? rt.dev[s->dev].sticky : cudaSuccess);
 }
+
+/* --- graphs: a capturing stream's work goes to its graph (cuemu_enqueue);
+ * a launch queues one operation that runs the graph's nodes in order --- */
+
+/* one reference of g less; the nodes dropped with the last */
+static void graph_unref(struct CUgraph_st *g)
+{
+	pthread_mutex_lock(&rt.lock);
+	int last = --g->refs == 0;
+	pthread_mutex_unlock(&rt.lock);
+	if (!last) return;
+	for (cuemu_op_t *op = g->head, *next; op; op = next) {
+		next = op->next;
+		if (op->drop) op->drop(op->arg);
+		free(op);
+	}
+	free(g);
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
+{
+	cudaError_t e = sticky();
+	(void)mode;
+	if (e != cudaSuccess) return ret(e);
+	if (!s) return ret(cudaErrorStreamCaptureUnsupported);   /* the legacy stream */
+	struct CUgraph_st *g = calloc(1, sizeof *g);
+	if (!g) return ret(cudaErrorMemoryAllocation);
+	g->refs = 1;
+	g->dev = s->dev;
+	pthread_mutex_lock(&rt.lock);
+	int busy = s->capture != NULL;
+	if (!busy) s->capture = g;
+	pthread_mutex_unlock(&rt.lock);
+	if (busy) free(g);
+	return busy ? ret(cudaErrorIllegalState) : cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph)
+{
+	if (!graph) return ret(cudaErrorInvalidValue);
+	*graph = NULL;
+	if (!s) return ret(cudaErrorIllegalState);
+	pthread_mutex_lock(&rt.lock);
+	struct CUgraph_st *g = s->capture;
+	s->capture = NULL;
+	pthread_mutex_unlock(&rt.lock);
+	if (!g) return ret(cudaErrorIllegalState);
+	if (g->invalid) {
+		graph_unref(g);
+		return ret(cudaErrorStreamCaptureInvalidated);
+	}
+	*graph = g;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
+{
+	if (!st) return ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&rt.lock);
+	struct CUgraph_st *g = s ? s->capture : NULL;
+	*st = !g ? cudaStreamCaptureStatusNone :
+	      g->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+	pthread_mutex_unlock(&rt.lock);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags)
+{
+	(void)flags;
+	if (!exec || !g) return ret(cudaErrorInvalidValue);
+	if (!(*exec = malloc(sizeof **exec))) return ret(cudaErrorMemoryAllocation);
+	pthread_mutex_lock(&rt.lock);
+	g->refs++;
+	pthread_mutex_unlock(&rt.lock);
+	(*exec)->g = g;
+	return cudaSuccess;
+}
+
+/* one launch: the nodes in order; a sticky error drops the rest */
+static void graph_run(void *arg)
+{
+	struct CUgraph_st *g = arg;
+	for (cuemu_op_t *op = g->head; op; op = op->next) {
+		pthread_mutex_lock(&rt.lock);
+		cudaError_t st = rt.dev[g->dev].sticky;
+		pthread_mutex_unlock(&rt.lock);
+		if (st != cudaSuccess) break;
+		op->run(op->arg);
+	}
+}
+
+static void graph_drop(void *arg) { graph_unref(arg); }
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!exec) return ret(cudaErrorInvalidValue);
+	pthread_mutex_lock(&rt.lock);
+	exec->g->refs++;
+	long nth = ++rt.ngraph;
+	pthread_mutex_unlock(&rt.lock);
+	if (rt.trace) fprintf(stderr, "cuemu: graph launch %ld on device %d\n", nth, stream_of(s)->dev);
+	return ret(cuemu_enqueue(s, graph_run, graph_drop, exec->g));
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+	if (!exec) return ret(cudaErrorInvalidValue);
+	graph_unref(exec->g);
+	free(exec);
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t g)
+{
+	if (!g) return ret(cudaErrorInvalidValue);
+	graph_unref(g);
+	return cudaSuccess;
+}
+
+long cuemu_graph_launches(void) { return counter(&rt.ngraph); }
+
+long cuemu_kernel_launches(void) { return counter(&rt.nlaunch); }

@@ -89,6 +89,10 @@ int cuemu_stream_device(cudaStream_t s);
  * (tests count the host's waits and device switches with them) */
 long cuemu_stream_syncs(void);
 long cuemu_set_devices(void);
+/* cudaGraphLaunch calls, and kernel launches queued from the host (a
+ * graph's replayed kernels not counted), of the process so far */
+long cuemu_graph_launches(void);
+long cuemu_kernel_launches(void);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
 /* the kernels' expf (cuemu.h): the host's, moved CUEMU_EXPF_ULP ulp up

@@ -1,10 +1,14 @@
 /* test_cuda_host.c - the CUDA backend's host traffic on the emulated card:
  * an upload and a gather's indices are staged, so the caller may overwrite
  * its buffer on return and the host does not wait for the stream; the
- * device is made current once per host thread, not once per op.  The
+ * device is made current once per host thread, not once per op.  While a
+ * graph is recorded, an upload, download, gather, sync and alloc are
+ * refused (a captured copy out of a staging half would read it as it is
+ * at replay), and the recorded ops run at each replay, not at recording.  The
  * emulator runs queued work only when the host synchronises, so a copy
  * queued straight from the caller's buffer (or a staging half reused too
  * early) would carry what the buffer holds at that later time. */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda.h"
+#include "compute/forward.h"
 #include "cuemu_rt.h"
 
 static int failures;
@@ -20,6 +25,65 @@ static void expect(int ok, const char *what)
 {
 	printf("%s: %s\n", ok ? "ok  " : "FAIL", what);
 	failures += !ok;
+}
+
+/* a recording of one fill of y[0] (y: device floats, tab: device table) */
+static void check_graph(be_t *be, float *y, float *tab)
+{
+	float one = 7.0f, got = 0.0f;
+	int32_t idx[1] = { 0 };
+	void *g = NULL, *p = NULL;
+	be_gather_t ga = { .y = y, .table = tab, .idx = idx, .rows = 1, .d = 1, .scale = 1.0f };
+	be_fill_t f = { .x = y, .n = 1, .value = 3.0f };
+
+	expect(be_supports(be, BE_OP_GRAPH), "the CUDA backend records graphs");
+	expect(be->graph_begin(be) == 0, "recording begins");
+	expect(be->fill(be, &f) == 0, "a fill recorded");
+	expect(be->upload(be, y, &one, sizeof one) == -EBUSY, "an upload while recording refused");
+	expect(be->download(be, &got, y, sizeof got) == -EBUSY, "a download while recording refused");
+	expect(be->gather(be, &ga) == -EBUSY, "a gather while recording refused");
+	expect(be->sync(be) == -EBUSY, "a sync while recording refused");
+	expect(be->alloc(be, 256, &p) == -EBUSY && !p, "an alloc while recording refused");
+	expect(be->graph_end(be, &g) == 0 && g, "recording ends");
+	expect(be->upload(be, y, &one, sizeof one) == 0 && be->download(be, &got, y, sizeof got) == 0 &&
+	       got == 7.0f, "the recorded fill did not run");
+	expect(be->graph_run(be, g) == 0 && be->download(be, &got, y, sizeof got) == 0 && got == 3.0f,
+	       "a replay runs it");
+	be->graph_free(be, g);
+}
+
+/* fwd_graph_begin/end: a step recorded once and replayed on the same
+ * placement and operands; a failure within a recorded step (an upload:
+ * refused) ends the recording and discards it */
+static void check_fwd_graph(be_t *be)
+{
+	fwd_t fx;
+	float h[4] = { 1, 2, 3, 4 }, got[4];
+	int ok = 1, skipped = 0;
+
+	if (fwd_exec_begin(&fx, be, 4096)) exit(99);
+	tensor_t t = fwd_new1(&fx, 4);
+	for (int k = 0; k < 3; k++) {
+		if (fwd_graph_begin(&fx, 0, &t, 1)) {
+			skipped++;
+			continue;
+		}
+		tensor_t u = fwd_new1(&fx, 4);   /* scratch, dropped: the same state after */
+		be_fill_t f = { .x = t.d, .n = 4, .value = 5.0f + k };
+		ok &= be->fill(be, &f) == 0;
+		fwd_drop(&fx, &u);
+		fwd_graph_end(&fx);
+	}
+	fwd_get(&fx, t, got);
+	expect(ok && !fx.err && skipped == 2 && fx.graph_runs == 2 && got[3] == 5.0f,
+	       "a step recorded once, replayed twice (its recorded fill, 5)");
+	expect(fwd_graph_begin(&fx, 1, &t, 1) == 0, "a second step recorded");
+	fwd_set(&fx, t, h);
+	expect(fx.err != 0, "... whose upload fails the pass");
+	fwd_graph_end(&fx);
+	expect(fx.graphs[1].g == NULL && !fx.graphs[1].valid && be->sync(be) == 0,
+	       "... and ends the recording, discarded");
+	fwd_end(&fx);
 }
 
 int main(void)
@@ -67,6 +131,8 @@ int main(void)
 			                         : 2.0f * table[(r % 4) * d + j]);
 	expect(ok, "the gather used the indices as they were when it was called");
 
+	check_graph(be, y, tab);
+	check_fwd_graph(be);
 	be->free(be, x);
 	be->free(be, y);
 	be->free(be, tab);

@@ -85,6 +85,8 @@ static int cpu_copy(be_t *be, void *dst, const void *src, size_t n)
 
 static int cpu_sync(be_t *be) { return 0; }
 
+int cpu_own_gemm(void) { return cpu_has_cg; }
+
 static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
 
 /* this thread's scratch of at least n floats, or NULL (cpu_ln_linear.h) */

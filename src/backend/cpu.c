@@ -913,6 +913,8 @@ be_t *be_cpu_init(int threads)
 	openblas_set_num_threads(1);
 #endif
 	cpu_has_cg = cpu_has_avx512() && !getenv("ESMBATCH_CPU_BLAS");
+	log_debug("cpu backend: %s; OpenMP wait policy %s", cpu_numerics(),
+	          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "libgomp's default (spin)");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .numerics = cpu_numerics(), .host_mem = 1,
 		.destroy = cpu_destroy,

@@ -84,9 +84,15 @@ static int print_version(void)
 static void main_passive_wait(char **argv, const opt_t *o)
 {
 #ifdef _OPENMP
+	char exe[4096];
+	ssize_t n;
+
 	if (o->threads == 1 || getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+	/* the file's own path, not /proc/self/exe: the process keeps its name */
+	if ((n = readlink("/proc/self/exe", exe, sizeof exe - 1)) <= 0) return;
+	exe[n] = '\0';
 	if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-	execv("/proc/self/exe", argv);
+	execv(exe, argv);
 	unsetenv("OMP_WAIT_POLICY");
 #else
 	(void)argv;

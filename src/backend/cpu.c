@@ -86,6 +86,8 @@ static int cpu_copy(be_t *be, void *dst, const void *src, size_t n)
 
 static int cpu_sync(be_t *be) { return 0; }
 
+int cpu_own_gemm(void) { return cpu_has_cg; }
+
 static void cpu_key_make(void) { cpu_key_ok = pthread_key_create(&cpu_key, free) == 0; }
 
 /* this thread's scratch of at least n floats, or NULL (cpu_ln_linear.h) */
@@ -918,6 +920,8 @@ be_t *be_cpu_init(int threads)
 	openblas_set_num_threads(1);
 #endif
 	cpu_has_cg = cpu_has_avx512() && !getenv("ESMBATCH_CPU_BLAS");
+	log_debug("cpu backend: %s; OpenMP wait policy %s", cpu_numerics(),
+	          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "libgomp's default (spin)");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .numerics = cpu_numerics(), .host_mem = 1,
 		.destroy = cpu_destroy,

@@ -4,8 +4,11 @@
  * gathered by their strides into the thread's scratch, layer-normed there
  * in place by the backend's own layernorm (so the numbers are those of
  * layernorm then linear), multiplied by all the groups' weights at once
- * (one single-threaded CBLAS product: [rows, k] x [k, N] into scratch) and
- * the epilogue writes each group's features through its strides.  bf16
+ * (one single-threaded product: [rows, k] x [k, N] into scratch) and the
+ * epilogue writes each group's features through its strides, all in one
+ * parallel region.  The product is the own AVX-512 kernel where the
+ * backend runs it (cpu_own_gemm(): the weights packed once per call, by
+ * all the threads, and shared by every tile), else CBLAS.  bf16
  * weights (a sim: card at bf16, devices.c) are computed as the card's
  * tensor cores do: the normed rows rounded to bf16, the weights widened
  * (once per call), fp32 accumulation.
@@ -21,6 +24,7 @@
 
 #include <cblas.h>
 
+#include "backend/cpu_avx512.h"
 #include "io/safetensors.h"
 
 #define CPU_LNLIN_ROWS 64   /* rows per task */
@@ -50,12 +54,52 @@ static void cpu_lnlin_store(const be_ln_linear_t *p, const float *o, int N, int6
 	}
 }
 
+/* o: [nr, N] = t: [nr, k] w^T (w: [N, k]); packed: w packed whole for
+ * avx512_block (the own kernel), or NULL: CBLAS */
+static void cpu_lnlin_product(const float *t, int nr, int k, const float *w, int N, const float *packed,
+                              float *o)
+{
+	if (!packed) {
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, N, k, 1.0f, t, k, w, k, 0.0f, o, N);
+		return;
+	}
+	be_gemm_t g = {
+		.transb = 1, .m = nr, .n = N, .k = k, .alpha = 1.0f, .a = t, .lda = k, .b = w, .ldb = k,
+		.c = o, .ldc = N, .batch = 1,
+	};
+	for (int j0 = 0; j0 < N; j0 += AVX512_NB)
+		avx512_block(&g, 0, 0, nr, j0, N - j0 < AVX512_NB ? N - j0 : AVX512_NB,
+		             packed + (int64_t)j0 * k, NULL, 0);
+}
+
+/* rows r0 .. r0+nr-1: gathered into t: [nr, k], normed, multiplied into
+ * o: [nr, N] and stored; w: [N, k] fp32 (bf16 weights already widened) */
+static int cpu_lnlin_tile(be_t *be, const be_ln_linear_t *p, const float *w, int bf16,
+                          const float *packed, int64_t r0, int nr, float *t, float *o)
+{
+	int N = be_lnlin_rows(p), k = p->k;
+
+	for (int r = 0; r < nr; r++) {
+		int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
+		memcpy(t + (int64_t)r * k, p->x + i * p->x_si + j * p->x_sj, sizeof *t * (size_t)k);
+	}
+	if (p->ln_w && be->layernorm(be, &(be_layernorm_t){
+		.y = t, .x = t, .rows = nr, .d = k, .w = p->ln_w, .b = p->ln_b, .eps = p->eps,
+	}) < 0) return -1;
+	for (int64_t e = 0; bf16 && e < (int64_t)nr * k; e++)
+		t[e] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(t[e]));
+	cpu_lnlin_product(t, nr, k, w, N, packed, o);
+	cpu_lnlin_store(p, o, N, r0, nr);
+	return 0;
+}
+
 int cpu_ln_linear(be_t *be, const be_ln_linear_t *p)
 {
 	int64_t rows = (int64_t)p->ni * p->nj;
 	int N = be_lnlin_rows(p), k = p->k, fail = 0;
 	const float *w = p->w;
-	float *wide = NULL;
+	float *wide = NULL, *packed = NULL;
+	void *pk = NULL;
 
 	if (k <= 0) return -EINVAL;
 	if (p->w_bf16) {   /* widened once, for every tile */
@@ -64,25 +108,29 @@ int cpu_ln_linear(be_t *be, const be_ln_linear_t *p)
 		for (int64_t i = 0; i < (int64_t)N * k; i++) wide[i] = safetensors_bf16_to_f32(h[i]);
 		w = wide;
 	}
-	#pragma omp parallel for schedule(dynamic) reduction(|:fail) if (rows * (k + N) > 65536)
-	for (int64_t r0 = 0; r0 < rows; r0 += CPU_LNLIN_ROWS) {
-		int nr = rows - r0 < CPU_LNLIN_ROWS ? (int)(rows - r0) : CPU_LNLIN_ROWS;
-		float *t = cpu_scratch((size_t)CPU_LNLIN_ROWS * (k + N)), *o;
-		if (!t) { fail = 1; continue; }
-		o = t + (size_t)CPU_LNLIN_ROWS * k;
-		for (int r = 0; r < nr; r++) {
-			int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
-			memcpy(t + (int64_t)r * k, p->x + i * p->x_si + j * p->x_sj, sizeof *t * (size_t)k);
+	if (cpu_own_gemm()) {   /* w packed once, 64-byte aligned as avx512_block reads it */
+		if (posix_memalign(&pk, 64, sizeof(float) * (size_t)AVX512_PACKED(k, N)) != 0) {
+			free(wide);
+			return -ENOMEM;
 		}
-		if (p->ln_w && be->layernorm(be, &(be_layernorm_t){
-			.y = t, .x = t, .rows = nr, .d = k, .w = p->ln_w, .b = p->ln_b,
-			.eps = p->eps,
-		}) < 0) { fail = 1; continue; }
-		for (int64_t e = 0; wide && e < (int64_t)nr * k; e++)
-			t[e] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(t[e]));
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, N, k, 1.0f, t, k, w, k, 0.0f, o, N);
-		cpu_lnlin_store(p, o, N, r0, nr);
+		packed = pk;
 	}
+	be_gemm_t gw = { .transb = 1, .n = N, .k = k, .b = w, .ldb = k, .batch = 1 };
+	#pragma omp parallel reduction(|:fail) if (rows * (k + N) > 65536)
+	{
+		if (packed) {
+			#pragma omp for schedule(static)
+			for (int q = 0; q < AVX512_PANELS(N); q++) avx512_pack_b(&gw, 0, q, packed);
+		}
+		#pragma omp for schedule(dynamic)
+		for (int64_t r0 = 0; r0 < rows; r0 += CPU_LNLIN_ROWS) {
+			int nr = rows - r0 < CPU_LNLIN_ROWS ? (int)(rows - r0) : CPU_LNLIN_ROWS;
+			float *t = cpu_scratch((size_t)CPU_LNLIN_ROWS * (k + N));
+			if (!t || cpu_lnlin_tile(be, p, w, wide != NULL, packed, r0, nr, t,
+			                         t + (size_t)CPU_LNLIN_ROWS * k) < 0) fail = 1;
+		}
+	}
+	free(pk);
 	free(wide);
 	return fail ? -1 : 0;
 }

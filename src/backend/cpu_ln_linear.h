@@ -17,4 +17,9 @@ int cpu_ln_linear(be_t *be, const be_ln_linear_t *p);
  * the thread's life (cpu.c owns it; a later call may replace it), or NULL */
 float *cpu_scratch(size_t n);
 
+/* 1 where the backend's products run on the own AVX-512 kernel
+ * (cpu_avx512.c: the CPU has AVX-512F and ESMBATCH_CPU_BLAS is unset;
+ * decided at be_cpu_init), else 0 (CBLAS) */
+int cpu_own_gemm(void);
+
 #endif

@@ -4,17 +4,21 @@
  * It is built from the backend's own entries (be->layernorm, be->gemm,
  * be->binary), called through the be_t they are given, so that a
  * backend that wraps the CPU's (a sim: card with bf16 weights) keeps its
- * GEMM.  The output side works on tiles of CPU_TO_ROWS rows: the tile of
- * x is gathered and normalised, multiplied, gated (BE_GATE, in place) and
- * added to z's rows (BE_ADD), while the tile is in cache; x, gv and z are
- * each read once, z written once.
+ * GEMM.  The output side works on tiles of CPU_TO_ROWS rows, shared out
+ * over the OpenMP threads in one parallel region: each thread gathers its
+ * tile of x into its own buffers, normalises, multiplies, gates (BE_GATE,
+ * in place) and adds it to z's rows (BE_ADD) while the tile is in cache,
+ * the entries single-threaded inside the region; x, gv and z are each read
+ * once, z written once.  Every element is computed as the entries apart
+ * compute it (a layer norm is a row's, the product sums the whole of k per
+ * element), so the result does not depend on the number of threads.
  */
 #include "backend/cpu_trimul_out.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#define CPU_TO_ROWS 256   /* rows per tile of the output side */
+#define CPU_TO_ROWS 128   /* rows per tile of the output side */
 
 /* offset of row r of rows at xr's strides */
 static int64_t cpu_row_at(be_rows_t xr, int64_t r)
@@ -22,49 +26,54 @@ static int64_t cpu_row_at(be_rows_t xr, int64_t r)
 	return r / xr.n2 * xr.s1 + r % xr.n2 * xr.s2;
 }
 
+/* rows r0 .. r0+nr-1 of the output side; xt, u: [nr, c] scratch */
+static int cpu_trimul_out_tile(be_t *be, const be_trimul_out_t *t, int64_t r0, int nr, float *xt, float *u)
+{
+	int64_t c = t->c;
+	int rc;
+
+	/* xt: [nr, c] = the tile of x, channel-last, then its layer norm */
+	for (int64_t r = 0; r < nr; r++)
+		for (int64_t ch = 0; ch < c; ch++) xt[r * c + ch] = t->x[(r0 + r) * t->x_rs + ch * t->x_cs];
+	rc = be->layernorm(be, &(be_layernorm_t){
+		.y = xt, .x = xt, .rows = nr, .d = (int)c, .w = t->ln_w, .b = t->ln_b, .eps = t->eps,
+	});
+	/* u: [nr, c] = xt W^T + b */
+	be_gemm_t g = {
+		.transa = 0, .transb = 1, .m = nr, .n = (int)c, .k = (int)c, .alpha = 1.0f, .beta = 0.0f,
+		.a = xt, .lda = c, .b = t->w, .ldb = c, .c = u, .ldc = c, .batch = 1,
+		.bias = t->b, .b_bf16 = t->w_bf16,
+	};
+	if (!rc) rc = be->gemm(be, &g);
+	/* u = u * sigmoid(gv), then z's rows += u */
+	if (!rc) rc = be->binary(be, &(be_binary_t){
+		.y = u, .a = u, .b = t->gv + r0 * c, .n = (int64_t)nr * c, .kind = BE_GATE,
+	});
+	for (int r = 0; r < nr && !rc; r++) {
+		float *zr = t->z + cpu_row_at(t->zr, r0 + r);
+		rc = be->binary(be, &(be_binary_t){
+			.y = zr, .a = zr, .b = u + (int64_t)r * c, .n = c, .kind = BE_ADD,
+		});
+	}
+	return rc;
+}
+
 int cpu_trimul_out(be_t *be, const be_trimul_out_t *t)
 {
-	int64_t rows = t->zr.n1 * t->zr.n2, c = t->c;
-	float *xt = malloc(sizeof *xt * CPU_TO_ROWS * c), *u = malloc(sizeof *u * CPU_TO_ROWS * c);
-	int rc = 0;
+	int64_t rows = t->zr.n1 * t->zr.n2, c = t->c, ntiles = (rows + CPU_TO_ROWS - 1) / CPU_TO_ROWS;
+	int fail = 0, nomem = 0;
 
-	if (!xt || !u) {
-		rc = -ENOMEM;
-		goto done;
-	}
-	for (int64_t r0 = 0; r0 < rows && !rc; r0 += CPU_TO_ROWS) {
-		int nr = rows - r0 < CPU_TO_ROWS ? (int)(rows - r0) : CPU_TO_ROWS;
-		int fail = 0;
-		/* xt: [nr, c] = the tile of x, channel-last, then its layer norm */
-		for (int64_t r = 0; r < nr; r++)
-			for (int64_t ch = 0; ch < c; ch++) xt[r * c + ch] = t->x[(r0 + r) * t->x_rs + ch * t->x_cs];
-		rc = be->layernorm(be, &(be_layernorm_t){
-			.y = xt, .x = xt, .rows = nr, .d = (int)c, .w = t->ln_w, .b = t->ln_b,
-			.eps = t->eps,
-		});
-		/* u: [nr, c] = xt W^T + b */
-		be_gemm_t g = {
-			.transa = 0, .transb = 1, .m = nr, .n = (int)c, .k = (int)c, .alpha = 1.0f, .beta = 0.0f,
-			.a = xt, .lda = c, .b = t->w, .ldb = c, .c = u, .ldc = c, .batch = 1,
-			.bias = t->b, .b_bf16 = t->w_bf16,
-		};
-		if (!rc) rc = be->gemm(be, &g);
-		/* u = u * sigmoid(gv), then z's rows += u */
-		if (!rc) rc = be->binary(be, &(be_binary_t){
-			.y = u, .a = u, .b = t->gv + r0 * c, .n = (int64_t)nr * c, .kind = BE_GATE,
-		});
-		if (rc) break;
-		#pragma omp parallel for schedule(static) reduction(|:fail) if ((int64_t)nr * c > 16384)
-		for (int r = 0; r < nr; r++) {
-			float *zr = t->z + cpu_row_at(t->zr, r0 + r);
-			fail |= be->binary(be, &(be_binary_t){
-				.y = zr, .a = zr, .b = u + (int64_t)r * c, .n = c, .kind = BE_ADD,
-			}) != 0;
+	#pragma omp parallel reduction(|:fail, nomem) if (ntiles > 1)
+	{
+		float *xt = malloc(sizeof *xt * CPU_TO_ROWS * 2 * (size_t)c);
+		if (!xt) nomem = 1;
+		#pragma omp for schedule(dynamic)
+		for (int64_t i = 0; i < ntiles; i++) {
+			int64_t r0 = i * CPU_TO_ROWS;
+			int nr = rows - r0 < CPU_TO_ROWS ? (int)(rows - r0) : CPU_TO_ROWS;
+			if (xt && cpu_trimul_out_tile(be, t, r0, nr, xt, xt + CPU_TO_ROWS * c) < 0) fail = 1;
 		}
-		if (fail) rc = -1;
+		free(xt);
 	}
-done:
-	free(u);
-	free(xt);
-	return rc;
+	return nomem ? -ENOMEM : fail ? -1 : 0;
 }

@@ -305,6 +305,13 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
 	X(TRIMUL_OUT, trimul_out, be_trimul_out_t) \
 	X(RELPOS,     relpos,     be_relpos_t)
 
+/* the revision of the backends' kernels' summation orders, in every
+ * be->numerics: raised whenever a kernel's results change bits (a cache
+ * of results must not serve another revision's).  2: the CPU's fused
+ * layer norm + linear on the own AVX-512 GEMM, the CUDA sequence
+ * transition in two products over a hidden buffer */
+#define BE_KERNELS_REV 2
+
 /* what be_supports answers for: every op of BE_OPS, then the optional
  * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*) */
 typedef enum {

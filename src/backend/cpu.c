@@ -859,7 +859,8 @@ static int cpu_trimul(be_t *be, const be_trimul_t *p)
 
 static void cpu_destroy(be_t *be) { free(be); }
 
-/* be->numerics: the kernels (the own AVX-512 ones or CBLAS) and the BLAS
+/* be->numerics: the kernels (the own AVX-512 ones or CBLAS, their
+ * revision BE_KERNELS_REV) and the BLAS
  * library with the core it chose; the thread count is not in it, for
  * every op's sums run in the same order however many threads share the
  * rows (tests/test_cache.sh compares 1 and 2 threads byte for byte) */
@@ -868,9 +869,10 @@ static const char *cpu_numerics(void)
 	static char s[256];
 
 #ifdef HAVE_OPENBLAS_GET_CONFIG
-	snprintf(s, sizeof s, "cpu %s, BLAS %s", cpu_has_cg ? "avx512" : "cblas", openblas_get_config());
+	snprintf(s, sizeof s, "cpu %s r%d, BLAS %s", cpu_has_cg ? "avx512" : "cblas", BE_KERNELS_REV,
+	         openblas_get_config());
 #else
-	snprintf(s, sizeof s, "cpu %s, BLAS CBLAS", cpu_has_cg ? "avx512" : "cblas");
+	snprintf(s, sizeof s, "cpu %s r%d, BLAS CBLAS", cpu_has_cg ? "avx512" : "cblas", BE_KERNELS_REV);
 #endif
 	return s;
 }

@@ -66,7 +66,8 @@ typedef struct {
 typedef struct {
 	int                 device;
 	char                name[16];     /* "cuda:N", the backend's name */
-	char                numerics[320]; /* be->numerics: arch, card, cuBLAS */
+	char                numerics[320]; /* be->numerics: arch, card, kernels'
+	                                      revision, runtime, cuBLAS */
 	cudaStream_t        stream;
 	cublasHandle_t      blas;
 	void               *ws;           /* [be->workspace] bytes: cuBLAS's, idx, stage */
@@ -775,8 +776,8 @@ be_t *be_cuda_init(int device)
 		be_cuda_ctx_t *c = be->ctx;
 		int rt = 0;
 		if (cudaRuntimeGetVersion(&rt) != cudaSuccess) rt = CUDART_VERSION;
-		snprintf(c->numerics, sizeof c->numerics, "cuda sm_%d%d %s, runtime %d, cuBLAS %d",
-		         prop.major, prop.minor, prop.name, rt, CUBLAS_VERSION);
+		snprintf(c->numerics, sizeof c->numerics, "cuda sm_%d%d %s r%d, runtime %d, cuBLAS %d",
+		         prop.major, prop.minor, prop.name, BE_KERNELS_REV, rt, CUBLAS_VERSION);
 		be->numerics = c->numerics;
 	}
 	if (be)

@@ -94,9 +94,6 @@ typedef __nv_bfloat16 bf16;
 
 /* ---- the layer norm of one row, by one warp --------------------------- */
 
-static __device__ __forceinline__ void tr_put(float *p, float v) { *p = v; }
-static __device__ __forceinline__ void tr_put(bf16 *p, float v) { *p = __float2bfloat16(v); }
-
 /* v rounded to bf16 and back */
 static __device__ __forceinline__ float tr_bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
 
@@ -106,8 +103,7 @@ static __device__ __forceinline__ float tr_w(const bf16 *w, int64_t i) { return 
 
 /* y: [d] = LN(x: [d]) with the CPU's formula (two passes, mean then
  * variance, 1 / sqrtf(var / d + eps)); b may be NULL */
-template <typename T>
-static __device__ void tr_ln_row(T *y, const float *x, int d, const float *w, const float *b,
+static __device__ void tr_ln_row(float *y, const float *x, int d, const float *w, const float *b,
                                  float eps, int lane)
 {
 	float mean = 0.0f, var = 0.0f;
@@ -115,18 +111,17 @@ static __device__ void tr_ln_row(T *y, const float *x, int d, const float *w, co
 	mean = cu_warp_sum(mean) / (float)d;
 	for (int c = lane; c < d; c += 32) { float u = x[c] - mean; var += u * u; }
 	float inv = 1.0f / sqrtf(cu_warp_sum(var) / (float)d + eps);
-	for (int c = lane; c < d; c += 32) tr_put(y + c, (x[c] - mean) * inv * w[c] + (b ? b[c] : 0.0f));
+	for (int c = lane; c < d; c += 32) y[c] = (x[c] - mean) * inv * w[c] + (b ? b[c] : 0.0f);
 }
 
 /* rows r0.. of x normed into ys: [nr, ld] (zeros past the last row of x),
  * one warp per row */
-template <typename T>
-static __device__ void tr_ln_tile(T *ys, int ld, const be_transition_t &t, int64_t r0, int nr)
+static __device__ void tr_ln_tile(float *ys, int ld, const be_transition_t &t, int64_t r0, int nr)
 {
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nw = blockDim.x / 32;
 	for (int r = warp; r < nr; r += nw) {
-		if (r0 + r < t.rows) tr_ln_row<T>(ys + r * ld, t.x + (r0 + r) * t.d, t.d, t.ln_w, t.ln_b, t.eps, lane);
-		else for (int c = lane; c < t.d; c += 32) tr_put(ys + r * ld + c, 0.0f);
+		if (r0 + r < t.rows) tr_ln_row(ys + r * ld, t.x + (r0 + r) * t.d, t.d, t.ln_w, t.ln_b, t.eps, lane);
+		else for (int c = lane; c < t.d; c += 32) ys[r * ld + c] = 0.0f;
 	}
 }
 
@@ -531,7 +526,7 @@ k_transition_simt(be_transition_t t, int bm)
 	const W *w1 = (const W *)t.w1, *w2 = (const W *)t.w2;
 	float *As = tr_smemf, *Hs = As + bm * d, *Os = Hs + bm * TR_HC;
 
-	tr_ln_tile<float>(As, d, t, r0, bm);
+	tr_ln_tile(As, d, t, r0, bm);
 	for (int e = threadIdx.x; e < bm * d; e += nt) Os[e] = 0.0f;
 	__syncthreads();
 	if (rb) {

@@ -47,15 +47,20 @@ grep -q "esmbatch.lock: exists and is a symbolic link, not a regular file: refus
 
 # --- symlinks at temporaries: removed, never written through --------------
 mkdir "$tmp/s-tmp"
-# exec: $! is esmbatch's PID, the PID in its temporaries' names
-( ESMBATCH_FAULT=slowio:1500 exec "$bin" -q --weights "$w" --num-recycles 0 --devices cpu \
+# exec: $! is esmbatch's PID, the PID in its temporaries' names.  The
+# PDB's temporary is planted before the fold starts (its worker writes it
+# as soon as the fold ends: planted during the run, it could land between
+# the file's creation and its rename, which esmbatch reports as a failed
+# write, rightly); the summary's and report's during the run, while
+# slowio holds up the output step
+( plant "$tmp/s-tmp" "X.pdb.tmp.$BASHPID"
+  ESMBATCH_FAULT=slowio:1500 exec "$bin" -q --weights "$w" --num-recycles 0 --devices cpu \
 	-i "$tmp/one.fa" -o "$tmp/s-tmp" 2>"$tmp/err" ) &
 pid=$!
 i=0
 while [ ! -e "$tmp/s-tmp/run.jsonl" ] && [ $i -lt 400 ]; do sleep 0.02; i=$((i + 1)); done
 plant "$tmp/s-tmp" "summary.tsv.tmp.$pid"
 plant "$tmp/s-tmp" "report.html.tmp.$pid"
-plant "$tmp/s-tmp" "X.pdb.tmp.$pid"
 wait $pid || fail "symlinked temporaries: exit $?: $(cat "$tmp/err")"
 for f in summary.tsv report.html X.pdb; do
 	untouched "$f.tmp.$pid" "symlinked temporary $f"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/status.h"
 
@@ -284,6 +285,7 @@ static void fwd_graph_free(fwd_t *fx)
 	free(fx->graphs);
 	fx->graphs = NULL;
 	fx->ngraphs = 0;
+	fx->graphs_cap = 0;
 }
 
 /* 1 when r was recorded on the operands ops[nops] */
@@ -302,10 +304,9 @@ static fwd_graph_t *fwd_graph_entry(fwd_t *fx, int id)
 {
 	for (int i = 0; i < fx->ngraphs; i++)
 		if (fx->graphs[i].id == id) return &fx->graphs[i];
-	fwd_graph_t *g = realloc(fx->graphs, sizeof *g * (size_t)(fx->ngraphs + 1));
-	if (!g) return NULL;
-	fx->graphs = g;
-	g = &fx->graphs[fx->ngraphs++];
+	if (grow_array(&fx->graphs, &fx->graphs_cap, (size_t)fx->ngraphs + 1, sizeof *fx->graphs) < 0)
+		return NULL;
+	fwd_graph_t *g = &fx->graphs[fx->ngraphs++];
 	memset(g, 0, sizeof *g);
 	g->id = id;
 	place_init(&g->in, 0);

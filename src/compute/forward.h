@@ -72,8 +72,9 @@ typedef struct {
 	 * memory traffic, which trunk_block_passes divides into pair-tensor
 	 * passes */
 	int64_t traffic;
-	fwd_graph_t *graphs;  /* recordings of this pass (fwd_graph_begin) */
+	fwd_graph_t *graphs;  /* [graphs_cap] recordings of this pass (fwd_graph_begin) */
 	int     ngraphs;
+	size_t  graphs_cap;
 	int     graph_rec;    /* 1 + the index in graphs being recorded, or 0 */
 	int     graph_runs;   /* replays so far */
 	int     err;          /* 0, or the first failure's status (util/status.h:

@@ -266,8 +266,9 @@ def cmd_ref(wdir, fasta, name, pdb=None, threads=2):
         out = model.infer(seq)           # config max_recycles = 4 passes
         dt = time.perf_counter() - t1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    mask = out["atom37_atom_exists"]
-    plddt = float((out["plddt"] * mask).sum() / mask.sum())   # fair-esm's mean pLDDT
+    # the mean over residues of the CA's pLDDT, as esmbatch's summary.tsv
+    # reports it (fair-esm's own mean runs over every atom: another number)
+    plddt = float(out["plddt"][..., 1].mean())
     if pdb:   # its per-atom pLDDT as fair-esm and esmbatch write it, 0-100
         with open(pdb, "w") as f:
             f.write(model.output_to_pdb(dict(out, plddt=100.0 * out["plddt"]))[0])

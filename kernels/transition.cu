@@ -29,35 +29,49 @@
  * row indices (the launcher refuses R over 2^31 - 129).
  *
  * bf16, other multiples of 16 up to TS_DMAX (the sequence transition,
- * c_s 1024, and the test models' c_s 64; h a multiple of 16): three
- * kernels over a buffer of the caller's (the CUDA backend's bf16 stage),
- * xn: [R, d] and hid: [R, h] bf16 (13.8 MB at L 1344), a chunk of rows
- * at a time; the products are grids over row tiles x column slices of
- * TS_BN (at c_s 1024 and L 256: 256 and 64 blocks, where the kernel
- * before, one block per 16 rows reading weight fragments from global
- * memory, had 16 blocks and was latency-bound, ~0.35 ms a call):
+ * c_s 1024, and the test models' c_s 64; h a multiple of 16): three or
+ * four kernels over a buffer of the caller's (the CUDA backend's bf16
+ * stage), xn: [R, d] and hid: [R, h] bf16 (13.8 MB at L 1344), a chunk
+ * of rows at a time, and the fp32 partial sums of a split product in a
+ * second one (part: the backend's cuBLAS workspace, 32 MiB; 22 MB at L
+ * 1344):
  *   k_seqtr_ln<NV>: xn = LN(x), a warp per row (tr_ln_reg: the pair
  *     kernel's formula, one read of x);
- *   k_seqtr_hidden<MT>: hid = bf16(relu(xn w1^T + b1)) of 32 MT rows x
- *     TS_BN hidden units a block, K = d;
- *   k_seqtr_out<MT>: x = (x + b2) + hid w2^T of 32 MT rows x TS_BN
- *     outputs a block, K = h, the epilogue in the pair kernel's order
- *     from the fragments (8-byte accesses);
+ *   k_seqtr_hidden<MT, NT>: hid = bf16(relu(xn w1^T + b1)) of 32 MT rows
+ *     x 128 NT hidden units a block, K = d;
+ *   k_seqtr_out<MT, NT>: of 32 MT rows x 128 NT outputs a block, hid
+ *     w2^T over a k slice (K = h cut into S slices, grid z; S 1: all of
+ *     it): unsplit, x = (x + b2) + acc in the pair kernel's order from
+ *     the fragments (8-byte accesses); split, slice z's acc to part[z]:
+ *     [S, R, d] fp32;
+ *   k_seqtr_reduce: x = (x + b2) + (((p0 + p1) + p2) ...), the slices in
+ *     slice order (a fixed order: no atomics, the same bits every run);
  * both products by ts_gemm: a TS_STAGES-deep cp.async pipeline of both
- * operands, As: [32 MT, TS_BK + 8], Bs: [TS_BN, TS_BK + 8] a stage
- * (37.5 / 45 KiB at MT 1 / 2), ldmatrix + mma.sync, warp w on rows 16 MT
- * (w / 4).., columns 32 (w % 4)..; MT 2 where that still gives TR_GRID
- * blocks.  k_seqtr_hidden adds bias and ReLU on the fragments, rounds to
- * bf16 into a tile in shared memory (over Bs) and stores 16 bytes a
- * lane.  The layer norm is a kernel of its own, not a prologue of
- * k_seqtr_hidden: there each row would be normed once per hidden slice
- * (32 times at h 4096, ~380 warp instructions a row each: more issue
- * time than the slice's products) where the extra pass costs 6 bytes an
- * element.  Custom products rather than cuBLAS: cublasGemmEx has no
- * bias-ReLU epilogue (a bias prologue, beta 1 and a ReLU pass: 3 more
- * passes over [R, h]), and ts_gemm's epilogues write hid in bf16 and x
- * in place.  No atomics: every output is written by one lane, its sums
- * in a fixed order.
+ * operands, As: [32 MT, TS_BK + 8], Bs: [128 NT, TS_BK + 8] a stage,
+ * ldmatrix + mma.sync, warp w on rows 16 MT (w / 4).., columns 32 NT (w
+ * % 4)...  The tiles (ts_hidden, ts_out, by N = h or d): 128 x 256 (<4,
+ * 2>: 64 x 64 a warp, 128 accumulators a lane, ~220 registers, one
+ * block an SM, 90 KiB of shared memory) where N is a multiple of 256 and
+ * the chunk over 64 rows: the products were L2-bound on 32 / 64 x 128
+ * tiles (every block re-reads its A and B rows from L2: bytes per FLOP
+ * 1 / BM + 1 / BN, 0.039 at 32 x 128 against 0.012 at 128 x 256);
+ * else 64 x 128 (<2, 1>) where that gives TR_GRID blocks, else 32 x 128
+ * (<1, 1>).  k_seqtr_out's split (ts_split): the smallest power of two
+ * S up to TS_SPLIT whose grid holds 3/4 of TS_SMS blocks (at c_s 1024:
+ * 8 tiles at L 256, S 16; 16 at 512, S 8; 32 at 1024 and 44 at 1344, S
+ * 4), within the partials' room.  k_seqtr_hidden adds bias and ReLU on
+ * the fragments, rounds to bf16 into a tile in shared memory (over As
+ * and Bs) and stores 16 bytes a lane.  Index math in 32 bits (the
+ * launcher refuses a buffer or d h over 2^31 elements).  The layer norm
+ * is a kernel of its own, not a prologue of k_seqtr_hidden: there each
+ * row would be normed once per hidden slice (16 times at h 4096, ~380
+ * warp instructions a row each: more issue time than the slice's
+ * products) where the extra pass costs 6 bytes an element.  Custom
+ * products rather than cuBLAS: cublasGemmEx has no bias-ReLU epilogue
+ * (a bias prologue, beta 1 and a ReLU pass: 3 more passes over [R, h]),
+ * and ts_gemm's epilogues write hid in bf16 and x in place.  No
+ * atomics: every output is written by one lane, its sums in a fixed
+ * order.
  *
  * fp32 (fp32 weights), and bf16 where d or h is no multiple of 16 (the
  * small test models): the same tiles on CUDA cores, shared memory fp32:

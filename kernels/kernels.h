@@ -108,10 +108,15 @@ int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, i
  * and the hidden layer through hidden: [hidden_elems] bf16 on 16 bytes,
  * a chunk of rows (hidden_elems / (d + h), down to a multiple of 64; at
  * least 64) at a time
- * (-EINVAL where too small or NULL); elsewhere with the same bf16
- * rounding on the CUDA cores; fp32 weights: in fp32 on the CUDA cores
- * (hidden unused, may be NULL).  d up to about 5000 */
-int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems);
+ * (-EINVAL where too small or NULL; hidden_elems and d h under 2^31:
+ * 32-bit indices); the second product split over k where part (on 16
+ * bytes, or NULL: no split) holds the slices' fp32 partial sums
+ * ([part_elems] floats; up to 16 slices of a chunk's [rows, d]), reduced
+ * in slice order; elsewhere with the same bf16 rounding on the CUDA
+ * cores; fp32 weights: in fp32 on the CUDA cores (hidden and part
+ * unused, may be NULL).  d up to about 5000 */
+int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems, float *part,
+                  int64_t part_elems);
 
 /* --- ln_linear.cu --- */
 /* the largest k (input features) cu_ln_linear accepts */

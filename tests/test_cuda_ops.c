@@ -1239,12 +1239,18 @@ static void test_transition(void **state)
  * cp.async); h 48 (a slice of 128 hidden units only part full, d 16 <
  * one k stage) at 16,901 rows (both products on 64-row tiles: over
  * TR_GRID blocks); h 65,536 at d 48 (the buffer, the stage's 8 Mi
- * elements, holds 64 rows: 200 rows in four chunks) */
+ * elements, holds 64 rows: 200 rows in four chunks, the last of 8 rows;
+ * k_seqtr_out split into 16 k slices of 4096 each, reduced in slice
+ * order); 150 rows at c_s 1024 (over 64 rows: both products on 128 x
+ * 256 tiles, the second row tile 22 rows; the output product split into
+ * 16 slices of 256 k) and at d 256, h 1024 without the biases (8
+ * slices) */
 static void test_seq_transition(void **state)
 {
 	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {
 		{ 1, 1024, 4096, 1, 0 }, { 37, 1024, 4096, 1, 0 }, { 1, 64, 256, 1, 0 }, { 37, 64, 256, 0, 0 },
 		{ 129, 64, 256, 1, 0 }, { 45, 64, 256, 1, 2 }, { 16901, 16, 48, 1, 0 }, { 200, 48, 65536, 1, 0 },
+		{ 150, 1024, 4096, 1, 0 }, { 150, 256, 1024, 0, 0 },
 	};
 
 	(void)state;

@@ -409,15 +409,19 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 /* at bf16 the sequence transition's normed rows and hidden layer,
  * [rows, d + h] bf16 a chunk of rows at a time, live in the stage
  * (BE_CUDA_STAGE elements: 1600 rows at c_s 1024, h 4096; 13.8 MB at L
- * 1344; be->workspace, counted in every quota), taken as a GEMM takes it */
+ * 1344; be->workspace, counted in every quota), taken as a GEMM takes it;
+ * the partial sums of its split second product ([slices, rows, d] fp32,
+ * 22 MB at L 1344) in the cuBLAS workspace, which only cuBLAS calls on
+ * the same stream use (stream-ordered: never at once) */
 static int be_cuda_transition(be_t *be, const be_transition_t *t)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	int rc;
 
-	if (!t->bf16) return be_cuda_k(c, cu_transition(c->stream, t, NULL, 0), "transition");
+	if (!t->bf16) return be_cuda_k(c, cu_transition(c->stream, t, NULL, 0, NULL, 0), "transition");
 	pthread_mutex_lock(&c->stage_lock);
-	rc = cu_transition(c->stream, t, c->stage, c->stage ? BE_CUDA_STAGE : 0);
+	rc = cu_transition(c->stream, t, c->stage, c->stage ? BE_CUDA_STAGE : 0, (float *)c->ws,
+	                   (int64_t)(BE_CUDA_BLAS_WS / sizeof(float)));
 	pthread_mutex_unlock(&c->stage_lock);
 	return be_cuda_k(c, rc, "transition (bf16)");
 }

@@ -21,7 +21,7 @@ typedef enum { SAFETENSORS_F64, SAFETENSORS_F32, SAFETENSORS_F16, SAFETENSORS_BF
 
 #define SAFETENSORS_MAX_DIMS 8
 
-typedef struct {
+typedef struct safetensors_tensor {
 	const char *name;
 	safetensors_dtype_t  dtype;
 	int         nd;

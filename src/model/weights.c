@@ -15,9 +15,9 @@
 #include <omp.h>
 #endif
 
-#include "util/finite.h"
 #include "util/grow.h"
 #include "util/hash.h"
+#include "util/hugemem.h"
 #include "util/lines.h"
 #include "util/log.h"
 #include "io/safetensors.h"
@@ -621,36 +621,24 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
-/* elements per chunk of a conversion: 256 KB of float32, one thread's at a time */
-#define WEIGHTS_CHUNK (1 << 16)
-
-/* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data, only
- * scanned), in chunks across the threads, each chunk scanned for a NaN or
- * an infinity while it is in cache; the first one's index, or -1 */
+/* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data,
+ * only scanned) on all threads (widen_tensor); the first NaN's or
+ * infinity's index, or -1.  The first call logs the path loading takes. */
 static int64_t weights_widen(weights_t *w, const safetensors_tensor_t *t, float *dst, int convert)
 {
 	widen_path_t path = widen_best();
-	int64_t n = t->numel, nc = (n + WEIGHTS_CHUNK - 1) / WEIGHTS_CHUNK, bad = INT64_MAX;
 
-	if (!w->widen_logged && (t->dtype == SAFETENSORS_F16 || t->dtype == SAFETENSORS_BF16)) {
+	if (!w->widen_logged) {
 		int threads = 1;
 #ifdef _OPENMP
 		threads = omp_get_max_threads();
 #endif
-		log_debug("%s: half-precision tensors widened to float32 on the %s path, %d thread%s", w->path,
-		          widen_path_name(path), threads, threads == 1 ? "" : "s");
+		log_debug("%s: loading on %d thread%s, huge pages %s (THP %s), half precision widened on the %s path",
+		          w->path, threads, threads == 1 ? "" : "s", hugemem_on() ? "on" : "off", hugemem_mode(),
+		          widen_path_name(path));
 		w->widen_logged = 1;
 	}
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (nc > 1)
-#endif
-	for (int64_t c = 0; c < nc; c++) {
-		int64_t lo = c * WEIGHTS_CHUNK, len = n - lo < WEIGHTS_CHUNK ? n - lo : WEIGHTS_CHUNK;
-		if (convert) safetensors_to_f32_part(t, lo, len, dst + lo, path);
-		int64_t b = finite_scan(dst + lo, len);
-		if (b >= 0 && lo + b < bad) bad = lo + b;
-	}
-	return bad == INT64_MAX ? -1 : bad;
+	return widen_tensor(t, dst, convert, path);
 }
 
 /* *p (into, or an allocation of be's kept by w) = host's numel floats

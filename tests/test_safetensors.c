@@ -2,7 +2,8 @@
  * dtype, the half-precision conversions, and every malformed file the
  * reader must refuse with one error (truncated data, offsets past the end,
  * overlapping tensors, dtype x shape != byte length, a huge header length,
- * malformed JSON, bad entries). */
+ * malformed JSON, bad entries); a copied tensor's pages dropped from the
+ * page cache (safetensors_drop_cache: mincore), its neighbours' kept. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
+#include <fcntl.h>
 
 #include <cmocka.h>
 
@@ -188,12 +191,69 @@ static int teardown(void **state)
 	return system(cmd) == 0 ? 0 : -1;
 }
 
+/* pages of [p, p + n) in the page cache (mincore), and how many pages */
+static long cached(const void *p, size_t n, long *pages)
+{
+	long pg = sysconf(_SC_PAGESIZE), in = 0;
+	uintptr_t lo = (uintptr_t)p / pg * pg, hi = ((uintptr_t)p + n + pg - 1) / pg * pg;
+	unsigned char *v = malloc((hi - lo) / pg);
+
+	assert_non_null(v);
+	assert_int_equal(mincore((void *)lo, hi - lo, v), 0);
+	for (uintptr_t i = 0; i < (hi - lo) / pg; i++) in += v[i] & 1;
+	*pages = (long)((hi - lo) / pg);
+	free(v);
+	return in;
+}
+
+static void test_drop_cache(void **state)
+{
+	enum { N = 1 << 18 };   /* 1 MiB of float32 */
+	char path[256];
+	float *big = malloc(sizeof *big * N), small[3] = { 1, 2, 3 };
+	safetensors_writer_t *w = safetensors_writer_init();
+	long pages, sum = 0;
+
+	(void)state;
+	assert_non_null(big);
+	for (int i = 0; i < N; i++) big[i] = (float)(i % 1000);
+	assert_int_equal(safetensors_writer_add(w, "a", SAFETENSORS_F32, 1, (int64_t[]){ 3 }, small), 0);
+	assert_int_equal(safetensors_writer_add(w, "big", SAFETENSORS_F32, 1, (int64_t[]){ N }, big), 0);
+	assert_int_equal(safetensors_writer_add(w, "z", SAFETENSORS_F32, 1, (int64_t[]){ N }, big), 0);
+	snprintf(path, sizeof path, "%s/drop.safetensors", tmpdir);
+	assert_int_equal(safetensors_writer_save(w, path), 0);
+	safetensors_writer_free(w);
+	int fd = open(path, O_RDONLY);
+	assert_true(fd >= 0);
+	assert_int_equal(fsync(fd), 0);   /* clean pages: DONTNEED drops only those */
+	close(fd);
+
+	safetensors_t *st = safetensors_open(path);
+	assert_non_null(st);
+	const safetensors_tensor_t *t = safetensors_find(st, "big"), *z = safetensors_find(st, "z");
+	for (int i = 0; i < N; i++) sum += (long)((const float *)t->data)[i] + (long)((const float *)z->data)[i];
+	long in = cached(t->data, t->nbytes, &pages);
+	assert_int_equal(in, pages);
+	safetensors_release(st, t);
+	safetensors_drop_cache(st, t);
+	long left = cached(t->data, t->nbytes, &pages);
+	print_message("big: %ld of %ld pages still cached (the two it shares at most)\n", left, pages);
+	assert_true(pages > 200 && left <= 2);
+	in = cached(z->data, z->nbytes, &pages);
+	assert_int_equal(in, pages);   /* the neighbour stays */
+	assert_memory_equal(t->data, big, sizeof *big * N);            /* readable again, from disk */
+	safetensors_close(st);
+	free(big);
+	assert_true(sum > 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_roundtrip),
 		cmocka_unit_test(test_half_conversions),
 		cmocka_unit_test(test_malformed),
+		cmocka_unit_test(test_drop_cache),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

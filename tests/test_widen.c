@@ -2,7 +2,11 @@
  * 65,536 bit patterns of each on every path this CPU runs (the scalar loop
  * on every host, F16C and AVX-512 where present) bit for bit against the
  * scalar conversions, from a source at an odd byte address and with a
- * ragged tail; safetensors_to_f32_part on a slice; $ESMBATCH_WIDEN=scalar. */
+ * ragged tail; safetensors_to_f32_part on a slice; $ESMBATCH_WIDEN=scalar;
+ * the 2 MiB pieces a tensor is split into across threads (widen_piece),
+ * and widen_tensor of a multi-piece tensor into a huge-page buffer at an
+ * unaligned address: every element, nothing outside, the first bad one. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "util/hugemem.h"
 #include "io/safetensors.h"
 #include "io/widen.h"
 
@@ -103,12 +108,97 @@ static void test_env_forces_scalar(void **state)
 	print_message("best path here: %s\n", widen_path_name(widen_best()));
 }
 
+#define PER (WIDEN_PIECE / 4)   /* floats in a whole piece */
+
+/* the pieces of n floats at dst cover [0, n) in order, once, each at most
+ * a piece long, every one but the first starting on a 2 MiB boundary */
+static void check_pieces(uintptr_t dst, int64_t n)
+{
+	int64_t np = widen_pieces(dst, n), next = 0;
+
+	for (int64_t c = 0; c < np; c++) {
+		int64_t lo = -1, len = -1;
+		widen_piece(dst, n, c, &lo, &len);
+		if (lo != next || len <= 0 || len > PER || (c > 0 && (dst + 4 * (uintptr_t)lo) % WIDEN_PIECE))
+			print_message("dst %% 2 MiB %llu, n %lld: piece %lld of %lld is [%lld, +%lld), want it at %lld\n",
+			              (unsigned long long)(dst % WIDEN_PIECE), (long long)n, (long long)c,
+			              (long long)np, (long long)lo, (long long)len, (long long)next);
+		assert_int_equal(lo, next);
+		assert_true(len > 0 && len <= PER);
+		if (c > 0) assert_int_equal((dst + 4 * (uintptr_t)lo) % WIDEN_PIECE, 0);
+		next = lo + len;
+	}
+	assert_int_equal(next, n);
+}
+
+static void test_pieces(void **state)
+{
+	static const uintptr_t at[] = { 0, 4, 64, WIDEN_PIECE - 4, WIDEN_PIECE - 64, 4 * 12345, 7 * WIDEN_PIECE + 40 };
+	static const int64_t n[] = { 0, 1, 7, PER - 1, PER, PER + 1, 2 * PER, 3 * PER + 17 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof at / sizeof *at; i++)
+		for (size_t j = 0; j < sizeof n / sizeof *n; j++)
+			check_pieces((uintptr_t)1 << 32 | at[i], n[j]);
+	assert_int_equal(widen_pieces(0, PER), 1);
+	assert_int_equal(widen_pieces(0, PER + 1), 2);
+	assert_int_equal(widen_pieces(4, PER), 2);     /* head PER - 1, then 1 */
+	assert_int_equal(widen_pieces(WIDEN_PIECE - 4, 2), 2);
+}
+
+/* an F16 tensor of 3 pieces and a ragged tail widened on all threads into
+ * a huge-page buffer 3 floats past a 2 MiB boundary */
+static void test_tensor(void **state)
+{
+	const int64_t n = 3 * PER + 1001, off = 3;
+	uint16_t *h = malloc(sizeof *h * n);
+	float *buf = NULL;
+
+	(void)state;
+	assert_non_null(h);
+	for (int64_t i = 0; i < n; i++)   /* finite values, both signs */
+		h[i] = (uint16_t)((i * 7919) % 0x7c00 | (i & 1) << 15);
+	safetensors_tensor_t t = { .name = "x", .dtype = SAFETENSORS_F16, .nd = 1, .shape = { n },
+	                           .numel = n, .nbytes = 2 * (size_t)n, .data = h };
+	assert_int_equal(hugemem_alloc(sizeof *buf * (n + off + 8), (void **)&buf), 0);
+	for (int64_t i = 0; i < n + off + 8; i++) buf[i] = -7.0f;
+	float *dst = buf + off;
+	assert_true(widen_pieces((uintptr_t)dst, n) >= 4);
+	assert_int_equal(widen_tensor(&t, dst, 1, widen_best()), -1);
+	int64_t bad = 0;
+	for (int64_t i = 0; i < n; i++) {
+		float want = safetensors_f16_to_f32(h[i]);
+		if (memcmp(&want, &dst[i], 4) && bad++ < 4)
+			print_message("element %lld: %g, want %g\n", (long long)i, dst[i], want);
+	}
+	assert_int_equal(bad, 0);
+	for (int64_t i = 0; i < off; i++) assert_true(buf[i] == -7.0f);
+	for (int64_t i = 0; i < 8; i++) assert_true(dst[n + i] == -7.0f);
+	/* the first infinity or NaN, wherever the pieces fall */
+	h[2 * PER + 5] = 0x7e00;
+	h[PER + 9] = 0xfc00;
+	assert_int_equal(widen_tensor(&t, dst, 1, widen_best()), PER + 9);
+	assert_true(isinf(dst[PER + 9]) && isnan(dst[2 * PER + 5]));
+	/* float32 data only scanned (convert 0) */
+	safetensors_tensor_t f = { .name = "y", .dtype = SAFETENSORS_F32, .nd = 1, .shape = { n },
+	                           .numel = n, .nbytes = 4 * (size_t)n, .data = dst };
+	assert_int_equal(widen_tensor(&f, dst, 0, widen_best()), PER + 9);
+	dst[PER + 9] = 0;
+	dst[2 * PER + 5] = 0;
+	dst[n - 1] = INFINITY;
+	assert_int_equal(widen_tensor(&f, dst, 0, widen_best()), n - 1);
+	hugemem_free(buf);
+	free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_all_patterns),
 		cmocka_unit_test(test_part),
 		cmocka_unit_test(test_env_forces_scalar),
+		cmocka_unit_test(test_pieces),
+		cmocka_unit_test(test_tensor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

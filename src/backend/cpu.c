@@ -41,6 +41,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "backend/cpu_trimul_out.h"
 #include "backend/cpu_relpos.h"
 #include "io/safetensors.h"
+#include "util/hugemem.h"
 #include "util/log.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
@@ -69,14 +70,11 @@ static pthread_key_t  cpu_key;
 static int            cpu_key_ok;
 static int            cpu_has_cg;   /* the own GEMM kernel runs here (set at init) */
 
-static int cpu_alloc(be_t *be, size_t n, void **p)
-{
-	*p = NULL;
-	if (posix_memalign(p, 64, n ? n : 64) != 0) { *p = NULL; return -1; }
-	return 0;
-}
+/* 64-byte aligned; 2 MiB and more on huge pages where the kernel grants
+ * them (util/hugemem.h): a weight's first touch faults 2 MiB at a time */
+static int cpu_alloc(be_t *be, size_t n, void **p) { return hugemem_alloc(n, p); }
 
-static void cpu_free(be_t *be, void *p) { free(p); }
+static void cpu_free(be_t *be, void *p) { hugemem_free(p); }
 
 static int cpu_copy(be_t *be, void *dst, const void *src, size_t n)
 {

@@ -21,6 +21,7 @@
 
 struct st {
 	char        *path;
+	int          fd;       /* open until safetensors_close (safetensors_drop_cache) */
 	void        *map;
 	size_t       map_size;
 	int          n;
@@ -138,8 +139,9 @@ safetensors_t *safetensors_open(const char *path)
 
 	if (!st) { log_error("%s: out of memory", path); return NULL; }
 	st->map = MAP_FAILED;
+	st->fd = -1;
 	if (!(st->path = strdup(path))) goto fail;
-	if ((fd = open(path, O_RDONLY)) < 0 || fstat(fd, &sb) < 0) {
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &sb) < 0) {
 		log_error("%s: cannot open: %s", path, strerror(errno));
 		goto fail;
 	}
@@ -205,7 +207,7 @@ safetensors_t *safetensors_open(const char *path)
 	}
 	qsort(st->t, st->n, sizeof *st->t, safetensors_cmp_name);
 	free(rg);
-	close(fd);
+	st->fd = fd;
 	return st;
 
 fail:
@@ -227,9 +229,18 @@ void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t)
 	madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
+void safetensors_drop_cache(const safetensors_t *st, const safetensors_tensor_t *t)
+{
+	if (!t->nbytes || st->fd < 0) return;
+	/* whole pages only: the kernel keeps a page that holds a neighbour's bytes */
+	posix_fadvise(st->fd, (off_t)((const char *)t->data - (const char *)st->map), (off_t)t->nbytes,
+	              POSIX_FADV_DONTNEED);
+}
+
 void safetensors_close(safetensors_t *st)
 {
 	if (!st) return;
+	if (st->fd >= 0) close(st->fd);
 	if (st->map && st->map != MAP_FAILED) munmap(st->map, st->map_size);
 	json_decref(st->header);
 	free(st->t);

@@ -21,7 +21,7 @@ typedef enum { SAFETENSORS_F64, SAFETENSORS_F32, SAFETENSORS_F16, SAFETENSORS_BF
 
 #define SAFETENSORS_MAX_DIMS 8
 
-typedef struct {
+typedef struct safetensors_tensor {
 	const char *name;
 	safetensors_dtype_t  dtype;
 	int         nd;
@@ -51,6 +51,13 @@ const char *safetensors_dtype_name(safetensors_dtype_t t);
  * elsewhere, so that the file's pages do not count as the process's memory
  * (or vanish from it under memory pressure) while it runs. */
 void safetensors_release(const safetensors_t *st, const safetensors_tensor_t *t);
+
+/* Drop t's pages from the page cache (posix_fadvise DONTNEED), once
+ * safetensors_release has unmapped them: where the file and the copies of
+ * its tensors do not both fit in memory, a copied tensor's pages go at
+ * once instead of the kernel reclaiming (the file's unread pages among
+ * them) while the copies are made. */
+void safetensors_drop_cache(const safetensors_t *st, const safetensors_tensor_t *t);
 
 /* Convert n elements of any floating or integer dtype to float / double. */
 void safetensors_to_f32(const safetensors_tensor_t *t, float *dst);

@@ -29,4 +29,25 @@ const char  *widen_path_name(widen_path_t p);
 void widen_f16(float *dst, const void *src, int64_t n, widen_path_t p);
 void widen_bf16(float *dst, const void *src, int64_t n, widen_path_t p);
 
+/* --- a whole tensor, on all threads --------------------------------------- */
+
+/* float32 outputs are written in pieces that end on the 2 MiB boundaries
+ * of their addresses (WIDEN_PIECE bytes), so that no two threads fault
+ * the same huge page (util/hugemem.h) and each piece's page is cleared
+ * once, by the thread that fills it */
+#define WIDEN_PIECE ((int64_t)2 << 20)
+
+/* how many pieces n floats at address dst split into (0 for n 0), and
+ * piece c's first element *lo and count *len: the first piece runs to
+ * dst's next 2 MiB boundary, the last ends at n, every other is 2 MiB */
+int64_t widen_pieces(uintptr_t dst, int64_t n);
+void    widen_piece(uintptr_t dst, int64_t n, int64_t c, int64_t *lo, int64_t *len);
+
+struct safetensors_tensor;
+/* dst[0..numel) = t as float32, piece by piece across the OpenMP threads
+ * on path p (convert 0: dst is t's own float32 data, only scanned), each
+ * piece scanned for a NaN or an infinity while it is in cache; the first
+ * one's index, or -1 */
+int64_t widen_tensor(const struct safetensors_tensor *t, float *dst, int convert, widen_path_t p);
+
 #endif

@@ -15,11 +15,12 @@
 #include <omp.h>
 #endif
 
-#include "util/finite.h"
 #include "util/grow.h"
 #include "util/hash.h"
+#include "util/hugemem.h"
 #include "util/lines.h"
 #include "util/log.h"
+#include "util/sysmem.h"
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
 
@@ -63,6 +64,7 @@ struct wt {
 	int         nbuf;
 	size_t      capbuf;
 	int         widen_logged;   /* the widening path's log line written */
+	int         drop_cache;     /* copied tensors' file pages leave the page cache */
 };
 
 /* FNV-1a, 64 bits (weights.h) */
@@ -621,36 +623,52 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
-/* elements per chunk of a conversion: 256 KB of float32, one thread's at a time */
-#define WEIGHTS_CHUNK (1 << 16)
+/* 1 where the safetensors file and float32 copies of all its tensors
+ * together exceed the memory available: then the kernel would reclaim
+ * the file's pages (unread ones too) while the copies are made, so each
+ * copied tensor's pages are dropped at once instead */
+static int weights_drop_decide(const weights_t *w, int64_t *need, int64_t *avail)
+{
+	int64_t file = 0;
 
-/* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data, only
- * scanned), in chunks across the threads, each chunk scanned for a NaN or
- * an infinity while it is in cache; the first one's index, or -1 */
+	*need = 0;
+	*avail = sysmem_available();
+	if (!w->st) return 0;
+	for (int i = 0; i < w->ntt; i++) {
+		file += (int64_t)w->tt[i].t->nbytes;
+		*need += (int64_t)sizeof(float) * w->tt[i].t->numel;
+	}
+	*need += file;
+	return *avail >= 0 && *need > *avail;
+}
+
+/* the first call's log line: how loading runs */
+static void weights_log_path(weights_t *w, widen_path_t path)
+{
+	int threads = 1;
+	int64_t need, avail;
+
+#ifdef _OPENMP
+	threads = omp_get_max_threads();
+#endif
+	w->drop_cache = weights_drop_decide(w, &need, &avail);
+	log_debug("%s: loading on %d thread%s, huge pages %s (THP %s), half precision widened on the %s path; "
+	          "file and float32 copies %.1f GB, %.1f GB available: copied tensors' pages %s",
+	          w->path, threads, threads == 1 ? "" : "s", hugemem_on() ? "on" : "off", hugemem_mode(),
+	          widen_path_name(path), need / 1e9, avail / 1e9,
+	          w->drop_cache ? "dropped from the page cache" : "kept in the page cache");
+	w->widen_logged = 1;
+}
+
+/* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data,
+ * only scanned) on all threads (widen_tensor); the first NaN's or
+ * infinity's index, or -1 */
 static int64_t weights_widen(weights_t *w, const safetensors_tensor_t *t, float *dst, int convert)
 {
 	widen_path_t path = widen_best();
-	int64_t n = t->numel, nc = (n + WEIGHTS_CHUNK - 1) / WEIGHTS_CHUNK, bad = INT64_MAX;
 
-	if (!w->widen_logged && (t->dtype == SAFETENSORS_F16 || t->dtype == SAFETENSORS_BF16)) {
-		int threads = 1;
-#ifdef _OPENMP
-		threads = omp_get_max_threads();
-#endif
-		log_debug("%s: half-precision tensors widened to float32 on the %s path, %d thread%s", w->path,
-		          widen_path_name(path), threads, threads == 1 ? "" : "s");
-		w->widen_logged = 1;
-	}
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (nc > 1)
-#endif
-	for (int64_t c = 0; c < nc; c++) {
-		int64_t lo = c * WEIGHTS_CHUNK, len = n - lo < WEIGHTS_CHUNK ? n - lo : WEIGHTS_CHUNK;
-		if (convert) safetensors_to_f32_part(t, lo, len, dst + lo, path);
-		int64_t b = finite_scan(dst + lo, len);
-		if (b >= 0 && lo + b < bad) bad = lo + b;
-	}
-	return bad == INT64_MAX ? -1 : bad;
+	if (!w->widen_logged) weights_log_path(w, path);
+	return widen_tensor(t, dst, convert, path);
 }
 
 /* *p (into, or an allocation of be's kept by w) = host's numel floats
@@ -777,6 +795,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 		goto oom;
 	}
 	weights_release(w, x);   /* copied */
+	if (w->drop_cache) safetensors_drop_cache(w->st, t);   /* copied: not needed again */
 	*dst = p;
 	return 0;
 oom:

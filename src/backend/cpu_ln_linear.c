@@ -29,28 +29,60 @@
 
 #define CPU_LNLIN_ROWS 64   /* rows per task */
 
-/* rows r0..r0+nr-1 of the product o: [nr, N] (all groups' features), each
- * group's bias, gate and beta applied as it is written */
-static void cpu_lnlin_store(const be_ln_linear_t *p, const float *o, int N, int64_t r0, int nr)
+/* group q's values of the tile's nr rows, in place in a: [nr] rows of
+ * stride N (q's columns; a gate's logits follow them): bias added, gated */
+static void cpu_lnlin_values(const be_lnlin_out_t *q, float *a, int N, int nr)
 {
+	for (int r = 0; r < nr; r++, a += N) {
+		for (int f = 0; f < q->n; f++) a[f] += q->bias ? q->bias[f] : 0.0f;
+		if (q->kind == BE_LNLIN_GATE)
+			for (int f = 0; f < q->n; f++)
+				a[f] /= 1.0f + expf(-(a[q->n + f] + (q->bias_g ? q->bias_g[f] : 0.0f)));
+	}
+}
+
+/* rows r0..r0+nr-1 of the product o: [nr, N] (all groups' features), each
+ * group's bias and gate applied in place (cpu_lnlin_values), then written
+ * through its strides with beta: row by row where a row's features are
+ * contiguous (sc 1), else feature by feature, so that the tile's
+ * consecutive rows fill consecutive elements of each feature's plane */
+static void cpu_lnlin_store(const be_ln_linear_t *p, float *o, int N, int64_t r0, int nr)
+{
+	int64_t ri[CPU_LNLIN_ROWS], rj[CPU_LNLIN_ROWS], off[CPU_LNLIN_ROWS];
 	int c0 = 0;
 
+	for (int r = 0; r < nr; r++) {
+		ri[r] = (r0 + r) / p->nj;
+		rj[r] = (r0 + r) % p->nj;
+	}
 	for (int g = 0; g < p->ngroups; g++) {
 		const be_lnlin_out_t *q = &p->out[g];
-		int gate = q->kind == BE_LNLIN_GATE;
-		for (int r = 0; r < nr; r++) {
-			int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
-			const float *a = o + (int64_t)r * N + c0;
-			int64_t y0 = i * q->si + j * q->sj;
-			float *y = q->bf16 ? NULL : q->y + y0;   /* bf16: y0 counts uint16_t */
-			for (int f = 0; f < q->n; f++) {
-				float v = a[f] + (q->bias ? q->bias[f] : 0.0f);
-				if (gate) v /= 1.0f + expf(-(a[q->n + f] + (q->bias_g ? q->bias_g[f] : 0.0f)));
-				if (q->bf16) ((uint16_t *)q->y)[y0 + f * q->sc] = safetensors_f32_to_bf16(v);
-				else y[f * q->sc] = q->beta != 0.0f ? v + q->beta * y[f * q->sc] : v;
+		const float *a = o + c0;
+		int64_t sc = q->sc;
+		float beta = q->beta;
+		cpu_lnlin_values(q, o + c0, N, nr);
+		for (int r = 0; r < nr; r++) off[r] = ri[r] * q->si + rj[r] * q->sj;
+		if (q->bf16) {   /* off counts uint16_t; beta 0 */
+			uint16_t *y = (uint16_t *)q->y;
+			for (int f = 0; f < q->n; f++)
+				for (int r = 0; r < nr; r++)
+					y[off[r] + f * sc] = safetensors_f32_to_bf16(a[(int64_t)r * N + f]);
+		} else if (sc == 1) {
+			for (int r = 0; r < nr; r++) {
+				float *y = q->y + off[r];
+				const float *v = a + (int64_t)r * N;
+				if (beta != 0.0f) for (int f = 0; f < q->n; f++) y[f] = v[f] + beta * y[f];
+				else              memcpy(y, v, sizeof *y * (size_t)q->n);
 			}
+		} else {
+			for (int f = 0; f < q->n; f++)
+				for (int r = 0; r < nr; r++) {
+					float *y = q->y + off[r] + f * sc;
+					float v = a[(int64_t)r * N + f];
+					*y = beta != 0.0f ? v + beta * *y : v;
+				}
 		}
-		c0 += gate ? 2 * q->n : q->n;
+		c0 += q->kind == BE_LNLIN_GATE ? 2 * q->n : q->n;
 	}
 }
 

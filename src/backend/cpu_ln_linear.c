@@ -30,14 +30,21 @@
 #define CPU_LNLIN_ROWS 64   /* rows per task */
 
 /* group q's values of the tile's nr rows, in place in a: [nr] rows of
- * stride N (q's columns; a gate's logits follow them): bias added, gated */
+ * stride N (q's columns; a gate's logits follow them): bias added, then
+ * a gate's sigmoid (the logits' bias added in place), by avx512_gate on
+ * the own kernels' CPU as the backend's BE_GATE computes it */
 static void cpu_lnlin_values(const be_lnlin_out_t *q, float *a, int N, int nr)
 {
+	const float *restrict bias = q->bias, *restrict bias_g = q->bias_g;
+	int n = q->n, gate = q->kind == BE_LNLIN_GATE, own = cpu_own_gemm();
+
 	for (int r = 0; r < nr; r++, a += N) {
-		for (int f = 0; f < q->n; f++) a[f] += q->bias ? q->bias[f] : 0.0f;
-		if (q->kind == BE_LNLIN_GATE)
-			for (int f = 0; f < q->n; f++)
-				a[f] /= 1.0f + expf(-(a[q->n + f] + (q->bias_g ? q->bias_g[f] : 0.0f)));
+		float *restrict v = a, *restrict lg = a + n;
+		for (int f = 0; f < n; f++) v[f] += bias ? bias[f] : 0.0f;
+		if (!gate) continue;
+		for (int f = 0; f < n; f++) lg[f] += bias_g ? bias_g[f] : 0.0f;
+		if (own) avx512_gate(v, v, lg, n);
+		else for (int f = 0; f < n; f++) v[f] /= 1.0f + expf(-lg[f]);
 	}
 }
 

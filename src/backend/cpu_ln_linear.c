@@ -30,7 +30,7 @@
 #define CPU_LNLIN_ROWS 64   /* rows per task */
 
 /* group q's values of the tile's nr rows, in place in a: [nr] rows of
- * stride N (q's columns; a gate's logits follow them): bias added, then
+ * stride N (q's columns; a gate's logits follow them): bias added (if any), then
  * a gate's sigmoid (the logits' bias added in place), by avx512_gate on
  * the own kernels' CPU as the backend's BE_GATE computes it */
 static void cpu_lnlin_values(const be_lnlin_out_t *q, float *a, int N, int nr)
@@ -40,9 +40,13 @@ static void cpu_lnlin_values(const be_lnlin_out_t *q, float *a, int N, int nr)
 
 	for (int r = 0; r < nr; r++, a += N) {
 		float *restrict v = a, *restrict lg = a + n;
-		for (int f = 0; f < n; f++) v[f] += bias ? bias[f] : 0.0f;
+		if (bias)
+			#pragma omp simd
+			for (int f = 0; f < n; f++) v[f] += bias[f];
 		if (!gate) continue;
-		for (int f = 0; f < n; f++) lg[f] += bias_g ? bias_g[f] : 0.0f;
+		if (bias_g)
+			#pragma omp simd
+			for (int f = 0; f < n; f++) lg[f] += bias_g[f];
 		if (own) avx512_gate(v, v, lg, n);
 		else for (int f = 0; f < n; f++) v[f] /= 1.0f + expf(-lg[f]);
 	}

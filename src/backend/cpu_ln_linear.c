@@ -115,20 +115,31 @@ static void cpu_lnlin_product(const float *t, int nr, int k, const float *w, int
 		             packed + (int64_t)j0 * k, NULL, 0);
 }
 
-/* rows r0 .. r0+nr-1: gathered into t: [nr, k], normed, multiplied into
- * o: [nr, N] and stored; w: [N, k] fp32 (bf16 weights already widened) */
+/* rows r0 .. r0+nr-1 into t: [nr, k], normed: where a row's successive j
+ * are contiguous (x_sj == k) by runs of rows, each normed from x straight
+ * into t; else gathered row by row and normed in place.  Then multiplied
+ * into o: [nr, N] and stored; w: [N, k] fp32 (bf16 weights widened) */
 static int cpu_lnlin_tile(be_t *be, const be_ln_linear_t *p, const float *w, int bf16,
                           const float *packed, int64_t r0, int nr, float *t, float *o)
 {
-	int N = be_lnlin_rows(p), k = p->k;
+	int N = be_lnlin_rows(p), k = p->k, runs = p->x_sj == k;
+	be_layernorm_t ln = { .d = k, .w = p->ln_w, .b = p->ln_b, .eps = p->eps };
 
-	for (int r = 0; r < nr; r++) {
+	for (int r = 0, n; r < nr; r += n) {
 		int64_t i = (r0 + r) / p->nj, j = (r0 + r) % p->nj;
-		memcpy(t + (int64_t)r * k, p->x + i * p->x_si + j * p->x_sj, sizeof *t * (size_t)k);
+		n = runs ? (int)(nr - r < p->nj - j ? nr - r : p->nj - j) : 1;
+		ln.x = p->x + i * p->x_si + j * p->x_sj;
+		ln.y = t + (int64_t)r * k;
+		ln.rows = n;
+		if (runs && p->ln_w) {
+			if (be->layernorm(be, &ln) < 0) return -1;
+		} else {
+			memcpy(ln.y, ln.x, sizeof *t * (size_t)n * k);
+		}
 	}
-	if (p->ln_w && be->layernorm(be, &(be_layernorm_t){
-		.y = t, .x = t, .rows = nr, .d = k, .w = p->ln_w, .b = p->ln_b, .eps = p->eps,
-	}) < 0) return -1;
+	ln.x = ln.y = t;
+	ln.rows = nr;
+	if (!runs && p->ln_w && be->layernorm(be, &ln) < 0) return -1;
 	for (int64_t e = 0; bf16 && e < (int64_t)nr * k; e++)
 		t[e] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(t[e]));
 	cpu_lnlin_product(t, nr, k, w, N, packed, o);

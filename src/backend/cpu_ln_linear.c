@@ -68,10 +68,10 @@ static void cpu_lnlin_store(const be_ln_linear_t *p, float *o, int N, int64_t r0
 	}
 	for (int g = 0; g < p->ngroups; g++) {
 		const be_lnlin_out_t *q = &p->out[g];
-		const float *a = o + c0;
+		float *a = o + c0;
 		int64_t sc = q->sc;
 		float beta = q->beta;
-		cpu_lnlin_values(q, o + c0, N, nr);
+		cpu_lnlin_values(q, a, N, nr);
 		for (int r = 0; r < nr; r++) off[r] = ri[r] * q->si + rj[r] * q->sj;
 		if (q->bf16) {   /* off counts uint16_t; beta 0 */
 			uint16_t *y = (uint16_t *)q->y;

@@ -46,7 +46,8 @@ int main(int argc, char **argv)
 		seq[L] = 0;
 		if (tok_encode(&t, seq, m.cfg) < 0 || model_plan(&m, &t, &run, &p) < 0) rc = 1;
 		else printf("%d\t%d\t%zu\t%zu\t%lld\t%lld\n", L, chunk, p.arena, p.peak_live,
-		            (long long)weights_bytes(w, 1), (long long)weights_bytes(w, 0));
+		            (long long)weights_bytes(w, &(be_t){ .weights_bf16 = 1 }),
+		            (long long)weights_bytes(w, &(be_t){ 0 }));
 		if (!rc) tok_free(&t);
 		free(seq);
 	}

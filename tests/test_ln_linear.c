@@ -148,7 +148,7 @@ static void group_case(int bf16)
 		if (i == 4) assert_memory_equal(g[i].b, one.b, sizeof(float) * cz);
 		off += outs[i];
 	}
-	assert_int_equal(weights_bytes(wa, bf16), weights_bytes(wb, bf16));
+	assert_int_equal(weights_bytes(wa, &be), weights_bytes(wb, &be));
 	assert_int_equal(weights_lin_group(NULL, NULL, &all, parts, 5, cz, "x"), 0);
 	assert_null(all.w);
 	assert_int_equal(all.out, H + 4 * cz);

@@ -3,9 +3,10 @@
  * on every host, F16C and AVX-512 where present) bit for bit against the
  * scalar conversions, from a source at an odd byte address and with a
  * ragged tail; safetensors_to_f32_part on a slice; $ESMBATCH_WIDEN=scalar;
- * the 2 MiB pieces a tensor is split into across threads (widen_piece),
- * and widen_tensor of a multi-piece tensor into a huge-page buffer at an
- * unaligned address: every element, nothing outside, the first bad one. */
+ * the 2 MiB pieces a tensor is split into across threads (widen_piece,
+ * of float32 and of binary16), and widen_tensor and widen_copy_f16 of a
+ * multi-piece tensor into a huge-page buffer at an unaligned address:
+ * every element, nothing outside, the first bad one. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,22 +111,23 @@ static void test_env_forces_scalar(void **state)
 
 #define PER (WIDEN_PIECE / 4)   /* floats in a whole piece */
 
-/* the pieces of n floats at dst cover [0, n) in order, once, each at most
- * a piece long, every one but the first starting on a 2 MiB boundary */
-static void check_pieces(uintptr_t dst, int64_t n)
+/* the pieces of n elements of esize bytes at dst cover [0, n) in order,
+ * once, each at most a piece long, every one but the first starting on a
+ * 2 MiB boundary */
+static void check_pieces(uintptr_t dst, int64_t n, int esize)
 {
-	int64_t np = widen_pieces(dst, n), next = 0;
+	int64_t np = widen_pieces(dst, n, esize), next = 0, per = WIDEN_PIECE / esize;
 
 	for (int64_t c = 0; c < np; c++) {
 		int64_t lo = -1, len = -1;
-		widen_piece(dst, n, c, &lo, &len);
-		if (lo != next || len <= 0 || len > PER || (c > 0 && (dst + 4 * (uintptr_t)lo) % WIDEN_PIECE))
-			print_message("dst %% 2 MiB %llu, n %lld: piece %lld of %lld is [%lld, +%lld), want it at %lld\n",
-			              (unsigned long long)(dst % WIDEN_PIECE), (long long)n, (long long)c,
-			              (long long)np, (long long)lo, (long long)len, (long long)next);
+		widen_piece(dst, n, esize, c, &lo, &len);
+		if (lo != next || len <= 0 || len > per || (c > 0 && (dst + (uintptr_t)(esize * lo)) % WIDEN_PIECE))
+			print_message("dst %% 2 MiB %llu, n %lld, esize %d: piece %lld of %lld is [%lld, +%lld), "
+			              "want it at %lld\n", (unsigned long long)(dst % WIDEN_PIECE), (long long)n, esize,
+			              (long long)c, (long long)np, (long long)lo, (long long)len, (long long)next);
 		assert_int_equal(lo, next);
-		assert_true(len > 0 && len <= PER);
-		if (c > 0) assert_int_equal((dst + 4 * (uintptr_t)lo) % WIDEN_PIECE, 0);
+		assert_true(len > 0 && len <= per);
+		if (c > 0) assert_int_equal((dst + (uintptr_t)(esize * lo)) % WIDEN_PIECE, 0);
 		next = lo + len;
 	}
 	assert_int_equal(next, n);
@@ -139,11 +141,14 @@ static void test_pieces(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof at / sizeof *at; i++)
 		for (size_t j = 0; j < sizeof n / sizeof *n; j++)
-			check_pieces((uintptr_t)1 << 32 | at[i], n[j]);
-	assert_int_equal(widen_pieces(0, PER), 1);
-	assert_int_equal(widen_pieces(0, PER + 1), 2);
-	assert_int_equal(widen_pieces(4, PER), 2);     /* head PER - 1, then 1 */
-	assert_int_equal(widen_pieces(WIDEN_PIECE - 4, 2), 2);
+			for (int esize = 2; esize <= 4; esize += 2)
+				check_pieces((uintptr_t)1 << 32 | at[i], n[j], esize);
+	assert_int_equal(widen_pieces(0, PER, 4), 1);
+	assert_int_equal(widen_pieces(0, PER + 1, 4), 2);
+	assert_int_equal(widen_pieces(4, PER, 4), 2);     /* head PER - 1, then 1 */
+	assert_int_equal(widen_pieces(WIDEN_PIECE - 4, 2, 4), 2);
+	assert_int_equal(widen_pieces(0, 2 * PER, 2), 1);   /* binary16: twice as many a piece */
+	assert_int_equal(widen_pieces(WIDEN_PIECE - 2, 2, 2), 2);
 }
 
 /* an F16 tensor of 3 pieces and a ragged tail widened on all threads into
@@ -163,7 +168,7 @@ static void test_tensor(void **state)
 	assert_int_equal(hugemem_alloc(sizeof *buf * (n + off + 8), (void **)&buf), 0);
 	for (int64_t i = 0; i < n + off + 8; i++) buf[i] = -7.0f;
 	float *dst = buf + off;
-	assert_true(widen_pieces((uintptr_t)dst, n) >= 4);
+	assert_true(widen_pieces((uintptr_t)dst, n, 4) >= 4);
 	assert_int_equal(widen_tensor(&t, dst, 1, widen_best()), -1);
 	int64_t bad = 0;
 	for (int64_t i = 0; i < n; i++) {
@@ -191,6 +196,35 @@ static void test_tensor(void **state)
 	free(h);
 }
 
+/* binary16 data copied as it is (widen_copy_f16) over 3 pieces and a
+ * ragged tail, 1 element past a 2 MiB boundary; the first infinity or NaN
+ * found wherever the pieces fall */
+static void test_copy_f16(void **state)
+{
+	const int64_t n = 6 * PER + 333;
+	uint16_t *h = malloc(sizeof *h * n), *buf = NULL;
+
+	(void)state;
+	assert_non_null(h);
+	for (int64_t i = 0; i < n; i++) h[i] = (uint16_t)((i * 7919) % 0x7c00 | (i & 1) << 15);
+	safetensors_tensor_t t = { .name = "x", .dtype = SAFETENSORS_F16, .nd = 1, .shape = { n },
+	                           .numel = n, .nbytes = 2 * (size_t)n, .data = h };
+	assert_int_equal(hugemem_alloc(sizeof *buf * (n + 9), (void **)&buf), 0);
+	uint16_t *dst = buf + 1;
+	buf[0] = dst[n] = 0xabcd;
+	assert_true(widen_pieces((uintptr_t)dst, n, 2) >= 4);
+	assert_int_equal(widen_copy_f16(&t, dst), -1);
+	assert_memory_equal(dst, h, sizeof *h * n);
+	assert_true(buf[0] == 0xabcd && dst[n] == 0xabcd);
+	h[5 * PER + 3] = 0x7c01;   /* a signalling NaN */
+	h[2 * PER + 11] = 0xfc00;  /* -inf */
+	assert_int_equal(widen_copy_f16(&t, dst), 2 * PER + 11);
+	h[2 * PER + 11] = 0x7bff;  /* the largest finite value */
+	assert_int_equal(widen_copy_f16(&t, dst), 5 * PER + 3);
+	hugemem_free(buf);
+	free(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -198,6 +232,7 @@ int main(void)
 		cmocka_unit_test(test_part),
 		cmocka_unit_test(test_env_forces_scalar),
 		cmocka_unit_test(test_pieces),
+		cmocka_unit_test(test_copy_f16),
 		cmocka_unit_test(test_tensor),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,6 +45,10 @@ static inline const char *be_prec_name(be_prec_t p)
  * operand is rounded to bf16 too; only with batch 1.  Both (e.g. the
  * triangle products' operands, written in bf16 by ln_linear): any batch,
  * no conversion.
+ * b_f16: b is binary16 weight data (uint16_t elements), on a backend
+ * with be->weights_f16, widened exactly to fp32 as it is read: the
+ * product is the one of its float32 copy, bit for bit; only with transa
+ * 0, transb 1 (an nn.Linear's W) and batch 1.
  * relu: C = max(C, 0) after the bias, in the GEMM's epilogue (on the
  * block of C just computed, not a pass of its own); only with beta 0. */
 typedef struct {
@@ -58,6 +62,7 @@ typedef struct {
 	const float *bias;       /* [n] or NULL */
 	be_prec_t    prec;       /* BE_PREC_AUTO: the backend's */
 	int          a_bf16, b_bf16;   /* 1: a (b) is bf16 weight data */
+	int          b_f16;    /* 1: b is binary16 weight data, widened exactly */
 	int          relu;     /* 1: C = max(C, 0) after the bias (beta 0) */
 } be_gemm_t;
 
@@ -381,6 +386,11 @@ struct be {
 	 * them as bf16 operands (be_gemm_t.a_bf16 / b_bf16).  Every other
 	 * weight (biases, norms, embeddings) stays fp32. */
 	int         weights_bf16;
+	/* 1: the GEMMs take binary16 weights (be_gemm_t.b_f16), so that the
+	 * language model's matrices, binary16 in the published checkpoint,
+	 * are held as they are (half the memory and traffic; weights.h):
+	 * the CPU at fp32 where its own kernel runs.  0 where weights_bf16. */
+	int         weights_f16;
 
 	/* the ops (BE_OPS; their parameters above); trimul is optional (may
 	 * be NULL: the trunk then multiplies channel-major projections with

@@ -284,11 +284,22 @@ static int cpu_gemm_few(const be_gemm_t *g)
 
 /* At bf16 (be->weights_bf16: --precision bf16) a GEMM of the backend's
  * precision or with a bf16 weight goes to cpu_dnnl.c; every other one in
- * fp32, whatever g->prec asks for */
+ * fp32, whatever g->prec asks for.  A binary16 weight (b_f16, only where
+ * the own kernel runs: be->weights_f16) is widened as the kernel packs it,
+ * so it takes the plain form (W packed), not cpu_gemm_few's; the two sum
+ * alike (each C element over k in order, one fused multiply-add a term),
+ * so the results are those of its float32 copy either way. */
 static int cpu_gemm(be_t *be, const be_gemm_t *g)
 {
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;
 
+	if (g->b_f16) {
+		if (!be->weights_f16 || !cpu_has_cg || g->transa || !g->transb || g->batch != 1 || g->a_bf16) {
+			log_error("device %s: a GEMM on a binary16 weight this backend cannot take", be->name);
+			return -1;
+		}
+		return g->k > 0 ? cpu_gemm_own(g, flops, 0) : cpu_gemm_blas(g, flops);
+	}
 	if (g->a_bf16 || g->b_bf16 || (be->weights_bf16 && g->prec != BE_PREC_FP32))
 		return cpu_dnnl_gemm(be, g);
 	if (g->k > 0 && cpu_has_cg && cpu_gemm_few(g)) {
@@ -894,12 +905,14 @@ int be_cpu_set_precision(be_t *be, be_prec_t prec)
 	if (!be || be->destroy != cpu_destroy) return -ENODEV;
 	if (prec == BE_PREC_AUTO || prec == BE_PREC_FP32) {
 		be->weights_bf16 = 0;
+		be->weights_f16 = cpu_has_cg;
 		be->precision = "fp32";
 		be->numerics = cpu_numerics();
 		return 0;
 	}
 	if (prec != BE_PREC_BF16 || (native = cpu_dnnl_probe(&isa)) < 0) return -EINVAL;
 	be->weights_bf16 = 1;
+	be->weights_f16 = 0;
 	be->precision = "bf16";
 	be->numerics = cpu_numerics_bf16(isa, native);
 	log_info("device %s: oneDNN's ISA %s: bf16 GEMMs %s", be->name, isa,
@@ -924,6 +937,7 @@ be_t *be_cpu_init(int threads)
 	          getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "libgomp's default (spin)");
 	*be = (be_t){
 		.name = "cpu", .precision = "fp32", .numerics = cpu_numerics(), .host_mem = 1,
+		.weights_f16 = cpu_has_cg,
 		.destroy = cpu_destroy,
 		.alloc = cpu_alloc, .free = cpu_free, .upload = cpu_copy, .download = cpu_copy,
 		.sync = cpu_sync,

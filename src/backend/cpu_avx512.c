@@ -5,7 +5,8 @@
  * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
  * shape of every nn.Linear, of the attention tiles and of the batched
  * products.  Per block of C, op(B) is packed into panels of 32 columns,
- * [k][32], which stay in L1; A is read in place, one broadcast per
+ * [k][32], which stay in L1 (a binary16 weight, be_gemm_t.b_f16, widened
+ * as it is packed: vcvtph2ps is exact); A is read in place, one broadcast per
  * element, by a 12 x 32 register tile (24 accumulators).  Unlike a general
  * BLAS the large operand A is never copied, and the bias and beta are
  * applied while the tile is still in registers; C may be stored
@@ -24,6 +25,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #include <immintrin.h>
@@ -69,14 +71,28 @@ static inline void avx512_transpose16(__m512 r[16])
 	}
 }
 
+/* 16 elements (nk of them, the rest 0) of a row of B at src: float32, or
+ * binary16 widened exactly (f16) */
+__attribute__((target("avx512f"), always_inline))
+static inline __m512 avx512_load_row(const void *src, int nk, __mmask16 km, int f16)
+{
+	if (!f16) return _mm512_maskz_loadu_ps(km, src);
+	if (nk == 16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+	uint16_t h[16] = { 0 };
+	memcpy(h, src, sizeof *h * (size_t)nk);
+	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
 /* pp: [kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+w] of entry b (w <= 32), zero
- * past column w.  B: [n, k] is transposed 16 x 16 in registers. */
+ * past column w.  B: [n, k] is transposed 16 x 16 in registers (binary16
+ * where g->b_f16: widened as it is loaded). */
 __attribute__((target("avx512f")))
 static void avx512_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int w)
 {
-	const float *B = g->b + b * g->stride_b;
+	const int f16 = g->b_f16, es = f16 ? 2 : 4;   /* bytes an element of B */
 
-	if (!g->transb) {   /* B: [k, n] */
+	if (!g->transb) {   /* B: [k, n], float32 */
+		const float *B = g->b + b * g->stride_b;
 		__mmask16 m0 = w >= 16 ? 0xffff : (__mmask16)((1u << w) - 1);
 		__mmask16 m1 = w >= 32 ? 0xffff : w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0;
 		for (int k = 0; k < kb; k++) {
@@ -93,10 +109,11 @@ static void avx512_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, 
 			__m512 r[16];
 			#pragma GCC unroll 16
 			for (int i = 0; i < 16; i++) {
-				const float *src = B + (int64_t)(j0 + h + i) * g->ldb + k0 + k;
+				const char *src = (const char *)g->b +
+				                  es * (b * g->stride_b + (int64_t)(j0 + h + i) * g->ldb + k0 + k);
 				/* the rows' lines two blocks on: B is often cold (weights) */
-				if (h + i < w && k + 32 < kb) _mm_prefetch((const char *)(src + 32), _MM_HINT_T0);
-				r[i] = h + i < w ? _mm512_maskz_loadu_ps(km, src) : _mm512_setzero_ps();
+				if (h + i < w && k + 32 < kb) _mm_prefetch(src + 32 * es, _MM_HINT_T0);
+				r[i] = h + i < w ? avx512_load_row(src, nk, km, f16) : _mm512_setzero_ps();
 			}
 			avx512_transpose16(r);
 			#pragma GCC unroll 16

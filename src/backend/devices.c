@@ -149,7 +149,8 @@ static be_t *dev_sim_open(const char *spec, int threads)
 	s->be.alloc = dev_sim_alloc;
 	s->be.free = dev_sim_free;
 	s->be.mem_info = dev_sim_mem_info;
-	s->be.trimul = NULL;   /* planned and run as on a card: batched GEMMs */
+	s->be.trimul = NULL;   /* planned and run as on a card: batched GEMMs, */
+	s->be.weights_f16 = 0; /* weights in fp32 or bf16 */
 	snprintf(s->numerics, sizeof s->numerics, "sim %s", cpu->numerics);
 	s->be.numerics = s->numerics;
 	s->be.destroy = dev_sim_destroy;
@@ -185,7 +186,9 @@ int dev_precision(be_t *be, be_prec_t prec)
 	         "structure geometry, the IPA point term, the triangle-multiplication biases and "
 	         "the confidence heads in fp32", be->name, be->precision,
 	         be->weights_bf16 ? "Linear weight matrices held in bf16 (biases, norm and embedding "
-	         "weights in fp32)" : "weights in fp32");
+	         "weights in fp32)" : be->weights_f16 ? "weights in fp32 but the language model's "
+	         "binary16 matrices, held as in the file and widened exactly as they are multiplied" :
+	         "weights in fp32");
 	return 0;
 }
 

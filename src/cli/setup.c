@@ -31,7 +31,7 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		d->loaded = 1;
 		d->workers = o->dump_tensors ? 1 : o->workers;
 		d->budget = dev_budget(d->be, d->spec, cpu_total,
-		                       weights_bytes(w, d->be->weights_bf16), load);
+		                       weights_bytes(w, d->be), load);
 		if (qt && quota_get(qt, "worker_overhead"))
 			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
 		if (d->workers > 0)

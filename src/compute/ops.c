@@ -47,7 +47,7 @@ static void op_linear_h(fwd_t *fx, tensor_t y, tensor_t x, const lin_t *l, float
 		.transa = 0, .transb = 1, .m = (int)m, .n = l->out, .k = l->in,
 		.alpha = 1.0f, .beta = beta,
 		.a = x.d, .lda = l->in, .b = l->w, .ldb = l->in, .c = y.d, .ldc = l->out,
-		.batch = 1, .bias = l->b, .a_bf16 = h == 2, .b_bf16 = l->bf16,
+		.batch = 1, .bias = l->b, .a_bf16 = h == 2, .b_bf16 = l->bf16, .b_f16 = l->f16,
 	};
 	op_status(fx, fx->be->gemm(fx->be, &g), "linear");
 }

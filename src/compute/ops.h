@@ -3,7 +3,7 @@
  * Each op checks shapes (a mismatch is a bug, recorded as fx->err), does
  * nothing while planning or after an error, and otherwise calls the
  * backend.  Weights are float32 in backend memory, described by lin_t / ln_t,
- * but for Linear matrices held as bfloat16 (lin_t.bf16).
+ * but for Linear matrices held as bfloat16 (lin_t.bf16) or binary16 (lin_t.f16).
  * Shapes: [..., d] means any leading dimensions, flattened to rows.
  */
 #ifndef ESMBATCH_COMPUTE_OPS_H
@@ -13,8 +13,9 @@
 
 /* nn.Linear: w [out, in] (checkpoint layout), b [out] or NULL; bf16: w
  * is bfloat16 data (be->weights_bf16), to be passed to GEMMs as such
- * (be_gemm_t.a_bf16 / b_bf16) */
-typedef struct { const float *w, *b; int out, in, bf16; } lin_t;
+ * (be_gemm_t.a_bf16 / b_bf16); f16: w is the file's binary16 data
+ * (be->weights_f16, weights_lin_f16), for op_linear only (be_gemm_t.b_f16) */
+typedef struct { const float *w, *b; int out, in, bf16, f16; } lin_t;
 /* nn.LayerNorm over the last dimension: w, b [d] */
 typedef struct { const float *w, *b; int d; float eps; } ln_t;
 

@@ -148,20 +148,20 @@ void widen_bf16(float *dst, const void *src, int64_t n, widen_path_t p)
 	widen_bf16_scalar(dst, src, n);
 }
 
-int64_t widen_pieces(uintptr_t dst, int64_t n)
+int64_t widen_pieces(uintptr_t dst, int64_t n, int esize)
 {
-	int64_t head = (int64_t)((WIDEN_PIECE - (int64_t)(dst % WIDEN_PIECE)) % WIDEN_PIECE) / 4;
-	int64_t per = WIDEN_PIECE / 4;
+	int64_t head = (int64_t)((WIDEN_PIECE - (int64_t)(dst % WIDEN_PIECE)) % WIDEN_PIECE) / esize;
+	int64_t per = WIDEN_PIECE / esize;
 
 	if (n <= 0) return 0;
 	if (head >= n) return 1;
 	return (head > 0) + (n - head + per - 1) / per;
 }
 
-void widen_piece(uintptr_t dst, int64_t n, int64_t c, int64_t *lo, int64_t *len)
+void widen_piece(uintptr_t dst, int64_t n, int esize, int64_t c, int64_t *lo, int64_t *len)
 {
-	int64_t head = (int64_t)((WIDEN_PIECE - (int64_t)(dst % WIDEN_PIECE)) % WIDEN_PIECE) / 4;
-	int64_t per = WIDEN_PIECE / 4;
+	int64_t head = (int64_t)((WIDEN_PIECE - (int64_t)(dst % WIDEN_PIECE)) % WIDEN_PIECE) / esize;
+	int64_t per = WIDEN_PIECE / esize;
 
 	if (head > n) head = n;
 	if (head > 0 && c == 0) { *lo = 0; *len = head; return; }
@@ -172,16 +172,35 @@ void widen_piece(uintptr_t dst, int64_t n, int64_t c, int64_t *lo, int64_t *len)
 /* dst: [numel] float32 */
 int64_t widen_tensor(const struct safetensors_tensor *t, float *dst, int convert, widen_path_t p)
 {
-	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n), bad = INT64_MAX;
+	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n, sizeof *dst), bad = INT64_MAX;
 
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (np > 1)
 #endif
 	for (int64_t c = 0; c < np; c++) {
 		int64_t lo, len;
-		widen_piece((uintptr_t)dst, n, c, &lo, &len);
+		widen_piece((uintptr_t)dst, n, sizeof *dst, c, &lo, &len);
 		if (convert) safetensors_to_f32_part(t, lo, len, dst + lo, p);
 		int64_t b = finite_scan(dst + lo, len);
+		if (b >= 0 && lo + b < bad) bad = lo + b;
+	}
+	return bad == INT64_MAX ? -1 : bad;
+}
+
+/* dst: [numel] binary16, t's own */
+int64_t widen_copy_f16(const struct safetensors_tensor *t, uint16_t *dst)
+{
+	const unsigned char *src = t->data;
+	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n, sizeof *dst), bad = INT64_MAX;
+
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (np > 1)
+#endif
+	for (int64_t c = 0; c < np; c++) {
+		int64_t lo, len;
+		widen_piece((uintptr_t)dst, n, sizeof *dst, c, &lo, &len);
+		memcpy(dst + lo, src + sizeof *dst * lo, sizeof *dst * len);
+		int64_t b = finite_scan_f16(dst + lo, len);
 		if (b >= 0 && lo + b < bad) bad = lo + b;
 	}
 	return bad == INT64_MAX ? -1 : bad;

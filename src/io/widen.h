@@ -31,17 +31,18 @@ void widen_bf16(float *dst, const void *src, int64_t n, widen_path_t p);
 
 /* --- a whole tensor, on all threads --------------------------------------- */
 
-/* float32 outputs are written in pieces that end on the 2 MiB boundaries
- * of their addresses (WIDEN_PIECE bytes), so that no two threads fault
- * the same huge page (util/hugemem.h) and each piece's page is cleared
- * once, by the thread that fills it */
+/* outputs are written in pieces that end on the 2 MiB boundaries of their
+ * addresses (WIDEN_PIECE bytes), so that no two threads fault the same
+ * huge page (util/hugemem.h) and each piece's page is cleared once, by
+ * the thread that fills it */
 #define WIDEN_PIECE ((int64_t)2 << 20)
 
-/* how many pieces n floats at address dst split into (0 for n 0), and
- * piece c's first element *lo and count *len: the first piece runs to
- * dst's next 2 MiB boundary, the last ends at n, every other is 2 MiB */
-int64_t widen_pieces(uintptr_t dst, int64_t n);
-void    widen_piece(uintptr_t dst, int64_t n, int64_t c, int64_t *lo, int64_t *len);
+/* how many pieces n elements of esize bytes (4: float32, 2: binary16) at
+ * address dst split into (0 for n 0), and piece c's first element *lo and
+ * count *len: the first piece runs to dst's next 2 MiB boundary, the last
+ * ends at n, every other is 2 MiB */
+int64_t widen_pieces(uintptr_t dst, int64_t n, int esize);
+void    widen_piece(uintptr_t dst, int64_t n, int esize, int64_t c, int64_t *lo, int64_t *len);
 
 struct safetensors_tensor;
 /* dst[0..numel) = t as float32, piece by piece across the OpenMP threads
@@ -49,5 +50,9 @@ struct safetensors_tensor;
  * piece scanned for a NaN or an infinity while it is in cache; the first
  * one's index, or -1 */
 int64_t widen_tensor(const struct safetensors_tensor *t, float *dst, int convert, widen_path_t p);
+/* dst[0..numel) = t's binary16 data as it is (t->dtype F16), copied piece
+ * by piece across the OpenMP threads and scanned likewise: for weights
+ * held in half precision and widened where they are used (be_t.weights_f16) */
+int64_t widen_copy_f16(const struct safetensors_tensor *t, uint16_t *dst);
 
 #endif

@@ -17,15 +17,15 @@ static int esm2_load_layer(esm2_layer_t *l, const hparams_t *c, weights_t *w, be
 	int D = c->lm_dim, hd = c->lm_dim / c->lm_heads, rc = 0;
 
 	rc |= weights_ln(w, be, &l->attn_ln, D, c->lm_ln_eps, "%s.%d.attention.LayerNorm", p, i);
-	rc |= weights_lin(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
-	rc |= weights_lin(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
-	rc |= weights_lin(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
+	rc |= weights_lin_f16(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
+	rc |= weights_lin_f16(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
+	rc |= weights_lin_f16(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
 	rc |= weights_get(w, be, inv_freq, 1, 1, (int64_t[]){ hd / 2 },
 	             "%s.%d.attention.self.rotary_embeddings.inv_freq", p, i);
-	rc |= weights_lin(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
+	rc |= weights_lin_f16(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
 	rc |= weights_ln(w, be, &l->ffn_ln, D, c->lm_ln_eps, "%s.%d.LayerNorm", p, i);
-	rc |= weights_lin(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
-	rc |= weights_lin(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
+	rc |= weights_lin_f16(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
+	rc |= weights_lin_f16(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
 	return rc ? -1 : 0;
 }
 

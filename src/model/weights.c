@@ -60,6 +60,7 @@ struct wt {
 	char        fp[17];
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	int64_t     mat_elems; /* of which elements of Linear matrices */
+	int64_t     half_elems;  /* of which binary16 ones that may stay so (weights_lin_f16) */
 	struct { be_t *be; void *p; } *buf;
 	int         nbuf;
 	size_t      capbuf;
@@ -598,9 +599,9 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
 	return w->tt[i].t;
 }
 const char *weights_fingerprint(const weights_t *w) { return w->fp; }
-int64_t     weights_bytes(const weights_t *w, int bf16)
+int64_t     weights_bytes(const weights_t *w, const be_t *be)
 {
-	return w->f32_bytes - (bf16 ? 2 * w->mat_elems : 0);
+	return w->f32_bytes - (be->weights_bf16 ? 2 * w->mat_elems : be->weights_f16 ? 2 * w->half_elems : 0);
 }
 const char *weights_path(const weights_t *w) { return w->path; }
 
@@ -704,10 +705,45 @@ done:
 	return rc;
 }
 
-/* mat: a Linear matrix, held as bf16 where be->weights_bf16; into: where
- * its data goes in backend memory (inside a group's allocation, owned by
- * w), NULL: an allocation of its own */
-static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int mat, void *into, int nd,
+/* *dst = t's binary16 data as it is, copied and scanned on all threads
+ * into an allocation of be's (host memory: be->weights_f16) kept by w;
+ * x: t's entry, released once copied */
+static int weights_get_f16(weights_t *w, be_t *be, float **dst, const safetensors_tensor_t *t,
+                           weights_tensor_t *x, const char *name)
+{
+	void *p = NULL;
+	int64_t bad;
+
+	if (!w->widen_logged) weights_log_path(w, widen_best());
+	if (be->alloc(be, sizeof(uint16_t) * (size_t)(t->numel ? t->numel : 1), &p) < 0) goto oom;
+	if ((bad = widen_copy_f16(t, p)) >= 0) {
+		uint16_t h = ((const uint16_t *)p)[bad];
+		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
+		          h & 0x3ff ? "NaN" : "an infinity", (long long)bad);
+		be->free(be, p);
+		return -1;
+	}
+	if (weights_keep(w, be, p) < 0) { be->free(be, p); goto oom; }
+	weights_release(w, x);
+	if (w->drop_cache) safetensors_drop_cache(w->st, t);
+	*dst = p;
+	return 0;
+oom:
+	log_error("%s: cannot place tensor '%s' (%lld binary16 values) on %s", w->path, name,
+	          (long long)t->numel, be->name);
+	return -1;
+}
+
+/* what weights_vget is asked for: any tensor, a Linear matrix (bf16 where
+ * be->weights_bf16), or one that also stays binary16, as it is in the
+ * file, where be->weights_f16 */
+enum { WEIGHTS_ANY, WEIGHTS_MAT, WEIGHTS_MAT_F16 };
+
+/* mat: WEIGHTS_*; into: where its data goes in backend memory (inside a
+ * group's allocation, owned by w), NULL: an allocation of its own (the
+ * only kind a WEIGHTS_MAT_F16 matrix may be); *half (half may be NULL) = 1
+ * where the data placed stayed binary16, else 0 */
+static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int optional, int mat, void *into, int nd,
                         const int64_t *shape, const char *fmt, va_list ap)
 {
 	char name[256], want[96], have[96];
@@ -722,6 +758,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 	int fresh = 0;   /* not asked for before */
 
 	*dst = NULL;
+	if (half) *half = 0;
 	vsnprintf(name, sizeof name, fmt, ap);
 	if (w->tt) {
 		if ((x = weights_find(w, name))) {
@@ -759,12 +796,18 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int optional, int m
 	if (fresh) {
 		w->f32_bytes += (int64_t)sizeof(float) * numel;
 		if (mat) w->mat_elems += numel;
+		if (mat == WEIGHTS_MAT_F16 && t && t->dtype == SAFETENSORS_F16) w->half_elems += numel;
 	}
 	if (!t || !be) return 0;
 	if (t->dtype != SAFETENSORS_F32 && t->dtype != SAFETENSORS_F16 && t->dtype != SAFETENSORS_BF16 && t->dtype != SAFETENSORS_F64) {
 		log_error("%s: tensor '%s' has dtype %s, expected a float type", w->path, name,
 		          safetensors_dtype_name(t->dtype));
 		return -1;
+	}
+	if (mat == WEIGHTS_MAT_F16 && be->weights_f16 && t->dtype == SAFETENSORS_F16 && !into) {
+		if (weights_get_f16(w, be, dst, t, x, name) < 0) return -1;
+		if (half) *half = 1;
+		return 0;
 	}
 	/* on the CPU (backend memory is host memory) straight into the final
 	 * buffer; elsewhere, and for matrices held as bf16, staged on the host */
@@ -805,14 +848,14 @@ oom:
 
 /* weights_get of a Linear matrix (mat 1) or another required tensor, at
  * into (weights_vget) */
-static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, void *into, int nd, const int64_t *shape,
-                        const char *fmt, ...) __attribute__((format(printf, 8, 9)));
-static int weights_getm(weights_t *w, be_t *be, float **dst, int mat, void *into, int nd, const int64_t *shape,
-                        const char *fmt, ...)
+static int weights_getm(weights_t *w, be_t *be, float **dst, int *half, int mat, void *into, int nd,
+                        const int64_t *shape, const char *fmt, ...) __attribute__((format(printf, 9, 10)));
+static int weights_getm(weights_t *w, be_t *be, float **dst, int *half, int mat, void *into, int nd,
+                        const int64_t *shape, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = weights_vget(w, be, dst, 0, mat, into, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, half, 0, mat, into, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
@@ -822,43 +865,61 @@ int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int rc = weights_vget(w, be, dst, optional, 0, NULL, nd, shape, fmt, ap);
+	int rc = weights_vget(w, be, dst, NULL, optional, WEIGHTS_ANY, NULL, nd, shape, fmt, ap);
 	va_end(ap);
 	return rc;
 }
 
 /* PREFIX.SUFFIX, a Linear matrix where mat */
-static int weights_sub(weights_t *w, be_t *be, float **dst, int mat, int nd, const int64_t *shape,
+static int weights_sub(weights_t *w, be_t *be, float **dst, int *half, int mat, int nd, const int64_t *shape,
                        const char *prefix, const char *suffix)
 {
-	return weights_getm(w, be, dst, mat, NULL, nd, shape, "%s.%s", prefix, suffix);
+	return weights_getm(w, be, dst, half, mat, NULL, nd, shape, "%s.%s", prefix, suffix);
 }
 
-/* the Linear or LayerNorm PREFIX.weight [w0, w1?] and PREFIX.bias [b0] */
-static int weights_pair(weights_t *w, be_t *be, float **wp, float **bp, int nd, const int64_t *wshape,
-                   int64_t bdim, const char *fmt, va_list ap)
+/* the Linear or LayerNorm PREFIX.weight [w0, w1?] (of kind mat: WEIGHTS_*;
+ * *half as weights_vget's) and PREFIX.bias [b0] */
+static int weights_pair(weights_t *w, be_t *be, float **wp, int *half, float **bp, int mat, int nd,
+                        const int64_t *wshape, int64_t bdim, const char *fmt, va_list ap)
 {
 	char prefix[256];
 	int rc;
 
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
-	rc = weights_sub(w, be, wp, nd == 2, nd, wshape, prefix, "weight");
-	if (bp) rc |= weights_sub(w, be, bp, 0, 1, (int64_t[]){ bdim }, prefix, "bias");
+	rc = weights_sub(w, be, wp, half, mat, nd, wshape, prefix, "weight");
+	if (bp) rc |= weights_sub(w, be, bp, NULL, WEIGHTS_ANY, 1, (int64_t[]){ bdim }, prefix, "bias");
 	return rc ? -1 : 0;
+}
+
+/* weights_lin and weights_lin_f16: the matrix of kind mat */
+static int weights_vlin(weights_t *w, be_t *be, lin_t *l, int mat, int out, int in, int bias,
+                        const char *fmt, va_list ap)
+{
+	float *wp = NULL, *bp = NULL;
+	int rc, half = 0;
+
+	*l = (lin_t){ NULL, NULL, out, in, 0, 0 };
+	if (!w) return 0;
+	rc = weights_pair(w, be, &wp, &half, bias ? &bp : NULL, mat, 2, (int64_t[]){ out, in }, out, fmt, ap);
+	*l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16, wp && half };
+	return rc;
 }
 
 int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
 {
-	float *wp = NULL, *bp = NULL;
 	va_list ap;
-	int rc;
-
-	*l = (lin_t){ NULL, NULL, out, in, 0 };
-	if (!w) return 0;
 	va_start(ap, fmt);
-	rc = weights_pair(w, be, &wp, bias ? &bp : NULL, 2, (int64_t[]){ out, in }, out, fmt, ap);
+	int rc = weights_vlin(w, be, l, WEIGHTS_MAT, out, in, bias, fmt, ap);
 	va_end(ap);
-	*l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16 };
+	return rc;
+}
+
+int weights_lin_f16(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = weights_vlin(w, be, l, WEIGHTS_MAT_F16, out, in, bias, fmt, ap);
+	va_end(ap);
 	return rc;
 }
 
@@ -872,10 +933,10 @@ int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *
 	int rc = 0;
 
 	for (int i = 0; i < n; i++) {
-		*parts[i].l = (lin_t){ NULL, NULL, parts[i].out, in, 0 };
+		*parts[i].l = (lin_t){ NULL, NULL, parts[i].out, in, 0, 0 };
 		rows += parts[i].out;
 	}
-	*all = (lin_t){ NULL, NULL, (int)rows, in, 0 };
+	*all = (lin_t){ NULL, NULL, (int)rows, in, 0, 0 };
 	if (!w) return 0;
 	va_start(ap, fmt);
 	vsnprintf(prefix, sizeof prefix, fmt, ap);
@@ -898,14 +959,15 @@ int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *
 	for (int i = 0; i < n; i++) {
 		float *wp = NULL, *bp = NULL;
 		int out = parts[i].out;
-		rc |= weights_getm(w, be, &wp, 1, base ? base + esize * (size_t)(rows * in) : NULL, 2,
+		rc |= weights_getm(w, be, &wp, NULL, WEIGHTS_MAT, base ? base + esize * (size_t)(rows * in) : NULL, 2,
 		                   (int64_t[]){ out, in }, "%s.%s.weight", prefix, parts[i].name);
 		if (parts[i].bias)
-			rc |= weights_getm(w, be, &bp, 0, NULL, 1, (int64_t[]){ out }, "%s.%s.bias", prefix, parts[i].name);
-		*parts[i].l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16 };
+			rc |= weights_getm(w, be, &bp, NULL, WEIGHTS_ANY, NULL, 1, (int64_t[]){ out }, "%s.%s.bias", prefix,
+			                   parts[i].name);
+		*parts[i].l = (lin_t){ wp, bp, out, in, wp && be->weights_bf16, 0 };
 		rows += out;
 	}
-	*all = (lin_t){ (const float *)base, NULL, (int)rows, in, base && be->weights_bf16 };
+	*all = (lin_t){ (const float *)base, NULL, (int)rows, in, base && be->weights_bf16, 0 };
 	return rc ? -1 : 0;
 }
 
@@ -918,7 +980,7 @@ int weights_ln(weights_t *w, be_t *be, ln_t *ln, int d, float eps, const char *f
 	*ln = (ln_t){ NULL, NULL, d, eps };
 	if (!w) return 0;
 	va_start(ap, fmt);
-	rc = weights_pair(w, be, &wp, &bp, 1, (int64_t[]){ d }, d, fmt, ap);
+	rc = weights_pair(w, be, &wp, NULL, &bp, WEIGHTS_ANY, 1, (int64_t[]){ d }, d, fmt, ap);
 	va_end(ap);
 	*ln = (ln_t){ wp, bp, d, eps };
 	return rc;

@@ -11,7 +11,9 @@
  * or one holding a NaN or an infinity (each is scanned as it is converted), is
  * one logged error naming it.  Data is converted to float32 (Linear
  * matrices to bfloat16 where the backend holds them so: be->weights_bf16,
- * lin_t.bf16) and copied into backend memory, and its pages of the file leave the resident set
+ * lin_t.bf16; the language model's binary16 matrices kept as they are
+ * where the backend widens them as it multiplies: be->weights_f16,
+ * lin_t.f16, weights_lin_f16) and copied into backend memory, and its pages of the file leave the resident set
  * (safetensors_release); the weights_t owns those buffers until weights_close(), which frees them
  * through their backends: close the weights before freeing those.  With be ==
  * NULL, or on a manifest, the calls only check names and shapes.
@@ -74,11 +76,13 @@ const safetensors_tensor_t *weights_tensor(const weights_t *w, int i, const char
 const char  *weights_fingerprint(const weights_t *w);
 const char  *weights_path(const weights_t *w);
 /* Bytes of the tensors the loaders asked for so far (each counted once)
- * as a device holds them: Linear matrices at 2 bytes an element where
- * bf16 (be->weights_bf16), every other tensor at 4 (float32).  What the
- * model occupies on each device it is loaded on, known after model_load,
- * also with be == NULL or from a manifest. */
-int64_t      weights_bytes(const weights_t *w, int bf16);
+ * as device be holds them: Linear matrices at 2 bytes an element where
+ * bf16 (be->weights_bf16), binary16 ones of weights_lin_f16 at 2 where
+ * be->weights_f16, every other tensor at 4 (float32).  What the model
+ * occupies on each device it is loaded on, known after model_load (also
+ * one with be == NULL, or from a manifest: there no dtypes, so the
+ * binary16 matrices count at 4). */
+int64_t      weights_bytes(const weights_t *w, const be_t *be);
 
 /* FNV-1a (64 bits) of data[0..n) continuing from h; start from WEIGHTS_FNV_SEED.
  * The fingerprint's hash, also used for sequences (fold's resume journal). */
@@ -94,6 +98,12 @@ int weights_get(weights_t *w, be_t *be, float **dst, int optional, int nd, const
  * plan a pass without any weights. */
 int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
            const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* weights_lin of a matrix that only op_linear multiplies (a plain GEMM):
+ * where the file holds it as binary16 and be->weights_f16, kept so
+ * (lin_t.f16: half the memory, the same products, as be_gemm_t.b_f16
+ * widens it exactly) */
+int weights_lin_f16(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
+               const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* One member of weights_lin_group: PREFIX.NAME.weight [out, in] and, if
  * bias, PREFIX.NAME.bias [out], loaded into *l. */
 typedef struct { lin_t *l; const char *name; int out, bias; } weights_part_t;

@@ -27,3 +27,18 @@ int64_t finite_scan(const float *f, int64_t n)
 		if (finite_bad(f + b)) return b;
 	return -1;
 }
+
+int64_t finite_scan_f16(const uint16_t *h, int64_t n)
+{
+	enum { BLOCK = 1024 };
+	int64_t b = 0;
+
+	for (; b + BLOCK <= n; b += BLOCK) {
+		int bad = 0;
+		for (int i = 0; i < BLOCK; i++) bad |= (h[b + i] & 0x7c00u) == 0x7c00u;
+		if (bad) break;
+	}
+	for (; b < n; b++)
+		if ((h[b] & 0x7c00u) == 0x7c00u) return b;
+	return -1;
+}

@@ -705,10 +705,9 @@ done:
 	return rc;
 }
 
-/* *dst = t's binary16 data as it is, copied and scanned on all threads
- * into an allocation of be's (host memory: be->weights_f16) kept by w;
- * x: t's entry, released once copied */
-static int weights_get_f16(weights_t *w, be_t *be, float **dst, const safetensors_tensor_t *t,
+/* *dst = t's binary16 data as it is (be->weights_f16; *half = 1), in an
+ * allocation of be's kept by w; x: t's entry, released once copied */
+static int weights_get_f16(weights_t *w, be_t *be, float **dst, int *half, const safetensors_tensor_t *t,
                            weights_tensor_t *x, const char *name)
 {
 	void *p = NULL;
@@ -717,9 +716,8 @@ static int weights_get_f16(weights_t *w, be_t *be, float **dst, const safetensor
 	if (!w->widen_logged) weights_log_path(w, widen_best());
 	if (be->alloc(be, sizeof(uint16_t) * (size_t)(t->numel ? t->numel : 1), &p) < 0) goto oom;
 	if ((bad = widen_copy_f16(t, p)) >= 0) {
-		uint16_t h = ((const uint16_t *)p)[bad];
 		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
-		          h & 0x3ff ? "NaN" : "an infinity", (long long)bad);
+		          ((const uint16_t *)p)[bad] & 0x3ff ? "NaN" : "an infinity", (long long)bad);
 		be->free(be, p);
 		return -1;
 	}
@@ -727,6 +725,7 @@ static int weights_get_f16(weights_t *w, be_t *be, float **dst, const safetensor
 	weights_release(w, x);
 	if (w->drop_cache) safetensors_drop_cache(w->st, t);
 	*dst = p;
+	if (half) *half = 1;
 	return 0;
 oom:
 	log_error("%s: cannot place tensor '%s' (%lld binary16 values) on %s", w->path, name,
@@ -734,15 +733,11 @@ oom:
 	return -1;
 }
 
-/* what weights_vget is asked for: any tensor, a Linear matrix (bf16 where
- * be->weights_bf16), or one that also stays binary16, as it is in the
- * file, where be->weights_f16 */
-enum { WEIGHTS_ANY, WEIGHTS_MAT, WEIGHTS_MAT_F16 };
+enum { WEIGHTS_ANY, WEIGHTS_MAT, WEIGHTS_MAT_F16 };   /* any, Linear (bf16?), or kept binary16 too */
 
 /* mat: WEIGHTS_*; into: where its data goes in backend memory (inside a
  * group's allocation, owned by w), NULL: an allocation of its own (the
- * only kind a WEIGHTS_MAT_F16 matrix may be); *half (half may be NULL) = 1
- * where the data placed stayed binary16, else 0 */
+ * only kind a WEIGHTS_MAT_F16 matrix may be); *half (or NULL) = 1 where it stayed binary16 */
 static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int optional, int mat, void *into, int nd,
                         const int64_t *shape, const char *fmt, va_list ap)
 {
@@ -804,11 +799,8 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int opti
 		          safetensors_dtype_name(t->dtype));
 		return -1;
 	}
-	if (mat == WEIGHTS_MAT_F16 && be->weights_f16 && t->dtype == SAFETENSORS_F16 && !into) {
-		if (weights_get_f16(w, be, dst, t, x, name) < 0) return -1;
-		if (half) *half = 1;
-		return 0;
-	}
+	if (mat == WEIGHTS_MAT_F16 && be->weights_f16 && t->dtype == SAFETENSORS_F16 && !into)
+		return weights_get_f16(w, be, dst, half, t, x, name);
 	/* on the CPU (backend memory is host memory) straight into the final
 	 * buffer; elsewhere, and for matrices held as bf16, staged on the host */
 	int direct = be->host_mem && !(mat && be->weights_bf16);
@@ -905,23 +897,17 @@ static int weights_vlin(weights_t *w, be_t *be, lin_t *l, int mat, int out, int 
 	return rc;
 }
 
-int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = weights_vlin(w, be, l, WEIGHTS_MAT, out, in, bias, fmt, ap);
-	va_end(ap);
-	return rc;
-}
-
-int weights_lin_f16(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	int rc = weights_vlin(w, be, l, WEIGHTS_MAT_F16, out, in, bias, fmt, ap);
-	va_end(ap);
-	return rc;
-}
+#define WEIGHTS_LIN_FN(NAME, MAT) \
+	int NAME(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias, const char *fmt, ...) \
+	{ \
+		va_list ap; \
+		va_start(ap, fmt); \
+		int rc = weights_vlin(w, be, l, MAT, out, in, bias, fmt, ap); \
+		va_end(ap); \
+		return rc; \
+	}
+WEIGHTS_LIN_FN(weights_lin, WEIGHTS_MAT)
+WEIGHTS_LIN_FN(weights_lin_f16, WEIGHTS_MAT_F16)
 
 int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *parts, int n, int in,
                       const char *fmt, ...)

@@ -169,39 +169,39 @@ void widen_piece(uintptr_t dst, int64_t n, int esize, int64_t c, int64_t *lo, in
 	*len = n - *lo < per ? n - *lo : per;
 }
 
-/* dst: [numel] float32 */
-int64_t widen_tensor(const struct safetensors_tensor *t, float *dst, int convert, widen_path_t p)
+/* dst[0..numel): t as float32 (esize 4; convert 0: t's own data, only
+ * scanned) or t's binary16 copied (esize 2), piece by piece on all
+ * threads, each piece scanned; the first NaN's or infinity's index, or -1 */
+static int64_t widen_run(const struct safetensors_tensor *t, void *dst, int esize, int convert, widen_path_t p)
 {
-	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n, sizeof *dst), bad = INT64_MAX;
+	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n, esize), bad = INT64_MAX;
 
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (np > 1)
 #endif
 	for (int64_t c = 0; c < np; c++) {
-		int64_t lo, len;
-		widen_piece((uintptr_t)dst, n, sizeof *dst, c, &lo, &len);
-		if (convert) safetensors_to_f32_part(t, lo, len, dst + lo, p);
-		int64_t b = finite_scan(dst + lo, len);
+		int64_t lo, len, b;
+		widen_piece((uintptr_t)dst, n, esize, c, &lo, &len);
+		if (esize == 2) {
+			uint16_t *h = (uint16_t *)dst + lo;
+			memcpy(h, (const uint16_t *)t->data + lo, sizeof *h * len);
+			b = finite_scan_f16(h, len);
+		} else {
+			float *f = (float *)dst + lo;
+			if (convert) safetensors_to_f32_part(t, lo, len, f, p);
+			b = finite_scan(f, len);
+		}
 		if (b >= 0 && lo + b < bad) bad = lo + b;
 	}
 	return bad == INT64_MAX ? -1 : bad;
 }
 
-/* dst: [numel] binary16, t's own */
+int64_t widen_tensor(const struct safetensors_tensor *t, float *dst, int convert, widen_path_t p)
+{
+	return widen_run(t, dst, sizeof *dst, convert, p);
+}
+
 int64_t widen_copy_f16(const struct safetensors_tensor *t, uint16_t *dst)
 {
-	const unsigned char *src = t->data;
-	int64_t n = t->numel, np = widen_pieces((uintptr_t)dst, n, sizeof *dst), bad = INT64_MAX;
-
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) reduction(min: bad) if (np > 1)
-#endif
-	for (int64_t c = 0; c < np; c++) {
-		int64_t lo, len;
-		widen_piece((uintptr_t)dst, n, sizeof *dst, c, &lo, &len);
-		memcpy(dst + lo, src + sizeof *dst * lo, sizeof *dst * len);
-		int64_t b = finite_scan_f16(dst + lo, len);
-		if (b >= 0 && lo + b < bad) bad = lo + b;
-	}
-	return bad == INT64_MAX ? -1 : bad;
+	return widen_run(t, dst, sizeof *dst, 1, WIDEN_SCALAR);
 }

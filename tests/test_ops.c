@@ -18,6 +18,8 @@
  *    k <= ~600 NMSE stays around 1e-13 .. 1e-12; a wrong element, stride or
  *    softmax rescale gives NMSE ~ 1e-2 .. 1.
  *  - relu, fill, transpose: exact (bit-identical).
+ *  - gemm on a binary16 weight (b_f16): bit-identical to the same GEMM on
+ *    the weight's float32 copy (the widening is exact, the sums alike).
  * The worst error seen per op is printed at the end of the run. */
 #include <math.h>
 #include <setjmp.h>
@@ -272,6 +274,84 @@ static void test_gemm_relu(void **state)
 	gemm_relu_trial(be, &s, 37, 53, 29, 3, 1, 0, 0);     /* CBLAS, batched */
 	gemm_relu_trial(be, &s, 130, 300, 17, 2, 0, 0, 1);   /* own kernel, batched */
 	gemm_relu_trial(be, &s, 1, 1, 1, 1, 0, 1, 1);
+}
+
+/* binary16 bits to float, by the format's definition (not by the F16C
+ * instruction the backend uses): finite values only */
+static float half_value(uint16_t h)
+{
+	int e = h >> 10 & 31, f = h & 1023;
+	float v = e ? ldexpf((float)(1024 + f), e - 25) : ldexpf((float)f, -24);
+	return h & 0x8000 ? -v : v;
+}
+
+/* One nn.Linear GEMM (A [m, k] fp32, W [n, k] binary16 with padded ldb,
+ * bias or none, beta 0 over NaN or 1) with be_gemm_t.b_f16 against the same
+ * GEMM on W's float32 copy: equal bit for bit, as backend.h promises.
+ * W's bits are random with exponents up to 15 (|w| < 2), subnormals
+ * included, so every widening case is met. */
+static void gemm_f16_trial(be_t *be, uint64_t *s, int m, int n, int k, int beta1, int bias)
+{
+	int64_t lda = k + 3, ldb = k + 5, ldc = n + 1;
+	float *a = frand(s, (size_t)m * lda, 1.0f), *c = frand(s, (size_t)m * ldc, 1.0f);
+	uint16_t *w16 = tmp(sizeof *w16 * n * ldb);
+	float *w32 = tmp(sizeof *w32 * n * ldb);
+
+	for (int64_t i = 0; i < n * ldb; i++) {
+		uint64_t r = rng_next(s);
+		w16[i] = (uint16_t)((r >> 20 & 0x8000) | (r >> 30) % 16 << 10 | (r >> 40 & 1023));
+		w32[i] = half_value(w16[i]);
+	}
+	if (!beta1)
+		for (int64_t i = 0; i < m * ldc; i++) c[i] = NAN;
+	float *want = fcopy(c, (size_t)m * ldc);
+	be_gemm_t g = {
+		.transa = 0, .transb = 1, .m = m, .n = n, .k = k, .alpha = 0.5f, .beta = beta1 ? 1.0f : 0.0f,
+		.a = a, .lda = lda, .b = w32, .ldb = ldb, .c = want, .ldc = ldc, .batch = 1,
+		.bias = bias ? frand(s, n, 1.0f) : NULL,
+	};
+	assert_int_equal(be->gemm(be, &g), 0);
+	g.b = (const float *)w16;
+	g.b_f16 = 1;
+	g.c = c;
+	assert_int_equal(be->gemm(be, &g), 0);
+	assert_memory_equal(c, want, sizeof *c * m * ldc);
+	tmp_reset();
+}
+
+/* gemm on a binary16 weight (be->weights_f16: the own AVX-512 kernel):
+ * one row, the few-row range cpu_gemm_few would take for fp32 weights,
+ * many rows over two threads; k and n off the kernel's 16 and 32; with
+ * ESMBATCH_CPU_BLAS (weights_f16 0) and for the forms it does not take
+ * (A transposed, batched) such a GEMM is an error, not a wrong product */
+static void test_gemm_f16(void **state)
+{
+	be_t *be = be_cpu_init(2);
+	uint64_t s = 83;
+	uint16_t w[4] = { 0 };
+	float x[4] = { 0 }, y[4];
+	be_gemm_t bad = {
+		.transa = 0, .transb = 1, .m = 1, .n = 1, .k = 4, .alpha = 1.0f,
+		.a = x, .lda = 4, .b = (const float *)w, .ldb = 4, .c = y, .ldc = 1, .batch = 1, .b_f16 = 1,
+	};
+
+	(void)state;
+	assert_non_null(be);
+	if (be->weights_f16) {
+		gemm_f16_trial(be, &s, 1, 70, 37, 0, 1);
+		gemm_f16_trial(be, &s, 50, 300, 64, 1, 0);
+		gemm_f16_trial(be, &s, 48, 2560, 100, 0, 1);
+		gemm_f16_trial(be, &s, 300, 130, 37, 1, 1);
+		gemm_f16_trial(be, &s, 31, 33, 15, 0, 0);
+		gemm_f16_trial(be, &s, 1, 1, 1, 1, 1);
+		assert_int_equal(be->gemm(be, &bad), 0);
+		bad.transa = 1;
+		assert_int_equal(be->gemm(be, &bad), -1);
+		bad.transa = 0;
+		bad.batch = 2;
+	}
+	assert_int_equal(be->gemm(be, &bad), -1);
+	be_free(be);
 }
 
 static void gemm_trial(be_t *be, uint64_t *s, int m, int n, int k, int batch)
@@ -1109,6 +1189,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_gemm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_gemm_relu, setup, teardown),
+		cmocka_unit_test(test_gemm_f16),
 		cmocka_unit_test_setup_teardown(test_attn, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layernorm, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),

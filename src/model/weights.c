@@ -624,27 +624,27 @@ static int weights_keep(weights_t *w, be_t *be, void *p)
 	return 0;
 }
 
-/* 1 where the safetensors file and float32 copies of all its tensors
- * together exceed the memory available: then the kernel would reclaim
- * the file's pages (unread ones too) while the copies are made, so each
- * copied tensor's pages are dropped at once instead */
-static int weights_drop_decide(const weights_t *w, int64_t *need, int64_t *avail)
+/* 1 where the safetensors file and the copies be keeps of its tensors in
+ * host memory together exceed the memory available: then the kernel would
+ * reclaim the file's pages (unread ones too) while the copies are made, so
+ * each copied tensor's pages are dropped at once instead.  Copies: none
+ * on a device; else float32, binary16 ones at 2 bytes where weights_f16,
+ * those of 2+ dimensions where weights_bf16 (a few are not held so: < 0.1%) */
+static int weights_drop_decide(const weights_t *w, const be_t *be, int64_t *need, int64_t *avail)
 {
-	int64_t file = 0;
-
 	*need = 0;
 	*avail = sysmem_available();
 	if (!w->st) return 0;
 	for (int i = 0; i < w->ntt; i++) {
-		file += (int64_t)w->tt[i].t->nbytes;
-		*need += (int64_t)sizeof(float) * w->tt[i].t->numel;
+		const safetensors_tensor_t *t = w->tt[i].t;
+		int half = (be->weights_f16 && t->dtype == SAFETENSORS_F16) || (be->weights_bf16 && t->nd >= 2);
+		*need += (int64_t)t->nbytes + (be->host_mem ? (half ? 2 : 4) * t->numel : 0);
 	}
-	*need += file;
 	return *avail >= 0 && *need > *avail;
 }
 
 /* the first call's log line: how loading runs */
-static void weights_log_path(weights_t *w, widen_path_t path)
+static void weights_log_path(weights_t *w, const be_t *be, widen_path_t path)
 {
 	int threads = 1;
 	int64_t need, avail;
@@ -652,9 +652,9 @@ static void weights_log_path(weights_t *w, widen_path_t path)
 #ifdef _OPENMP
 	threads = omp_get_max_threads();
 #endif
-	w->drop_cache = weights_drop_decide(w, &need, &avail);
+	w->drop_cache = weights_drop_decide(w, be, &need, &avail);
 	log_debug("%s: loading on %d thread%s, huge pages %s (THP %s), half precision widened on the %s path; "
-	          "file and float32 copies %.1f GB, %.1f GB available: copied tensors' pages %s",
+	          "file and host copies %.1f GB, %.1f GB available: copied tensors' pages %s",
 	          w->path, threads, threads == 1 ? "" : "s", hugemem_on() ? "on" : "off", hugemem_mode(),
 	          widen_path_name(path), need / 1e9, avail / 1e9,
 	          w->drop_cache ? "dropped from the page cache" : "kept in the page cache");
@@ -664,11 +664,11 @@ static void weights_log_path(weights_t *w, widen_path_t path)
 /* dst[0..numel) = t as float32 (convert 0: dst is t's own float32 data,
  * only scanned) on all threads (widen_tensor); the first NaN's or
  * infinity's index, or -1 */
-static int64_t weights_widen(weights_t *w, const safetensors_tensor_t *t, float *dst, int convert)
+static int64_t weights_widen(weights_t *w, const be_t *be, const safetensors_tensor_t *t, float *dst, int convert)
 {
 	widen_path_t path = widen_best();
 
-	if (!w->widen_logged) weights_log_path(w, path);
+	if (!w->widen_logged) weights_log_path(w, be, path);
 	return widen_tensor(t, dst, convert, path);
 }
 
@@ -713,7 +713,7 @@ static int weights_get_f16(weights_t *w, be_t *be, float **dst, int *half, const
 	void *p = NULL;
 	int64_t bad;
 
-	if (!w->widen_logged) weights_log_path(w, widen_best());
+	if (!w->widen_logged) weights_log_path(w, be, widen_best());
 	if (be->alloc(be, sizeof(uint16_t) * (size_t)(t->numel ? t->numel : 1), &p) < 0) goto oom;
 	if ((bad = widen_copy_f16(t, p)) >= 0) {
 		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
@@ -816,7 +816,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int opti
 	} else {
 		staged = 1;
 	}
-	int64_t bad = weights_widen(w, t, host, host != t->data);
+	int64_t bad = weights_widen(w, be, t, host, host != t->data);
 	if (bad >= 0) {
 		log_error("%s: tensor '%s' holds %s at element %lld: the weights are damaged", w->path, name,
 		          isnan(host[bad]) ? "NaN" : "an infinity", (long long)bad);

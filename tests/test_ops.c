@@ -320,8 +320,9 @@ static void gemm_f16_trial(be_t *be, uint64_t *s, int m, int n, int k, int beta1
 }
 
 /* gemm on a binary16 weight (be->weights_f16: the own AVX-512 kernel):
- * one row, the few-row range cpu_gemm_few would take for fp32 weights,
- * many rows over two threads; k and n off the kernel's 16 and 32; with
+ * one row, rows that cpu_gemm_few takes for the float32 copy (its
+ * transposed form against the binary16 path's plain one), many rows over
+ * two threads; k and n off the kernel's 16 and 32; with
  * ESMBATCH_CPU_BLAS (weights_f16 0) and for the forms it does not take
  * (A transposed, batched) such a GEMM is an error, not a wrong product */
 static void test_gemm_f16(void **state)
@@ -339,8 +340,9 @@ static void test_gemm_f16(void **state)
 	assert_non_null(be);
 	if (be->weights_f16) {
 		gemm_f16_trial(be, &s, 1, 70, 37, 0, 1);
-		gemm_f16_trial(be, &s, 50, 300, 64, 1, 0);
-		gemm_f16_trial(be, &s, 48, 2560, 100, 0, 1);
+		gemm_f16_trial(be, &s, 60, 300, 64, 1, 0);     /* fp32 copy: cpu_gemm_few */
+		gemm_f16_trial(be, &s, 90, 2560, 100, 0, 1);   /* fp32 copy: cpu_gemm_few */
+		gemm_f16_trial(be, &s, 50, 2560, 37, 1, 1);    /* the LM's 50 rows at L = 48 */
 		gemm_f16_trial(be, &s, 300, 130, 37, 1, 1);
 		gemm_f16_trial(be, &s, 31, 33, 15, 0, 0);
 		gemm_f16_trial(be, &s, 1, 1, 1, 1, 1);

@@ -14,7 +14,9 @@
  *   |C - ref(a, b)| <= (2u + u^2) |alpha| sum |a||b| + gamma_n S^.
  * A GEMM that asks for fp32 on a bf16 backend (the precision policy's)
  * gives the fp32 backend's bits; and bf16 must round: some element of
- * the rounded product differs from the fp32 one. */
+ * the rounded product differs from the fp32 one.  Where oneDNN does not
+ * take a GEMM its bits are cpu_dnnl_widened's (the own kernel's nn.Linear
+ * form widens a bf16 weight as it packs it instead of into a copy). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -74,6 +76,18 @@ static void run_case(be_t *f32, be_t *b16, const gcase_t *t)
 	};
 	memcpy(c, c0, sizeof *c * (size_t)(sc * B));
 	assert_int_equal(b16->gemm(b16, &g), 0);
+	/* not on oneDNN: cpu_dnnl_widened's bits, whether the weight was
+	 * widened into a copy or (the own kernel's nn.Linear form) as packed */
+	if (!cpu_dnnl_takes(&g)) {
+		be_gemm_t h = g;
+		float *cw = malloc(sizeof *cw * (size_t)(sc * B));
+		assert_non_null(cw);
+		memcpy(cw, c0, sizeof *cw * (size_t)(sc * B));
+		h.c = cw;
+		assert_int_equal(cpu_dnnl_widened(b16, &h), 0);
+		assert_memory_equal(c, cw, sizeof *cw * (size_t)(sc * B));
+		free(cw);
+	}
 	/* the same GEMM asking for fp32: the fp32 backend's bits */
 	if (!t->wb) {
 		be_gemm_t h = g;
@@ -127,6 +141,7 @@ static void test_bf16_gemm(void **state)
 	be_t *f32 = be_cpu_init(0), *b16 = be_cpu_init(0);
 	static const gcase_t cases[] = {
 		{ 0, 1, 70, 96, 64, 1, 1.0f, 0.0f, 1, 0, 1 },     /* nn.Linear, bf16 weight */
+		{ 0, 1, 60, 300, 37, 1, 1.0f, 1.0f, 1, 0, 1 },    /* the copy's product: cpu_gemm_few */
 		{ 0, 1, 33, 256, 128, 1, 1.0f, 0.0f, 1, 1, 1 },   /* with ReLU */
 		{ 0, 1, 300, 128, 128, 1, 1.0f, 1.0f, 1, 0, 1 },  /* a pair linear, residual */
 		{ 0, 1, 5, 40, 320, 1, 1.0f, 0.0f, 0, 0, 1 },     /* few rows, deep */

@@ -43,6 +43,7 @@ static int omp_get_max_threads(void) { return 1; }
 #include "io/safetensors.h"
 #include "util/hugemem.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define BE_CPU_TQ 64       /* queries per attention tile */
 #define BE_CPU_TK 256      /* keys per attention tile */
@@ -282,6 +283,31 @@ static int cpu_gemm_few(const be_gemm_t *g)
 	       8 * pad <= g->m;
 }
 
+/* A bf16 weight times an fp32 activation (b_bf16, an nn.Linear's form)
+ * that oneDNN does not take, on the own kernel: A rounded to bf16 into a
+ * copy, as cpu_dnnl_widened rounds it, and W widened as the kernel packs
+ * it, so that no fp32 copy of W is made (on this host a fresh one per
+ * GEMM cost more than the product).  The same rounded operands summed
+ * alike: cpu_dnnl_widened's bits. */
+static int cpu_gemm_bf16w(const be_gemm_t *g, double flops)
+{
+	be_gemm_t r = *g;
+	int64_t k = g->k;
+	float *a = malloc(sizeof *a * (size_t)(g->m * k));
+
+	if (!a) return STATUS_OOM;
+	#pragma omp parallel for schedule(static) if (g->m * k > (1 << 18))
+	for (int i = 0; i < g->m; i++)
+		for (int64_t p = 0; p < k; p++)
+			a[i * k + p] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(g->a[i * g->lda + p]));
+	r.a = a;
+	r.lda = k;
+	r.stride_a = 0;
+	int rc = cpu_gemm_own(&r, flops, 0);
+	free(a);
+	return rc;
+}
+
 /* At bf16 (be->weights_bf16: --precision bf16) a GEMM of the backend's
  * precision or with a bf16 weight goes to cpu_dnnl.c; every other one in
  * fp32, whatever g->prec asks for.  A binary16 weight (b_f16, only where
@@ -300,6 +326,9 @@ static int cpu_gemm(be_t *be, const be_gemm_t *g)
 		}
 		return g->k > 0 ? cpu_gemm_own(g, flops, 0) : cpu_gemm_blas(g, flops);
 	}
+	if (g->b_bf16 && !g->a_bf16 && cpu_has_cg && !g->transa && g->transb && g->batch == 1 && g->k > 0 &&
+	    !cpu_dnnl_takes(g))
+		return cpu_gemm_bf16w(g, flops);
 	if (g->a_bf16 || g->b_bf16 || (be->weights_bf16 && g->prec != BE_PREC_FP32))
 		return cpu_dnnl_gemm(be, g);
 	if (g->k > 0 && cpu_has_cg && cpu_gemm_few(g)) {

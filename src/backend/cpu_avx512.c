@@ -5,8 +5,8 @@
  * C = alpha A op(B) + beta C + bias for row-major A (k contiguous): the
  * shape of every nn.Linear, of the attention tiles and of the batched
  * products.  Per block of C, op(B) is packed into panels of 32 columns,
- * [k][32], which stay in L1 (a binary16 weight, be_gemm_t.b_f16, widened
- * as it is packed: vcvtph2ps is exact); A is read in place, one broadcast per
+ * [k][32], which stay in L1 (a binary16 or bfloat16 weight, be_gemm_t.b_f16
+ * or b_bf16, widened exactly as it is packed); A is read in place, one broadcast per
  * element, by a 12 x 32 register tile (24 accumulators).  Unlike a general
  * BLAS the large operand A is never copied, and the bias and beta are
  * applied while the tile is still in registers; C may be stored
@@ -71,25 +71,36 @@ static inline void avx512_transpose16(__m512 r[16])
 	}
 }
 
-/* 16 elements (nk of them, the rest 0) of a row of B at src: float32, or
- * binary16 widened exactly (f16) */
+enum { AVX512_B_F32, AVX512_B_F16, AVX512_B_BF16 };   /* what B's elements are */
+
+/* 16 16-bit values as float32: binary16 (vcvtph2ps) or bfloat16 (its
+ * bits the upper half of a float32's), both exact */
 __attribute__((target("avx512f"), always_inline))
-static inline __m512 avx512_load_row(const void *src, int nk, __mmask16 km, int f16)
+static inline __m512 avx512_widen16(__m256i h, int kind)
 {
-	if (!f16) return _mm512_maskz_loadu_ps(km, src);
-	if (nk == 16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)src));
+	if (kind == AVX512_B_F16) return _mm512_cvtph_ps(h);
+	return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* 16 elements (nk of them, the rest 0) of a row of B at src, as float32 */
+__attribute__((target("avx512f"), always_inline))
+static inline __m512 avx512_load_row(const void *src, int nk, __mmask16 km, int kind)
+{
+	if (kind == AVX512_B_F32) return _mm512_maskz_loadu_ps(km, src);
+	if (nk == 16) return avx512_widen16(_mm256_loadu_si256((const __m256i *)src), kind);
 	uint16_t h[16] = { 0 };
 	memcpy(h, src, sizeof *h * (size_t)nk);
-	return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+	return avx512_widen16(_mm256_loadu_si256((const __m256i *)h), kind);
 }
 
 /* pp: [kb][32] = op(B)[k0 .. k0+kb, j0 .. j0+w] of entry b (w <= 32), zero
  * past column w.  B: [n, k] is transposed 16 x 16 in registers (binary16
- * where g->b_f16: widened as it is loaded). */
+ * or bfloat16 where g->b_f16 or b_bf16: widened as it is loaded). */
 __attribute__((target("avx512f")))
 static void avx512_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, int kb, int j0, int w)
 {
-	const int f16 = g->b_f16, es = f16 ? 2 : 4;   /* bytes an element of B */
+	const int kind = g->b_f16 ? AVX512_B_F16 : g->b_bf16 ? AVX512_B_BF16 : AVX512_B_F32;
+	const int es = kind == AVX512_B_F32 ? 4 : 2;   /* bytes an element of B */
 
 	if (!g->transb) {   /* B: [k, n], float32 */
 		const float *B = g->b + b * g->stride_b;
@@ -113,7 +124,7 @@ static void avx512_pack_panel(float *pp, const be_gemm_t *g, int64_t b, int k0, 
 				                  es * (b * g->stride_b + (int64_t)(j0 + h + i) * g->ldb + k0 + k);
 				/* the rows' lines two blocks on: B is often cold (weights) */
 				if (h + i < w && k + 32 < kb) _mm_prefetch(src + 32 * es, _MM_HINT_T0);
-				r[i] = h + i < w ? avx512_load_row(src, nk, km, f16) : _mm512_setzero_ps();
+				r[i] = h + i < w ? avx512_load_row(src, nk, km, kind) : _mm512_setzero_ps();
 			}
 			avx512_transpose16(r);
 			#pragma GCC unroll 16

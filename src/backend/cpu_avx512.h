@@ -3,7 +3,8 @@
  * attention's softmax step, the gate and the layer norm.
  *
  * For be_gemm_t products with A not transposed (the large operand read in
- * place, k contiguous; B float32, or binary16 with transb: b_f16); the CPU backend splits C into blocks and runs one
+ * place, k contiguous; B float32, or binary16 / bfloat16 with transb: b_f16,
+ * b_bf16); the CPU backend splits C into blocks and runs one
  * avx512_block per task, falling back to CBLAS where cpu_has_avx512() is 0.
  */
 #ifndef ESMBATCH_BACKEND_CPU_AVX512_H

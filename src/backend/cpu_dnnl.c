@@ -342,13 +342,17 @@ static int cpu_dnnl_wins(const be_gemm_t *g)
 	return cpu_dnnl_amx && !(g->k <= 128 && g->n <= 128);
 }
 
+int cpu_dnnl_takes(const be_gemm_t *g)
+{
+	return g->m > 0 && g->n > 0 && g->k > 0 && g->batch > 0 && cpu_dnnl_probe(NULL) == 1 &&
+	       cpu_dnnl_wins(g);
+}
+
 int cpu_dnnl_gemm(be_t *be, const be_gemm_t *g)
 {
 	int rc;
 
-	if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0 || cpu_dnnl_probe(NULL) != 1 ||
-	    !cpu_dnnl_wins(g))
-		return cpu_dnnl_widened(be, g);
+	if (!cpu_dnnl_takes(g)) return cpu_dnnl_widened(be, g);
 	rc = cpu_dnnl_matmul(g);
 	return rc == 1 ? cpu_dnnl_widened(be, g) : rc;
 }
@@ -364,6 +368,12 @@ int cpu_dnnl_probe(const char **isa)
 {
 	if (isa) *isa = "none";
 	return -1;
+}
+
+int cpu_dnnl_takes(const be_gemm_t *g)
+{
+	(void)g;
+	return 0;
 }
 
 int cpu_dnnl_gemm(be_t *be, const be_gemm_t *g)

@@ -22,6 +22,10 @@ int cpu_dnnl_probe(const char **isa);
 /* oneDNN's version ("2.6.3"), or NULL in a build without it */
 const char *cpu_dnnl_version(void);
 
+/* 1 where cpu_dnnl_gemm runs g on oneDNN's bf16 matmul (cpu_dnnl_probe
+ * gives 1 and the shape is one it is faster at), else 0 */
+int cpu_dnnl_takes(const be_gemm_t *g);
+
 /* g at bf16 (as above) on be, a CPU backend or one that wraps it: through
  * oneDNN where cpu_dnnl_probe gives 1 and the shape is one it is faster
  * at, else cpu_dnnl_widened.  0 or negative. */

@@ -4,7 +4,8 @@
  * one (AMX or AVX512-BF16, chosen at run time, DNNL_MAX_CPU_ISA obeyed);
  * elsewhere, in a build without oneDNN, and on the shapes where the own
  * fp32 kernels are faster, the same rounded operands widened to fp32 and
- * multiplied by the fp32 GEMM: a product of two bf16 values is exact in
+ * multiplied by the fp32 GEMM (an nn.Linear's bf16 weight widened as the
+ * own kernel packs it: cpu.c): a product of two bf16 values is exact in
  * fp32, so either way differs only in the order of the sums. */
 #ifndef ESMBATCH_BACKEND_CPU_DNNL_H
 #define ESMBATCH_BACKEND_CPU_DNNL_H

@@ -292,20 +292,20 @@ static int cpu_gemm_few(const be_gemm_t *g)
 static int cpu_gemm_bf16w(const be_gemm_t *g, double flops)
 {
 	be_gemm_t r = *g;
-	int64_t k = g->k;
-	float *a = malloc(sizeof *a * (size_t)(g->m * k));
+	float *a = cpu_dnnl_round(g->a, (int64_t)(g->m - 1) * g->lda + g->k, 0);   /* A: [m, k] at lda */
 
 	if (!a) return STATUS_OOM;
-	#pragma omp parallel for schedule(static) if (g->m * k > (1 << 18))
-	for (int i = 0; i < g->m; i++)
-		for (int64_t p = 0; p < k; p++)
-			a[i * k + p] = safetensors_bf16_to_f32(safetensors_f32_to_bf16(g->a[i * g->lda + p]));
 	r.a = a;
-	r.lda = k;
-	r.stride_a = 0;
 	int rc = cpu_gemm_own(&r, flops, 0);
 	free(a);
 	return rc;
+}
+
+/* g is an nn.Linear (X W^T, one entry, X fp32) that the own kernel can
+ * run with W widened as it packs it (be_gemm_t.b_f16 / b_bf16) */
+static int cpu_gemm_packs_w(const be_gemm_t *g)
+{
+	return cpu_has_cg && !g->transa && g->transb && g->batch == 1 && !g->a_bf16;
 }
 
 /* At bf16 (be->weights_bf16: --precision bf16) a GEMM of the backend's
@@ -320,14 +320,13 @@ static int cpu_gemm(be_t *be, const be_gemm_t *g)
 	double flops = 2.0 * g->m * g->n * g->k * g->batch;
 
 	if (g->b_f16) {
-		if (!be->weights_f16 || !cpu_has_cg || g->transa || !g->transb || g->batch != 1 || g->a_bf16) {
+		if (!be->weights_f16 || !cpu_gemm_packs_w(g)) {
 			log_error("device %s: a GEMM on a binary16 weight this backend cannot take", be->name);
 			return -1;
 		}
 		return g->k > 0 ? cpu_gemm_own(g, flops, 0) : cpu_gemm_blas(g, flops);
 	}
-	if (g->b_bf16 && !g->a_bf16 && cpu_has_cg && !g->transa && g->transb && g->batch == 1 && g->k > 0 &&
-	    !cpu_dnnl_takes(g))
+	if (g->b_bf16 && cpu_gemm_packs_w(g) && g->k > 0 && !cpu_dnnl_takes(g))
 		return cpu_gemm_bf16w(g, flops);
 	if (g->a_bf16 || g->b_bf16 || (be->weights_bf16 && g->prec != BE_PREC_FP32))
 		return cpu_dnnl_gemm(be, g);

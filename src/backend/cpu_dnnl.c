@@ -38,9 +38,7 @@ static int64_t cpu_dnnl_span(int batch, int64_t stride, int rows, int cols, int6
 	return batch > 0 && rows > 0 && cols > 0 ? (batch - 1) * stride + (rows - 1) * ld + cols : 0;
 }
 
-/* x: [n] float32 (bf16 0) or bfloat16 (bf16 1) values as float32 rounded to
- * bfloat16 (to nearest even), malloc'ed; NULL when out of memory */
-static float *cpu_dnnl_round(const void *x, int64_t n, int bf16)
+float *cpu_dnnl_round(const void *x, int64_t n, int bf16)
 {
 	float *y = malloc(sizeof *y * (size_t)(n > 0 ? n : 1));
 

@@ -23,6 +23,11 @@ int cpu_dnnl_probe(const char **isa);
 /* oneDNN's version ("2.6.3"), or NULL in a build without it */
 const char *cpu_dnnl_version(void);
 
+/* x: [n] float32 (bf16 0) or bfloat16 (bf16 1) values as float32 rounded to
+ * bfloat16 (to nearest even), malloc'ed (the caller frees it); NULL when
+ * out of memory.  How every widened bf16 GEMM rounds its operands. */
+float *cpu_dnnl_round(const void *x, int64_t n, int bf16);
+
 /* 1 where cpu_dnnl_gemm runs g on oneDNN's bf16 matmul (cpu_dnnl_probe
  * gives 1 and the shape is one it is faster at), else 0 */
 int cpu_dnnl_takes(const be_gemm_t *g);

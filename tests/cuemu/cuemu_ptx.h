@@ -6,7 +6,8 @@
  *     (cuemu_warp_collective), else the process ends naming the kernel;
  *   - an ldmatrix row address or a cp.async address off its size, an
  *     ldmatrix row or a cp.async destination outside shared memory, a
- *     cp.async source inside it, end the process;
+ *     cp.async source inside it or the bytes it reads outside every
+ *     device allocation, end the process;
  *   - a cp.async destination reads as NaN (all bytes 0xff) from the issue
  *     until a cp_async_wait lets its group complete; then the lane itself
  *     writes the data (read from global memory at the issue), so that
@@ -59,6 +60,7 @@ CUEMU_ALWAYS void cuemu_cp_async(void *dst, const void *src, int n)
 	if (n < 0 || n > N) cuemu_fail("cp.async: source size over the copy's");
 	if (!cuemu_in_shared(dst, N)) cuemu_fail("cp.async: destination not in shared memory");
 	if (n && cuemu_in_shared(src, (size_t)n)) cuemu_fail("cp.async: source in shared memory");
+	if (n && cuemu_in_alloc(src, (size_t)n)) cuemu_fail("cp.async: source outside every device allocation");
 	if (q->n == q->cap) {
 		int cap = q->cap ? 2 * q->cap : 64;
 		cuemu_async_copy_t *c = (cuemu_async_copy_t *)realloc(q->c, sizeof *c * (size_t)cap);

@@ -94,6 +94,7 @@ static struct {
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
 	int             nalloc, alloc_cap;
+	long            nfree;        /* cudaFree calls: the age of cuemu_in_alloc's cache */
 	cuemu_fattr_t  *fattr;
 	int             nfattr;
 } rt = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -247,6 +248,24 @@ int cuemu_check_range(const void *p, size_t n, int dev)
 	pthread_mutex_lock(&rt.lock);
 	cuemu_alloc_t *a = alloc_find(p);
 	int ok = a && a->dev == dev && (size_t)((const char *)p - a->p) + n <= a->n;
+	pthread_mutex_unlock(&rt.lock);
+	return ok ? 0 : -1;
+}
+
+int cuemu_in_alloc(const void *p, size_t n)
+{
+	static __thread const char *lo, *hi;   /* the allocation last found, as of nfree age */
+	static __thread long age = -1;
+	const char *c = p;
+
+	pthread_mutex_lock(&rt.lock);
+	if (age != rt.nfree || c < lo || c + n > hi) {
+		cuemu_alloc_t *a = alloc_find(p);
+		lo = a ? a->p : NULL;
+		hi = a ? a->p + a->n : NULL;
+		age = rt.nfree;
+	}
+	int ok = lo && c >= lo && c + n <= hi;
 	pthread_mutex_unlock(&rt.lock);
 	return ok ? 0 : -1;
 }
@@ -528,6 +547,7 @@ cudaError_t cudaFree(void *p)
 	size_t n = a->n;
 	rt.dev[dev].used -= (n + 511) & ~(size_t)511;
 	*a = rt.alloc[--rt.nalloc];
+	rt.nfree++;
 	pthread_mutex_unlock(&rt.lock);
 	if (rt.trace) fprintf(stderr, "cuemu: cudaFree: %zu bytes on device %d\n", n, dev);
 	free(p);

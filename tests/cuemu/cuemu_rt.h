@@ -95,6 +95,9 @@ long cuemu_graph_launches(void);
 long cuemu_kernel_launches(void);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
+/* 0 when [p, p + n) lies inside one allocation of any device, else -1 (a
+ * kernel's global reads, cp.async's) */
+int cuemu_in_alloc(const void *p, size_t n);
 /* the kernels' expf (cuemu.h): the host's, moved CUEMU_EXPF_ULP ulp up
  * (default 0), to show that a test holds a card's expf (within 2 ulp) to
  * a bound rather than to the host's bits */

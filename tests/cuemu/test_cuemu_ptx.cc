@@ -169,7 +169,8 @@ static void test_cp_async(void)
  * ldmatrix row off 16 bytes, 3 ldmatrix of global memory, 4 cp.async to
  * a destination off 16 bytes, 5 a source off 16 bytes, 6 to global
  * memory, 7 a thread ending with a copy not waited for, 8 a copy waited
- * for before it was committed */
+ * for before it was committed, 9 a copy of bytes past the end of the
+ * source's allocation (g: 64 floats) */
 static void k_bad(float *g, int how)
 {
 	__shared__ float s[64];
@@ -183,6 +184,12 @@ static void k_bad(float *g, int how)
 	if (how == 4) cu_cp_async_16(s + 2, g, 16);
 	if (how == 5) cu_cp_async_16(s, g + 1, 16);
 	if (how == 6) cu_cp_async_16(g + 4, g, 16);
+	if (how == 9) {
+		cu_cp_async_16(s, g + 60, 16);   /* the allocation's last 16 bytes: no misuse */
+		cu_cp_async_16(s + 4, g + 64, l == 0 ? 4 : 0);   /* lane 0: 4 bytes past it */
+		cu_cp_async_commit();
+		cu_cp_async_wait<0>();
+	}
 	if (how >= 7) {
 		cu_cp_async_16(s + 4 * (l % 16), g, 16);
 		if (how == 7) cu_cp_async_commit();
@@ -220,6 +227,7 @@ int main(void)
 	test_bad(5, "cp.async from a source off 16 bytes ends the process");
 	test_bad(6, "cp.async to global memory ends the process");
 	test_bad(8, "a thread ending with a copy never committed, so never waited for, ends the process");
+	test_bad(9, "cp.async of bytes past its source's allocation ends the process");
 	test_bad(7, "the same copy committed and waited for is no misuse");
 	return failures ? 1 : 0;
 }

@@ -11,24 +11,30 @@
  * in registers as mma A fragments.  The block streams over the keys in
  * tiles of FA_BK = 64, double-buffered through cp.async (kernels/mma.cuh):
  * while tile t is computed, tile t + 1's raw k, v (fp32, every row of the
- * block) and bias (fp32, shared by the rows) are in flight.  Per tile the
- * block converts k (rotated on load where be_attn_t.rope is given) and v
- * to bf16 once, and the dropped keys of each row to an additive 0 / -inf;
- * then each warp, in registers:
+ * block) and bias (fp32, shared by the rows) are in flight, each thread's
+ * copies a contiguous run of 16-byte chunks from pointers advanced a tile
+ * at a time (no per-tile index arithmetic; a full tile's bias without a
+ * size test).  Per tile the block converts k (rotated on load where
+ * be_attn_t.rope is given) and v to bf16 once, straight-line 16-byte
+ * loads and stores, and the dropped keys of each row to an additive 0 /
+ * -inf; then each warp, in registers:
  *   S = bias + q k^T             (mma m16n8k16; the accumulators start at
  *                                 the bias, ldmatrix of k)
  *   S += mask                    (only in tiles where a row drops keys)
- *   online softmax               (row max over the quad by shuffles, exp2
- *                                 of one FFMA; the stabiliser renewed,
- *                                 and O rescaled, only in a tile where a
- *                                 row's maximum exceeds it by more than
- *                                 FA_SLACK, in log2 units)
- *   O = O exp(m_old - m_new) + P V   (P: S's accumulators rounded to bf16
- *                                 in place as A fragments, ldmatrix.trans
- *                                 of v; the row sums l = P 1 by mma too)
+ *   P = 2^(S log2 e - mb)        (one FFMA and one ex2 a score, rounded to
+ *                                 bf16 as A fragments; the tile's row sums
+ *                                 lt = P 1 by mma)
+ *   stabiliser mb                (the running row maximum, from S's row
+ *                                 maxima (shuffles over the quad) only in
+ *                                 the first tile a row has live keys, or
+ *                                 where a tile's lt exceeds FA_SLACK_SUM:
+ *                                 then S and P again, O and l rescaled; a
+ *                                 tile within it costs no maximum at all)
+ *   O += P V, l += lt            (ldmatrix.trans of v)
  * and at the end writes o = O / l, gated by 1 / (1 + exp(-g)) where
- * be_attn_t.g is given (the BE_GATE formula), once.  Only a [16, 64]
- * tile of scores exists per warp, never an [Lq, Lk] matrix.
+ * be_attn_t.g is given (the BE_GATE formula, fast intrinsics), once; q
+ * read and o, g written by 8-byte accesses where rows are whole.  Only a
+ * [16, 64] tile of scores exists per warp, never an [Lq, Lk] matrix.
  *
  * Shared memory (CU_DYN_SHARED, on 128 bytes; byte offsets from
  * fa_layout), two stages of raw tiles then the converted ones:
@@ -40,7 +46,8 @@
  *   drop:               [rb] int               the tile drops a key of the row
  * Index arithmetic within a row is 32-bit (the launcher checks it fits),
  * the per-row bases 64-bit, computed once.  16-byte copies where every
- * pointer and stride allows them, 4-byte copies otherwise.
+ * pointer and stride allows them (k and v: D = DP too), 4-byte copies
+ * otherwise.
  */
 #include "common.cuh"
 #include "mma.cuh"
@@ -53,7 +60,9 @@
 #define FA_BK 64       /* keys of a tile */
 #define FA_VEC_KV 1u   /* fa_vec bits: k and v by 16-byte copies */
 #define FA_VEC_BIAS 2u /* the bias by 16-byte copies */
-#define FA_SLACK 8.0f  /* log2 of the largest probability before the stabiliser is renewed */
+#define FA_VEC_Q 4u    /* q by 8-byte loads (D = DP) */
+#define FA_VEC_O 8u    /* o and g by 8-byte loads and stores (D = DP) */
+#define FA_SLACK_SUM 0x1p64f  /* the largest row sum of a tile's P before the stabiliser is renewed */
 
 /* byte offsets of the shared arrays of one block (see the top); stage: the
  * size of one stage of raw tiles; bytes: the size to request */
@@ -84,18 +93,33 @@ static __device__ __forceinline__ float fa_q(const be_attn_t &a, const float *qb
 	return a.rope ? cu_rope(qr, c, a.D, a.rope, iq) : qr[c];
 }
 
-/* grid: blockIdx.x = (batch group * H + h) * ntiles + query tile; block:
- * 128 RB threads (RB = rb, 1 or 2); vec: FA_VEC_* bits */
+/* x gated by the BE_GATE formula, x / (1 + exp(-g)), as x times the
+ * approximate reciprocal of 1 + 2^(-g log2 e) (__expf's ex2; to a few
+ * ulp, the bound in tests/test_cuda_ops.c; 0 where 1 + exp(-g) >= 2^126) */
+static __device__ __forceinline__ float fa_gate(float x, float g)
+{
+	return x * cu_rcp(1.0f + cu_exp2(g * -1.44269504088896341f));
+}
+
+/* d[0 .. 7] = (a, b) rounded to bf16, one 16-byte store */
+static __device__ __forceinline__ void fa_put8(uint16_t *d, float4 a, float4 b)
+{
+	uint4 u = { cu_bf16x2(a.x, a.y), cu_bf16x2(a.z, a.w), cu_bf16x2(b.x, b.y), cu_bf16x2(b.z, b.w) };
+	*(uint4 *)d = u;
+}
+
+/* grid: (query tile, h, batch group of rb rows); block: 128 RB threads
+ * (RB = rb, 1 or 2); vec: FA_VEC_* bits */
 template <int DP, int RB>
-static __global__ void __launch_bounds__(RB * 128)
-k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
+static __global__ void __launch_bounds__(RB * 128, 1)
+k_flash_attn(be_attn_t a, unsigned vec)
 {
 	CU_DYN_SHARED(unsigned char, fa_smem);
-	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8, KC = DP / 4;
+	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8;
 	const float L2E = 1.44269504088896341f;
 	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 	const int g = lane / 4, t = lane % 4;
-	const int tile = blockIdx.x % ntiles, h = blockIdx.x / ntiles % a.H, bg = blockIdx.x / ntiles / a.H;
+	const int tile = blockIdx.x, h = blockIdx.y, bg = blockIdx.z;
 	const int r = warp / 4, qw = warp % 4, b0 = bg * rb, b = b0 + r, i0 = tile * FA_BQ;
 	const int B = a.B, Lk = a.Lk, D = a.D, nrows = B - b0 < rb ? B - b0 : rb;
 	const fa_layout_t y = fa_layout(DP, rb);
@@ -107,45 +131,36 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	const int ksb = (int)a.k_sb, ksl = (int)a.k_sl, vsb = (int)a.v_sb, vsl = (int)a.v_sl;
 	const int bsq = (int)a.bias_sq, nq = a.Lq - i0 < FA_BQ ? a.Lq - i0 : FA_BQ;
 
-	/* the 16-byte copies of this thread, the same in every tile: k / v
-	 * chunk i is row kr0 + i KSTEP (of the block's rb x FA_BK), columns
-	 * kc .. kc + 3, at kofs[i] / vofs[i] from the tile's base; kjj[i] its
-	 * key in the tile, FA_BK where the row is past B or the columns past
-	 * D (then kofs, vofs 0: an address that is never read); bias chunk i
-	 * is query row bq0 + i BSTEP, keys bc .. bc + 3, at bofs[i] (0 past
-	 * Lq, where bit i of bok is clear) */
-	enum { NKV = KC / 2, NB = FA_BQ * FA_BK / 4 / (RB * 128), KSTEP = RB * 128 / KC,
-	       BSTEP = RB * 128 / (FA_BK / 4) };
-	const int kc = tid % KC * 4, bc = tid % (FA_BK / 4) * 4, kr0 = tid / KC, bq0 = tid / (FA_BK / 4);
-	int kjj[NKV], kofs[NKV], vofs[NKV], bofs[NB];
-	unsigned bok = 0;
-#pragma unroll
-	for (int i = 0; i < NKV; i++) {
-		int row = kr0 + i * KSTEP, rr = row / FA_BK, ok = rr < nrows && kc < D;
-		kjj[i] = ok ? row % FA_BK : FA_BK;
-		kofs[i] = ok ? rr * ksb + row % FA_BK * ksl + kc : 0;
-		vofs[i] = ok ? rr * vsb + row % FA_BK * vsl + kc : 0;
-	}
-#pragma unroll
-	for (int i = 0; i < NB; i++) {
-		int q = bq0 + i * BSTEP;
-		bofs[i] = q < nq ? q * bsq + bc : 0;
-		bok |= (unsigned)(q < nq) << i;
-	}
+	/* the 16-byte copies of this thread in every tile, each run of them
+	 * contiguous: k / v row kvr of the block's rb x FA_BK (batch row kvr
+	 * / FA_BK, key kvj), columns kvc .. kvc + DP / 2 - 1 as KCH chunks,
+	 * read at kp / vp; bias row bq of the tile, keys bc .. bc + 4 BCH - 1
+	 * as BCH chunks, read at bp; the pointers at the next tile's (each
+	 * issue advances them a tile), at the block's base where the row is
+	 * past B (kok clear) or Lq (never read).  Bias chunks where every one
+	 * is whole (a full tile) take 16 bytes without a test */
+	enum { KCH = DP / 8, BTPR = RB * 128 / FA_BQ, BCH = FA_BK / 4 / BTPR };
+	const int kvr = tid / 2, kvj = kvr % FA_BK, kvc = tid % 2 * (DP / 2), kok = kvr / FA_BK < nrows;
+	const int bq = tid / BTPR, bc = tid % BTPR * (4 * BCH);
+	const float *kp = kbase + (kok ? kvr / FA_BK * ksb + kvj * ksl + kvc : 0);
+	const float *vp = vbase + (kok ? kvr / FA_BK * vsb + kvj * vsl + kvc : 0);
+	const float *bp = bbase ? bbase + (bq < nq ? bq * bsq + bc : 0) : NULL;
 
-	/* tile kt's raw k, v and bias into stage st, one cp.async group */
+	/* tile kt's raw k, v and bias into stage st, one cp.async group (the
+	 * tiles in order) */
 	auto issue = [&](int kt, int st) {
 		int j0 = kt * FA_BK, nk = Lk - j0 < FA_BK ? Lk - j0 : FA_BK;
 		float *kr = (float *)(fa_smem + st * y.stage), *vr = (float *)(fa_smem + st * y.stage + y.vraw);
 		float *br = (float *)(fa_smem + st * y.stage + y.braw);
-		if (vec & FA_VEC_KV) {
-			const float *kt0 = kbase + j0 * ksl, *vt0 = vbase + j0 * vsl;
+		if (vec & FA_VEC_KV) {   /* D = DP: a row's chunks all copied or all zero */
+			int n = kok && kvj < nk ? 16 : 0;
 #pragma unroll
-			for (int i = 0; i < NKV; i++) {
-				int n = kjj[i] < nk ? 16 : 0;
-				cu_cp_async_16(kr + (kr0 + i * KSTEP) * DP + kc, kt0 + kofs[i], n);
-				cu_cp_async_16(vr + (kr0 + i * KSTEP) * DP + kc, vt0 + vofs[i], n);
+			for (int u = 0; u < KCH; u++) {
+				cu_cp_async_16(kr + kvr * DP + kvc + 4 * u, kp + 4 * u, n);
+				cu_cp_async_16(vr + kvr * DP + kvc + 4 * u, vp + 4 * u, n);
 			}
+			kp += FA_BK * ksl;
+			vp += FA_BK * vsl;
 		} else {
 			for (int e = tid; e < rb * FA_BK * DP; e += nthr) {
 				int rr = e / (FA_BK * DP), jj = e / DP % FA_BK, c = e % DP;
@@ -156,10 +171,16 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 			}
 		}
 		if (bbase && (vec & FA_VEC_BIAS)) {
-			int n = bc < nk ? (nk - bc < 4 ? nk - bc : 4) * 4 : 0;
+			auto bias = [&](auto bytes) {
 #pragma unroll
-			for (int i = 0; i < NB; i++)
-				cu_cp_async_16(br + (bq0 + i * BSTEP) * FA_BK + bc, bbase + j0 + bofs[i], bok >> i & 1 ? n : 0);
+				for (int u = 0; u < BCH; u++) cu_cp_async_16(br + bq * FA_BK + bc + 4 * u, bp + 4 * u, bytes(u));
+			};
+			if (bq < nq && nk == FA_BK) bias([](int) { return 16; });
+			else bias([&](int u) {
+				int c = bc + 4 * u;
+				return bq < nq && c < nk ? (nk - c < 4 ? nk - c : 4) * 4 : 0;
+			});
+			bp += FA_BK;
 		} else if (bbase) {
 			for (int e = tid; e < FA_BQ * FA_BK; e += nthr) {
 				int q = e / FA_BK, jj = e % FA_BK, ok = q < nq && jj < nk;
@@ -173,20 +194,30 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	if (!bbase)   /* no bias: both stages' bias tiles 0, never written again */
 		for (int e = tid; e < 2 * FA_BQ * FA_BK; e += nthr)
 			((float *)(fa_smem + e / (FA_BQ * FA_BK) * y.stage + y.braw))[e % (FA_BQ * FA_BK)] = 0.0f;
-	if (nkt > 0) issue(0, 0);
+	issue(0, 0);   /* (Lk = 0: copies nothing) */
 
 	/* this warp's 16 queries as A fragments: register i of k-step ks holds
 	 * (q[r][k], q[r][k + 1]) with r = g + 8 (i % 2), k = 16 ks + 2 t + 8 (i / 2) */
 	uint32_t qf[KS][4];
 	{
 		const float *qb = a.q + (int64_t)b * a.q_sb + (int64_t)h * a.q_sh;
-		const int qsl = (int)a.q_sl, ok = b < B;
-		for (int ks = 0; ks < KS; ks++)
-			for (int i = 0; i < 4; i++) {
-				int iq = i0 + qw * 16 + g + 8 * (i % 2), c = 16 * ks + 2 * t + 8 * (i / 2);
-				qf[ks][i] = cu_bf16x2(fa_q(a, qb, ok, iq, qsl, c) * a.scale,
-				                      fa_q(a, qb, ok, iq, qsl, c + 1) * a.scale);
-			}
+		const int qsl = (int)a.q_sl, ok = b < B, iq0 = i0 + qw * 16 + g;
+		if ((vec & FA_VEC_Q) && !a.rope && ok && iq0 + 8 < a.Lq) {   /* 8-byte loads of whole rows */
+#pragma unroll
+			for (int ks = 0; ks < KS; ks++)
+#pragma unroll
+				for (int i = 0; i < 4; i++) {
+					float2 x = *(const float2 *)(qb + (iq0 + 8 * (i % 2)) * qsl + 16 * ks + 2 * t + 8 * (i / 2));
+					qf[ks][i] = cu_bf16x2(x.x * a.scale, x.y * a.scale);
+				}
+		} else {
+			for (int ks = 0; ks < KS; ks++)
+				for (int i = 0; i < 4; i++) {
+					int iq = iq0 + 8 * (i % 2), c = 16 * ks + 2 * t + 8 * (i / 2);
+					qf[ks][i] = cu_bf16x2(fa_q(a, qb, ok, iq, qsl, c) * a.scale,
+					                      fa_q(a, qb, ok, iq, qsl, c + 1) * a.scale);
+				}
+		}
 	}
 	/* O: [16, DP] as NT accumulators (rows g, g + 8; columns 8 n + 2 t, + 1);
 	 * l: the sums of rows g, g + 8 as an accumulator (every column the
@@ -200,7 +231,9 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 	uint16_t *kb = (uint16_t *)(fa_smem + y.kb), *vb = (uint16_t *)(fa_smem + y.vb);
 	float *madd = (float *)(fa_smem + y.madd);
 	int *drop = (int *)(fa_smem + y.drop);
-	const int cvr = tid / KC, cvc = tid % KC * 4;   /* this thread's first row and columns to convert */
+	/* the rows cvr + i CVSTEP (i < NCV) of k and v this thread converts, columns cvc .. cvc + 7 */
+	enum { NCV = DP / 16, CVSTEP = RB * 128 / (DP / 8) };
+	const int cvr = tid / (DP / 8), cvc = tid % (DP / 8) * 8, rope = a.rope != NULL;
 	for (int kt = 0; kt < nkt; kt++) {
 		const int st = kt & 1, j0 = kt * FA_BK;
 		cu_cp_async_wait<0>();
@@ -210,30 +243,29 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 		/* k (rotated) and v to bf16; the dropped keys */
 		const float *kr = (const float *)(fa_smem + st * y.stage);
 		const float *vr = (const float *)(fa_smem + st * y.stage + y.vraw);
-		if (a.rope) {
-			for (int e = tid; e < rb * FA_BK * KC; e += nthr) {
-				int row = e / KC, c = e % KC * 4, rot = j0 + row % FA_BK < Lk;
-				const float *kx = kr + row * DP;
-				float k4[4];   /* rows past Lk are zero, and the table ends at Lk */
-				for (int u = 0; u < 4; u++)
-					k4[u] = rot && c + u < D ? cu_rope(kx, c + u, D, a.rope, j0 + row % FA_BK) : kx[c + u];
-				uint32_t *kd = (uint32_t *)(kb + row * LDK + c);
-				kd[0] = cu_bf16x2(k4[0], k4[1]);
-				kd[1] = cu_bf16x2(k4[2], k4[3]);
-			}
-		} else {
-			for (int row = cvr; row < rb * FA_BK; row += nthr / KC) {
-				const float *kx = kr + row * DP + cvc;
-				uint32_t *kd = (uint32_t *)(kb + row * LDK + cvc);
-				kd[0] = cu_bf16x2(kx[0], kx[1]);
-				kd[1] = cu_bf16x2(kx[2], kx[3]);
-			}
+#pragma unroll
+		for (int i = 0; i < NCV; i++) {
+			const float *vx = vr + (cvr + i * CVSTEP) * DP + cvc;
+			fa_put8(vb + (cvr + i * CVSTEP) * LDK + cvc, *(const float4 *)vx, *(const float4 *)(vx + 4));
 		}
-		for (int row = cvr; row < rb * FA_BK; row += nthr / KC) {
-			const float *vx = vr + row * DP + cvc;
-			uint32_t *vd = (uint32_t *)(vb + row * LDK + cvc);
-			vd[0] = cu_bf16x2(vx[0], vx[1]);
-			vd[1] = cu_bf16x2(vx[2], vx[3]);
+		if (!rope) {
+#pragma unroll
+			for (int i = 0; i < NCV; i++) {
+				const float *kx = kr + (cvr + i * CVSTEP) * DP + cvc;
+				fa_put8(kb + (cvr + i * CVSTEP) * LDK + cvc, *(const float4 *)kx, *(const float4 *)(kx + 4));
+			}
+		} else {   /* rows past Lk stay zero, and the table ends at Lk */
+#pragma unroll
+			for (int i = 0; i < NCV; i++) {
+				int row = cvr + i * CVSTEP, j = j0 + row % FA_BK;
+				const float *kx = kr + row * DP;
+				float k8[8];
+#pragma unroll
+				for (int u = 0; u < 8; u++)
+					k8[u] = j < Lk && cvc + u < D ? cu_rope(kx, cvc + u, D, a.rope, j) : kx[cvc + u];
+				float4 k0 = { k8[0], k8[1], k8[2], k8[3] }, k1 = { k8[4], k8[5], k8[6], k8[7] };
+				fa_put8(kb + row * LDK + cvc, k0, k1);
+			}
 		}
 		if (qw == 0) {   /* the first warp of each row: its keys' mask */
 			int dropped = 0;
@@ -249,52 +281,69 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 		__syncthreads();
 
 		/* S = bias + Q K^T: FA_BK / 8 accumulators, key 8 n + 2 t (+1) */
-		float s[FA_BK / 8][4];
 		const float *br = (const float *)(fa_smem + st * y.stage + y.braw) + (qw * 16 + g) * FA_BK + 2 * t;
-		for (int n = 0; n < FA_BK / 8; n++)   /* 8-byte loads: straight into the accumulators' pairs */
-			for (int rh = 0; rh < 2; rh++) {
-				float2 b2 = *(const float2 *)(br + rh * 8 * FA_BK + 8 * n);
-				s[n][2 * rh] = b2.x;
-				s[n][2 * rh + 1] = b2.y;
-			}
-		/* ldmatrix: lane 8 mi + ri addresses key 8 n + ri, columns 8 mi on */
 		const uint16_t *krow = kb + (r * FA_BK + lane % 8) * LDK + lane / 8 * 8;
-		for (int n = 0; n < FA_BK / 8; n++) {
-			const uint16_t *kn = krow + 8 * n * LDK;
-			if (KS == 1) {
-				uint32_t kf[2];
-				cu_ldmatrix_x2(kf, kn);
-				cu_mma_16816_bf16(s[n], qf[0], kf, s[n]);
-			} else {
-				for (int kp = 0; kp < KS / 2; kp++) {
-					uint32_t kf[4];
-					cu_ldmatrix_x4(kf, kn + 32 * kp);
-					cu_mma_16816_bf16(s[n], qf[2 * kp], kf, s[n]);
-					cu_mma_16816_bf16(s[n], qf[2 * kp + 1], kf + 2, s[n]);
+		const int dropped = drop[r];
+		auto scores = [&](float (&s)[FA_BK / 8][4]) {
+			for (int n = 0; n < FA_BK / 8; n++)   /* 8-byte loads: straight into the accumulators' pairs */
+				for (int rh = 0; rh < 2; rh++) {
+					float2 b2 = *(const float2 *)(br + rh * 8 * FA_BK + 8 * n);
+					s[n][2 * rh] = b2.x;
+					s[n][2 * rh + 1] = b2.y;
+				}
+			/* ldmatrix: lane 8 mi + ri addresses key 8 n + ri, columns 8 mi on */
+			for (int n = 0; n < FA_BK / 8; n++) {
+				const uint16_t *kn = krow + 8 * n * LDK;
+				if (KS == 1) {
+					uint32_t kf[2];
+					cu_ldmatrix_x2(kf, kn);
+					cu_mma_16816_bf16(s[n], qf[0], kf, s[n]);
+				} else {
+					for (int kp = 0; kp < KS / 2; kp++) {
+						uint32_t kf[4];
+						cu_ldmatrix_x4(kf, kn + 32 * kp);
+						cu_mma_16816_bf16(s[n], qf[2 * kp], kf, s[n]);
+						cu_mma_16816_bf16(s[n], qf[2 * kp + 1], kf + 2, s[n]);
+					}
 				}
 			}
-		}
-		if (drop[r]) {
-			const float *mr = madd + r * FA_BK + 2 * t;
-			for (int n = 0; n < FA_BK / 8; n++)
-				for (int e = 0; e < 4; e++) s[n][e] += mr[8 * n + e % 2];
-		}
-
-		/* online softmax of rows g (hr 0) and g + 8 (hr 1), in log2 units:
-		 * the stabiliser mb is renewed only in a tile where a row's
-		 * maximum exceeds it by more than FA_SLACK (P is then at most
-		 * 2^FA_SLACK: no overflow, the same relative roundings) */
-		float mx[2];
-		for (int hr = 0; hr < 2; hr++) {
-			float v = -INFINITY;
-			for (int n = 0; n < FA_BK / 8; n++) v = fmaxf(v, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
-			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-			v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-			mx[hr] = v * L2E;
-		}
-		if (__any_sync(0xffffffffu, mx[0] > mb[0] + FA_SLACK || mx[1] > mb[1] + FA_SLACK)) {
+			if (dropped) {
+				const float *mr = madd + r * FA_BK + 2 * t;
+				for (int n = 0; n < FA_BK / 8; n++)
+					for (int e = 0; e < 4; e++) s[n][e] += mr[8 * n + e % 2];
+			}
+		};
+		/* P = 2^(S log2 e - mb) rounded to bf16 as A fragments (keys 16 kk
+		 * .. 16 kk + 15: accumulators 2 kk and 2 kk + 1 of S), and the
+		 * tile's row sums lt = P 1 on the tensor cores (of the rounded P
+		 * that weighs v; every column the same) */
+		uint32_t pf[FA_BK / 16][4];
+		float lt[4];
+		auto probs = [&](const float (&s)[FA_BK / 8][4]) {
+			const uint32_t ones[2] = { 0x3f803f80u, 0x3f803f80u };   /* bf16 pairs of 1 */
+			for (int e = 0; e < 4; e++) lt[e] = 0.0f;
+			for (int kk = 0; kk < FA_BK / 16; kk++) {
+				for (int i = 0; i < 4; i++) {
+					const float *sv = s[2 * kk + i / 2] + 2 * (i % 2);
+					pf[kk][i] = cu_bf16x2(cu_exp2(fmaf(sv[0], L2E, nb[i % 2])),
+					                      cu_exp2(fmaf(sv[1], L2E, nb[i % 2])));
+				}
+				cu_mma_16816_bf16(lt, pf[kk], ones, lt);
+			}
+		};
+		/* the stabiliser mb of rows g (hr 0) and g + 8 (hr 1), in log2
+		 * units, a running maximum: set from S where a row has no live
+		 * key yet (mb -inf: the first tile), else renewed only where a
+		 * tile's P sums over FA_SLACK_SUM (no overflow: P and the sums stay
+		 * within that of their sizes at the stabiliser, the same relative
+		 * roundings), then S again; O and l rescaled as it rises */
+		auto renew = [&](const float (&s)[FA_BK / 8][4]) {
 			for (int hr = 0; hr < 2; hr++) {
-				float mn = fmaxf(mb[hr], mx[hr]), mu = mn == -INFINITY ? 0.0f : mn;
+				float v = fmaxf(s[0][2 * hr], s[0][2 * hr + 1]);
+				for (int n = 1; n < FA_BK / 8; n++) v = fmaxf(v, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+				v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+				v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+				float mn = fmaxf(mb[hr], v * L2E), mu = mn == -INFINITY ? 0.0f : mn;
 				float corr = cu_exp2(mb[hr] - mu);   /* 0 while the row had no live key */
 				mb[hr] = mn;
 				nb[hr] = -mu;
@@ -305,70 +354,90 @@ k_flash_attn(be_attn_t a, int ntiles, unsigned vec)
 					o[n][2 * hr + 1] *= corr;
 				}
 			}
+		};
+		{
+			float s[FA_BK / 8][4];
+			scores(s);
+			if (__any_sync(0xffffffffu, mb[0] == -INFINITY || mb[1] == -INFINITY)) renew(s);
+			probs(s);
 		}
-		/* O += P V, P of keys 16 kk .. 16 kk + 15 as an A fragment:
-		 * accumulators 2 kk and 2 kk + 1 of S; l += P 1 (the row sums on the
-		 * tensor cores, of the rounded P that weighs v); ldmatrix.trans:
-		 * lane 8 mi + ri addresses key 16 kk + 8 (mi % 2) + ri, columns
-		 * 8 (mi / 2) on */
+		if (__any_sync(0xffffffffu, !(lt[0] <= FA_SLACK_SUM) || !(lt[2] <= FA_SLACK_SUM))) {
+			float s[FA_BK / 8][4];
+			scores(s);
+			renew(s);
+			probs(s);
+		}
+		for (int e = 0; e < 4; e++) l[e] += lt[e];
+		/* O += P V; ldmatrix.trans: lane 8 mi + ri addresses key 16 kk + 8
+		 * (mi % 2) + ri, columns 8 (mi / 2) on */
 		const uint16_t *vrow = vb + (r * FA_BK + lane % 8 + 8 * (lane / 8 % 2)) * LDK + lane / 16 * 8;
-		const uint32_t ones[2] = { 0x3f803f80u, 0x3f803f80u };   /* bf16 pairs of 1 */
-		for (int kk = 0; kk < FA_BK / 16; kk++) {
-			uint32_t pf[4];
-			for (int i = 0; i < 4; i++) {
-				const float *sv = s[2 * kk + i / 2] + 2 * (i % 2);
-				pf[i] = cu_bf16x2(cu_exp2(fmaf(sv[0], L2E, nb[i % 2])), cu_exp2(fmaf(sv[1], L2E, nb[i % 2])));
-			}
-			cu_mma_16816_bf16(l, pf, ones, l);
+		for (int kk = 0; kk < FA_BK / 16; kk++)
 			for (int dn = 0; dn < NT / 2; dn++) {
 				uint32_t vf[4];
 				cu_ldmatrix_x4_trans(vf, vrow + 16 * kk * LDK + 16 * dn);
-				cu_mma_16816_bf16(o[2 * dn], pf, vf, o[2 * dn]);
-				cu_mma_16816_bf16(o[2 * dn + 1], pf, vf + 2, o[2 * dn + 1]);
+				cu_mma_16816_bf16(o[2 * dn], pf[kk], vf, o[2 * dn]);
+				cu_mma_16816_bf16(o[2 * dn + 1], pf[kk], vf + 2, o[2 * dn + 1]);
 			}
-		}
 	}
 
-	/* o = O / l, gated, written once: rows g, g + 8, columns 8 n + 2 t (+1) */
+	/* o = O / l, gated, written once: rows g, g + 8, columns 8 n + 2 t (+1),
+	 * by 8-byte loads and stores where both rows are whole */
+	const int iq0 = i0 + qw * 16 + g, whole = (vec & FA_VEC_O) && b < B && iq0 + 8 < a.Lq;
 	for (int hr = 0; hr < 2; hr++) {
 		float ls = l[2 * hr];
-		int iq = i0 + qw * 16 + g + 8 * hr;
+		int iq = iq0 + 8 * hr;
 		if (b >= B || iq >= a.Lq) continue;
-		float inv = ls > 0.0f ? 1.0f / ls : 0.0f;
+		float inv = ls > 0.0f ? cu_rcp(ls) : 0.0f;
 		int64_t off = (int64_t)b * a.o_sb + (int64_t)iq * a.o_sl + (int64_t)h * a.o_sh;
+		if (whole) {
+#pragma unroll
+			for (int n = 0; n < NT; n++) {
+				float2 x = { o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv };
+				if (a.g) {
+					float2 gv = *(const float2 *)(a.g + off + 8 * n + 2 * t);
+					x.x = fa_gate(x.x, gv.x);
+					x.y = fa_gate(x.y, gv.y);
+				}
+				*(float2 *)(a.o + off + 8 * n + 2 * t) = x;
+			}
+			continue;
+		}
 		for (int n = 0; n < NT; n++)
 			for (int e = 0; e < 2; e++) {
 				int c = 8 * n + 2 * t + e;
 				if (c >= D) continue;
 				float x = o[n][2 * hr + e] * inv;
-				a.o[off + c] = a.g ? x / (1.0f + expf(-a.g[off + c])) : x;   /* the BE_GATE formula */
+				a.o[off + c] = a.g ? fa_gate(x, a.g[off + c]) : x;
 			}
 	}
 }
 
-/* every stride a multiple of 4 floats and the base on 16 bytes */
-static int fa_vec4(const float *p, int64_t s1, int64_t s2, int64_t s3)
+/* every stride a multiple of n floats and the base on 4 n bytes */
+static int fa_vec(const float *p, int n, int64_t s1, int64_t s2, int64_t s3)
 {
-	return (uintptr_t)p % 16 == 0 && s1 % 4 == 0 && s2 % 4 == 0 && s3 % 4 == 0;
+	return (uintptr_t)p % (4 * n) == 0 && s1 % n == 0 && s2 % n == 0 && s3 % n == 0;
 }
 
 template <int DP, int RB>
 static int flash_launch(cudaStream_t s, const be_attn_t *a)
 {
 	const int rb = RB;
-	int ntiles = (a->Lq + FA_BQ - 1) / FA_BQ;
-	int64_t nblocks = (int64_t)ntiles * a->H * ((a->B + rb - 1) / rb);
+	int64_t ntiles = (a->Lq + FA_BQ - 1) / FA_BQ, ngroups = (a->B + rb - 1) / rb;
 	size_t smem = (size_t)fa_layout(DP, rb).bytes;
-	unsigned vec = (a->D % 4 == 0 && fa_vec4(a->k, a->k_sb, a->k_sl, a->k_sh) &&
-	                fa_vec4(a->v, a->v_sb, a->v_sl, a->v_sh) ? FA_VEC_KV : 0) |
-	               (a->bias && fa_vec4(a->bias, a->bias_sb, a->bias_sh, a->bias_sq) ? FA_VEC_BIAS : 0);
-	/* the kernel's 32-bit offsets within a block's rows */
+	unsigned vec = (a->D == DP && fa_vec(a->k, 4, a->k_sb, a->k_sl, a->k_sh) &&
+	                fa_vec(a->v, 4, a->v_sb, a->v_sl, a->v_sh) ? FA_VEC_KV : 0) |
+	               (a->bias && fa_vec(a->bias, 4, a->bias_sb, a->bias_sh, a->bias_sq) ? FA_VEC_BIAS : 0) |
+	               (a->D == DP && fa_vec(a->q, 2, a->q_sb, a->q_sl, a->q_sh) ? FA_VEC_Q : 0) |
+	               (a->D == DP && fa_vec(a->o, 2, a->o_sb, a->o_sl, a->o_sh) &&
+	                (!a->g || fa_vec(a->g, 2, 0, 0, 0)) ? FA_VEC_O : 0);
+	/* the grid's extent; the kernel's 32-bit offsets within a block's rows */
 	const int64_t lim = INT32_MAX;
-	if (nblocks > lim || (rb - 1) * a->k_sb + (int64_t)a->Lk * a->k_sl > lim ||
+	if (ntiles > lim || a->H > 65535 || ngroups > 65535 || (rb - 1) * a->k_sb + (int64_t)a->Lk * a->k_sl > lim ||
 	    (rb - 1) * a->v_sb + (int64_t)a->Lk * a->v_sl > lim || (int64_t)a->Lq * a->q_sl > lim ||
 	    (a->bias && (int64_t)a->Lq * a->bias_sq > lim) || (a->mask && (int64_t)a->B * a->mask_sb > lim))
 		return -EINVAL;
-	CU_LAUNCH((unsigned)nblocks, 128 * RB, smem, s, k_flash_attn<DP, RB>)(*a, ntiles, vec);
+	CU_LAUNCH(dim3((unsigned)ntiles, (unsigned)a->H, (unsigned)ngroups), 128 * RB, smem, s,
+	          k_flash_attn<DP, RB>)(*a, vec);
 	return cu_launched();
 }
 

@@ -25,8 +25,9 @@
  *     makes it visible to the block)
  * All of mma and ldmatrix are warp-collective: the 32 lanes take part.
  * Besides: cu_bf16x2(lo, hi), two floats rounded to bf16 (nearest even)
- * in one register, and cu_exp2(x), 2^x to about 2 ulp (ex2.approx; -inf
- * gives 0).
+ * in one register, cu_exp2(x), 2^x to about 2 ulp (ex2.approx; -inf
+ * gives 0), and cu_rcp(x), 1 / x to 1 ulp (rcp.approx; a subnormal
+ * result 0).
  *
  * On these, the 16 x 16 tiles of the GEMM kernels (ln_linear, transition,
  * trimul_out), warp-collective, lane = the caller's lane: a tile's
@@ -122,6 +123,13 @@ static __device__ __forceinline__ float cu_exp2(float x)
 	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
 	return y;
 }
+
+static __device__ __forceinline__ float cu_rcp(float x)
+{
+	float y;
+	asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
 #else
 static inline uint32_t cu_bf16x2(float lo, float hi)
 {
@@ -131,6 +139,11 @@ static inline uint32_t cu_bf16x2(float lo, float hi)
 static inline float cu_exp2(float x)
 {
 	return exp2f(x);
+}
+
+static inline float cu_rcp(float x)
+{
+	return 1.0f / x;
 }
 #endif
 

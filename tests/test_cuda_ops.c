@@ -287,7 +287,7 @@ static void attn_new(attn_t *t, int B, int H, int Lq, int Lk, int D, int lay, in
 	int64_t nk = attn_layout(lay, B, Lk, H, D, &a->k_sb, &a->k_sl, &a->k_sh);
 	attn_layout(lay, B, Lk, H, D, &a->v_sb, &a->v_sl, &a->v_sh);
 	attn_layout(lay, B, Lq, H, D, &a->o_sb, &a->o_sl, &a->o_sh);
-	a->bias_sq = Lk + 1;
+	a->bias_sq = Lk % 4 ? Lk + 1 : Lk;   /* rows of Lk where 16-byte copies can take them */
 	a->bias_sh = Lq * a->bias_sq;
 	a->bias_sb = bias == BIAS_SHARED ? 0 : H * a->bias_sh;
 	a->mask_sb = Lk;
@@ -363,7 +363,8 @@ static void test_attn(void **state)
  *    (1 + u) / (1 - u) - 1;
  *  - o'_d = sum_j w'_j bf16(v_jd), so |o'_d - o_d| <= (eta + u (1 + eta))
  *    V_d with V_d = max_j |v_jd|, plus (2 Lk + 64) 2^-24 V_d for the fp32
- *    sums of the output, the running sum and the rescaling.
+ *    sums of the output, the running sum and the rescaling, and 2 2^-24
+ *    V_d for 1 / l (rcp.approx, within 1 ulp).
  * A row whose keys are all dropped is 0 on both.  The case also runs the
  * fp32 kernel on the same data: the bf16 result must be measurably further
  * from the reference (it is the tensor-core kernel that ran). */
@@ -388,7 +389,7 @@ static double attn_bf16_bound(const attn_t *t, int b, int i, int h, int d)
 	if (!live) return 0.0;
 	double delta = 2.01 * u * A + 0x1p-21 * (A + Bm);
 	double eta = exp(2.0 * delta) * (1.0 + u) / (1.0 - u) - 1.0;
-	return (eta + u * (1.0 + eta) + (2.0 * a->Lk + 64.0) * 0x1p-24) * V;
+	return (eta + u * (1.0 + eta) + (2.0 * a->Lk + 66.0) * 0x1p-24) * V;
 }
 
 /* the GPU's bf16 output of t (downloaded into h: [t->o.n]) against the
@@ -419,6 +420,24 @@ static double attn_bf16_check(const attn_t *t, float *h, const char *what)
 	return nmse;
 }
 
+/* t on the CPU, the GPU's fp32 kernel and its bf16 one, checked; freed */
+static void attn_bf16_run(attn_t *t, const char *what)
+{
+	attn_run(t, cpu);
+	attn_run(t, gpu);
+	double nmse32 = pair_check(&t->o, 1e-9, what);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
+	attn_run(t, gpu);
+	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+
+	float *h = malloc(sizeof *h * (size_t)t->o.n);
+	assert_non_null(h);
+	double nmse = attn_bf16_check(t, h, what);
+	free(h);
+	assert_true(nmse > 100.0 * nmse32);
+	attn_free(t);
+}
+
 static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask,
                            float bias_scale)
 {
@@ -426,21 +445,31 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 	char what[160];
 
 	attn_new(&t, B, H, Lq, Lk, D, lay, bias, mask, bias_scale);
-	attn_run(&t, cpu);
 	snprintf(what, sizeof what, "attn B%d H%d Lq%d Lk%d D%d lay%d bias%d*%g mask%d",
 	         B, H, Lq, Lk, D, lay, bias, bias_scale, mask);
-	attn_run(&t, gpu);
-	double nmse32 = pair_check(&t.o, 1e-9, what);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
-	attn_run(&t, gpu);
-	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_FP32), 0);
+	attn_bf16_run(&t, what);
+}
 
-	float *h = malloc(sizeof *h * (size_t)t.o.n);
-	assert_non_null(h);
-	double nmse = attn_bf16_check(&t, h, what);
-	free(h);
-	assert_true(nmse > 100.0 * nmse32);
-	attn_free(&t);
+/* the kernel's stabiliser where scores move far: rising along the keys
+ * (the shared bias a ramp of 0.7 a key on top: tile 4's 180, 260 in log2
+ * units, above tile 0's, far past any unrenewed P's range), or all some
+ * 150 down (the bias less 150) with batch row 0's first 100 keys dropped
+ * (its first live ones in tile 1: 2^-216 unstabilised, 0 in fp32) */
+static void attn_bf16_far(void)
+{
+	attn_t t;
+
+	attn_new(&t, 2, 4, 70, 300, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_NONE, 1.0f);
+	for (int64_t i = 0; i < t.bi.n; i++) t.bi.c[i] += 0.7f * (float)(i % t.a.bias_sq);
+	assert_int_equal(gpu->upload(gpu, t.bi.g, t.bi.c, sizeof(float) * t.bi.n), 0);
+	attn_bf16_run(&t, "attn B2 H4 Lq70 Lk300 D32, a rising bias");
+
+	attn_new(&t, 2, 4, 70, 300, 32, LAY_INTERLEAVED, BIAS_SHARED, MASK_RANDOM, 1.0f);
+	for (int64_t i = 0; i < t.bi.n; i++) t.bi.c[i] -= 150.0f;
+	for (int j = 0; j < 300; j++) t.mk.c[j] = j >= 100;
+	assert_int_equal(gpu->upload(gpu, t.bi.g, t.bi.c, sizeof(float) * t.bi.n), 0);
+	assert_int_equal(gpu->upload(gpu, t.mk.g, t.mk.c, sizeof(float) * t.mk.n), 0);
+	attn_bf16_run(&t, "attn B2 H4 Lq70 Lk300 D32, scores at -150, 100 keys dropped");
 }
 
 /* the shapes of triangle attention (D 32, 4 heads, one bias for all rows),
@@ -448,8 +477,10 @@ static void attn_bf16_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
  * 16), lengths off the 64-query and 64-key tiles (1 to 5 key tiles: the
  * online rescaling and the cp.async double buffer), large biases, dropped
  * keys and fully dropped rows (mask 2), 16-byte copies (interleaved or
- * head-major rows, a bias row of 128) and 4-byte ones (padded rows, odd
- * bias rows); a head over CU_FLASH_DMAX stays on the exact fp32 kernel.
+ * head-major rows, bias rows of Lk = 300 or 40 with their last tile
+ * part-filled, or of 128 for Lk = 127) and 4-byte ones (padded rows, odd
+ * bias rows), scores far from the first tile's (attn_bf16_far); a head over CU_FLASH_DMAX
+ * stays on the exact fp32 kernel.
  * L = 300 runs with 2 batch rows, not 300 (the emulator's time) */
 static void test_attn_bf16(void **state)
 {
@@ -469,6 +500,7 @@ static void test_attn_bf16(void **state)
 	attn_bf16_case(1, 3, 40, 40, 64, LAY_HEAD_MAJOR, BIAS_NONE, MASK_NONE, 1.0f);
 	attn_bf16_case(3, 2, 1, 70, 48, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
 	attn_bf16_case(5, 2, 70, 1, 32, LAY_PADDED, BIAS_SHARED, MASK_NONE, 3.0f);
+	attn_bf16_far();
 
 	attn_t t;
 	attn_new(&t, 2, 3, 37, 45, 100, LAY_INTERLEAVED, BIAS_PER_BATCH, MASK_RANDOM, 3.0f);
@@ -483,9 +515,9 @@ static void test_attn_bf16(void **state)
 /* --- attention with its gate (be_attn_t.g) ---
  * Both kernels (exact fp32, and the bf16 tensor-core one) gate o as they
  * write it: the gated result must be the ungated one p of the same kernel
- * divided by 1 + exp(-g) (the BE_GATE formula) within ATTN_GATE_REL of
+ * divided by 1 + exp(-g) (the BE_GATE formula) within attn_gate_tol of
  * the exact quotient, and at fp32 match the CPU backend's gated attention.
- * The bound, with u = 2^-24 (half an ulp relative) and e = exp(-g) > 0:
+ * The fp32 kernel's bound, with u = 2^-24 (half an ulp relative) and e = exp(-g) > 0:
  * the card's expf is within 2 ulp of e (CUDA's documented maximum: the
  * MUFU.EX2 approximation and its scaling), i.e. relatively within 4 u,
  * since an ulp is at most 2 u of the value; nvcc may fuse 1 + expf into one
@@ -498,8 +530,22 @@ static void test_attn_bf16(void **state)
  * within 5 u + u + u = 7 u to first order; 7.01 u covers the second-order
  * terms and the double reference.  The host's glibc expf (used by the
  * emulator) is within 0.502 ulp, so an emulated expf 2 ulp off
- * (CUEMU_EXPF_ULP=2, tests/cuemu/test_attn_gate_ulp.sh) stays inside. */
+ * (CUEMU_EXPF_ULP=2, tests/cuemu/test_attn_gate_ulp.sh) stays inside.
+ * The bf16 kernel gates by the approximate instructions, p / D as p
+ * times rcp.approx(1 + ex2.approx(-g log2 e)), the exponential as __expf
+ * computes it (CUDA's documented maxima: __expf within 2 + floor(|1.173
+ * g|) ulp, rcp.approx within 1 ulp; 1 + E < 2^126, i.e. g > -87.3, else
+ * 0): d1 <= (2 + 1.173 |g|) 2^-23, which reaches 1 + E damped by e / (1 +
+ * e), d2 <= u, the reciprocal 2^-23 and the product u; attn_gate_tol. */
 #define ATTN_GATE_REL (7.01 * 0x1p-24)
+
+/* the bound on |gated - p / (1 + exp(-g))| for ref = p / (1 + exp(-g)) */
+static double attn_gate_tol(double ref, float g, int bf16)
+{
+	if (!bf16) return ATTN_GATE_REL * fabs(ref);
+	double e = exp(-(double)g);
+	return 1.01 * ((2.0 + 1.173 * fabs(g)) * 0x1p-23 * e / (1.0 + e) + 0x1p-24 + 0x1p-23 + 0x1p-24) * fabs(ref);
+}
 static void attn_gate_case(int B, int H, int Lq, int Lk, int D, int lay, int bias, int mask, int bf16)
 {
 	attn_t t;
@@ -532,7 +578,7 @@ static void attn_gate_case(int B, int H, int Lq, int Lk, int D, int lay, int bia
 				for (int d = 0; d < D; d++) {
 					int64_t at = b * a->o_sb + i * a->o_sl + hd * a->o_sh + d;
 					double ref = plain[at] / (1.0 + exp(-(double)g.c[at]));
-					double err = fabs(gated[at] - ref), tol = ATTN_GATE_REL * fabs(ref);
+					double err = fabs(gated[at] - ref), tol = attn_gate_tol(ref, g.c[at], bf16);
 					if (!(err <= tol))   /* NaN too */
 						fail_msg("%s: o at %lld is %.9g, not the ungated %.9g gated (%.9g)",
 						         what, (long long)at, gated[at], plain[at], ref);

@@ -316,8 +316,10 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
  * layer norm + linear on the own AVX-512 GEMM, the CUDA sequence
  * transition in two products over a hidden buffer; 3: its output
  * product split over k, the slices summed in slice order; 4: the CPU's
- * fused layer norm + linear gates by avx512_gate (was libm's expf) */
-#define BE_KERNELS_REV 4
+ * fused layer norm + linear gates by avx512_gate (was libm's expf); 5:
+ * CUDA's bf16 attention renews its stabiliser lazily and gates by ex2
+ * and an approximate reciprocal */
+#define BE_KERNELS_REV 5
 
 /* what be_supports answers for: every op of BE_OPS, then the optional
  * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*) */

@@ -32,7 +32,7 @@
  *                                 tile within it costs no maximum at all)
  *   O += P V, l += lt            (ldmatrix.trans of v)
  * and at the end writes o = O / l, gated by 1 / (1 + exp(-g)) where
- * be_attn_t.g is given (the BE_GATE formula, fast intrinsics), once; q
+ * be_attn_t.g is given (the BE_GATE formula, cu_gate), once; q
  * read and o, g written by 8-byte accesses where rows are whole.  Only a
  * [16, 64] tile of scores exists per warp, never an [Lq, Lk] matrix.
  *
@@ -91,14 +91,6 @@ static __device__ __forceinline__ float fa_q(const be_attn_t &a, const float *qb
 	if (!ok || iq >= a.Lq || c >= a.D) return 0.0f;
 	const float *qr = qb + iq * qsl;
 	return a.rope ? cu_rope(qr, c, a.D, a.rope, iq) : qr[c];
-}
-
-/* x gated by the BE_GATE formula, x / (1 + exp(-g)), as x times the
- * approximate reciprocal of 1 + 2^(-g log2 e) (__expf's ex2; to a few
- * ulp, the bound in tests/test_cuda_ops.c; 0 where 1 + exp(-g) >= 2^126) */
-static __device__ __forceinline__ float fa_gate(float x, float g)
-{
-	return x * cu_rcp(1.0f + cu_exp2(g * -1.44269504088896341f));
 }
 
 /* d[0 .. 7] = (a, b) rounded to bf16, one 16-byte store */
@@ -395,8 +387,8 @@ k_flash_attn(be_attn_t a, unsigned vec)
 				float2 x = { o[n][2 * hr] * inv, o[n][2 * hr + 1] * inv };
 				if (a.g) {
 					float2 gv = *(const float2 *)(a.g + off + 8 * n + 2 * t);
-					x.x = fa_gate(x.x, gv.x);
-					x.y = fa_gate(x.y, gv.y);
+					x.x = cu_gate(x.x, gv.x);
+					x.y = cu_gate(x.y, gv.y);
 				}
 				*(float2 *)(a.o + off + 8 * n + 2 * t) = x;
 			}
@@ -407,7 +399,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 				int c = 8 * n + 2 * t + e;
 				if (c >= D) continue;
 				float x = o[n][2 * hr + e] * inv;
-				a.o[off + c] = a.g ? fa_gate(x, a.g[off + c]) : x;
+				a.o[off + c] = a.g ? cu_gate(x, a.g[off + c]) : x;
 			}
 	}
 }

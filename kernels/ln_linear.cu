@@ -26,7 +26,7 @@
  * batches of up to 4 tiles (every other batch: w / 4), the A fragment
  * loaded once (ldmatrix) for the batch's 8 mma per 16 k, the B fragments
  * by ldmatrix, and the epilogue runs on the accumulator fragments: bias,
- * gate (a fast exp and a fast division),
+ * gate (cu_gate: ex2 and an approximate reciprocal),
  * beta, written channel-last by 16-byte stores (two lanes trade halves so
  * each holds 4 consecutive features of a row) where the group's rows and
  * width are on 4 floats, else by 4-byte stores (channel-major: 8 lanes on
@@ -228,17 +228,11 @@ static __device__ void ll_load(const be_ln_linear_t &p, int r0, int rows, T *Xs,
 	}
 }
 
-/* BE_GATE: v sigmoid(u), by a fast exp and a fast division (a few ulp) */
-static __device__ __forceinline__ float ll_gate(float v, float u)
-{
-	return __fdividef(v, 1.0f + __expf(-u));
-}
-
 /* the epilogue's value of feature f of group q: product v, its gate's u */
 static __device__ __forceinline__ float ll_val(const be_lnlin_out_t &q, int f, float v, float u)
 {
 	v += q.bias ? q.bias[f] : 0.0f;
-	return q.kind == BE_LNLIN_GATE ? ll_gate(v, u + (q.bias_g ? q.bias_g[f] : 0.0f)) : v;
+	return q.kind == BE_LNLIN_GATE ? cu_gate(v, u + (q.bias_g ? q.bias_g[f] : 0.0f)) : v;
 }
 
 static __device__ __forceinline__ void ll_out(float *y, float v, float beta)
@@ -329,10 +323,12 @@ static __device__ __forceinline__ void ll_epi(const be_ln_linear_t &p, const ll_
 #pragma unroll
 	for (int j = 0; j < 2; j++)
 #pragma unroll
-		for (int e = 0; e < 4; e++) {
-			v[j][e] = a[j][e] + bp[j][e % 2];
-			if (un.gate) v[j][e] = ll_gate(v[j][e], b[j][e] + bg[j][e % 2]);
-		}
+		for (int e = 0; e < 4; e++) v[j][e] = a[j][e] + bp[j][e % 2];
+	if (un.gate)   /* a branch of its own: a plain unit skips the gates' math */
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) v[j][e] = cu_gate(v[j][e], b[j][e] + bg[j][e % 2]);
 	if (!q.bf16 && q.sc == 1 && n % 4 == 0 && ((q.si | q.sj) & 3) == 0 && ((uintptr_t)q.y & 15) == 0) {
 		/* even lanes: row ra, features 2t..2t+3; odd: row ra + 8, 2t-2.. */
 		const int odd = t & 1, r = ra + 8 * odd;

@@ -26,8 +26,10 @@
  * All of mma and ldmatrix are warp-collective: the 32 lanes take part.
  * Besides: cu_bf16x2(lo, hi), two floats rounded to bf16 (nearest even)
  * in one register, cu_exp2(x), 2^x to about 2 ulp (ex2.approx; -inf
- * gives 0), and cu_rcp(x), 1 / x to 1 ulp (rcp.approx; a subnormal
- * result 0).
+ * gives 0), cu_rcp(x), 1 / x to 1 ulp (rcp.approx; a subnormal result
+ * 0), and cu_gate(v, u), BE_GATE's v / (1 + exp(-u)) as v times the
+ * reciprocal of 1 + 2^(-u log2 e) (the exponential as __expf computes
+ * it; 0 where 1 + exp(-u) >= 2^126).
  *
  * On these, the 16 x 16 tiles of the GEMM kernels (ln_linear, transition,
  * trimul_out), warp-collective, lane = the caller's lane: a tile's
@@ -146,6 +148,11 @@ static inline float cu_rcp(float x)
 	return 1.0f / x;
 }
 #endif
+
+static __device__ __forceinline__ float cu_gate(float v, float u)
+{
+	return v * cu_rcp(1.0f + cu_exp2(u * -1.44269504088896341f));
+}
 
 static __device__ __forceinline__ void cu_tile_a(uint32_t a[4], const __nv_bfloat16 *A, int lda, int lane)
 {

@@ -33,10 +33,10 @@
  * Warp w multiplies rows 16 (w % 4).. of the tile by the 16-column tiles
  * w / 4, + 2, ... of W^T in batches of up to 4 (one A fragment per 16 k
  * for the batch's 8 mma, B by ldmatrix), and the epilogue runs on the
- * accumulator fragments: bias, gate (a fast exp and a fast division),
- * residual, by 16-byte loads and stores of z and gv (two lanes trade
- * halves so each holds 4 consecutive channels of a row) where c, z's
- * strides, z, gv and b are on 4 floats, else 4-byte ones.
+ * accumulator fragments: bias, gate (cu_gate: ex2 and an approximate
+ * reciprocal), residual, by 16-byte loads and stores of z and gv (two
+ * lanes trade halves so each holds 4 consecutive channels of a row) where
+ * c, z's strides, z, gv and b are on 4 floats, else 4-byte ones.
  * fp32 (k_trimul_out_f32): one block per tile, Xf normalised in place,
  * one thread per (row, output channel), 32 consecutive rows per warp, W
  * read from global memory (the same element by a whole warp), the same
@@ -75,10 +75,10 @@ static __device__ __forceinline__ int64_t to_zrow(const be_trimul_out_t &t, int 
 	return (int64_t)i * t.zr.s1 + (int64_t)j * t.zr.s2;
 }
 
-/* the epilogue's value: z + (u + b) sigmoid(g), by a fast exp and a fast division */
+/* the epilogue's value: z + (u + b) sigmoid(g) (cu_gate) */
 static __device__ __forceinline__ float to_gate(float z, float u, float g)
 {
-	return z + __fdividef(u, 1.0f + __expf(-g));
+	return z + cu_gate(u, g);
 }
 
 /* Xf: [cp, TO_LDF] fp32 = rows r0.. of x, channel-major (rows past the

@@ -62,6 +62,7 @@
 #define FA_VEC_BIAS 2u /* the bias by 16-byte copies */
 #define FA_VEC_Q 4u    /* q by 8-byte loads (D = DP) */
 #define FA_VEC_O 8u    /* o and g by 8-byte loads and stores (D = DP) */
+#define FA_MASKED 16u  /* a mask is given (every tile's keys may drop) */
 #define FA_SLACK_SUM 0x1p64f  /* the largest row sum of a tile's P before the stabiliser is renewed */
 
 /* byte offsets of the shared arrays of one block (see the top); stage: the
@@ -226,6 +227,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 	/* the rows cvr + i CVSTEP (i < NCV) of k and v this thread converts, columns cvc .. cvc + 7 */
 	enum { NCV = DP / 16, CVSTEP = RB * 128 / (DP / 8) };
 	const int cvr = tid / (DP / 8), cvc = tid % (DP / 8) * 8, rope = a.rope != NULL;
+	if (tid < rb) drop[tid] = 0;   /* (seen after the loop's first barrier) */
 	for (int kt = 0; kt < nkt; kt++) {
 		const int st = kt & 1, j0 = kt * FA_BK;
 		cu_cp_async_wait<0>();
@@ -259,23 +261,29 @@ k_flash_attn(be_attn_t a, unsigned vec)
 				fa_put8(kb + row * LDK + cvc, k0, k1);
 			}
 		}
-		if (qw == 0) {   /* the first warp of each row: its keys' mask */
-			int dropped = 0;
-			for (int jj = lane; jj < FA_BK; jj += 32) {
-				int j = j0 + jj;
+		/* the first warp of each row: its keys' mask, lane and lane + 32,
+		 * where one can drop (with a mask, or in the last tile: keys past
+		 * Lk, rows past B; drop stays 0 else) */
+		const int dropping = (vec & FA_MASKED) || kt == nkt - 1;
+		if (qw == 0 && dropping) {
+			int dead = 0;
+#pragma unroll
+			for (int i = 0; i < FA_BK / 32; i++) {
+				int j = j0 + lane + 32 * i;
 				int live = b < B && j < Lk && (!a.mask || a.mask[b * a.mask_sb + j] != 0.0f);
-				madd[r * FA_BK + jj] = live ? 0.0f : -INFINITY;
-				dropped |= !live;
+				madd[r * FA_BK + lane + 32 * i] = live ? 0.0f : -INFINITY;
+				dead |= !live;
 			}
-			for (int s = 16; s > 0; s >>= 1) dropped |= __shfl_xor_sync(0xffffffffu, dropped, s);
-			if (lane == 0) drop[r] = dropped;
+			dead = __any_sync(0xffffffffu, dead);
+			if (lane == 0) drop[r] = dead;
 		}
 		__syncthreads();
 
 		/* S = bias + Q K^T: FA_BK / 8 accumulators, key 8 n + 2 t (+1) */
 		const float *br = (const float *)(fa_smem + st * y.stage + y.braw) + (qw * 16 + g) * FA_BK + 2 * t;
 		const uint16_t *krow = kb + (r * FA_BK + lane % 8) * LDK + lane / 8 * 8;
-		const int dropped = drop[r];
+		int dropped = 0;
+		if (dropping) dropped = drop[r];
 		auto scores = [&](float (&s)[FA_BK / 8][4]) {
 			for (int n = 0; n < FA_BK / 8; n++)   /* 8-byte loads: straight into the accumulators' pairs */
 				for (int rh = 0; rh < 2; rh++) {
@@ -421,7 +429,7 @@ static int flash_launch(cudaStream_t s, const be_attn_t *a)
 	               (a->bias && fa_vec(a->bias, 4, a->bias_sb, a->bias_sh, a->bias_sq) ? FA_VEC_BIAS : 0) |
 	               (a->D == DP && fa_vec(a->q, 2, a->q_sb, a->q_sl, a->q_sh) ? FA_VEC_Q : 0) |
 	               (a->D == DP && fa_vec(a->o, 2, a->o_sb, a->o_sl, a->o_sh) &&
-	                (!a->g || fa_vec(a->g, 2, 0, 0, 0)) ? FA_VEC_O : 0);
+	                (!a->g || fa_vec(a->g, 2, 0, 0, 0)) ? FA_VEC_O : 0) | (a->mask ? FA_MASKED : 0);
 	/* the grid's extent; the kernel's 32-bit offsets within a block's rows */
 	const int64_t lim = INT32_MAX;
 	if (ntiles > lim || a->H > 65535 || ngroups > 65535 || (rb - 1) * a->k_sb + (int64_t)a->Lk * a->k_sl > lim ||

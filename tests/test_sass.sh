@@ -13,8 +13,8 @@
 # (ldmatrix) and read no global memory (staged operands).  The floors,
 # with the shares measured with nvcc 13.0 (tests/sass_check.py's fast
 # paths):
-#   k_flash_attn, main loop    D 64: 1/8 (0.228-0.230); D 32: 1/8 (0.160-
-#     0.162); D 16: 1/12 (0.103-0.105: the online softmax costs some three
+#   k_flash_attn, main loop    D 64: 1/8 (0.227); D 32: 1/8 (0.158-
+#     0.160); D 16: 1/12 (0.102-0.103: the online softmax costs some three
 #     instructions per score and lane whatever the width, the tensor-core
 #     work per score is proportional to it).  The WMMA kernel it
 #     replaced: 0.037 at 32, 0.022 at 16, generic memory throughout.

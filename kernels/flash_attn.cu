@@ -15,9 +15,10 @@
  * copies a contiguous run of 16-byte chunks from pointers advanced a tile
  * at a time (no per-tile index arithmetic; a full tile's bias without a
  * size test).  Per tile the block converts k (rotated on load where
- * be_attn_t.rope is given) and v to bf16 once, straight-line 16-byte
- * loads and stores, and the dropped keys of each row to an additive 0 /
- * -inf; then each warp, in registers:
+ * be_attn_t.rope is given: the ROPE instances) and v to bf16 once,
+ * straight-line 16-byte loads and stores, and, where keys can drop, the
+ * dropped keys of each row to an additive 0 / -inf; then each warp, in
+ * registers:
  *   S = bias + q k^T             (mma m16n8k16; the accumulators start at
  *                                 the bias, ldmatrix of k)
  *   S += mask                    (only in tiles where a row drops keys)
@@ -102,8 +103,8 @@ static __device__ __forceinline__ void fa_put8(uint16_t *d, float4 a, float4 b)
 }
 
 /* grid: (query tile, h, batch group of rb rows); block: 128 RB threads
- * (RB = rb, 1 or 2); vec: FA_VEC_* bits */
-template <int DP, int RB>
+ * (RB = rb, 1 or 2); ROPE: a.rope is given; vec: FA_VEC_* bits */
+template <int DP, int RB, bool ROPE>
 static __global__ void __launch_bounds__(RB * 128, 1)
 k_flash_attn(be_attn_t a, unsigned vec)
 {
@@ -195,7 +196,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 	{
 		const float *qb = a.q + (int64_t)b * a.q_sb + (int64_t)h * a.q_sh;
 		const int qsl = (int)a.q_sl, ok = b < B, iq0 = i0 + qw * 16 + g;
-		if ((vec & FA_VEC_Q) && !a.rope && ok && iq0 + 8 < a.Lq) {   /* 8-byte loads of whole rows */
+		if ((vec & FA_VEC_Q) && !ROPE && ok && iq0 + 8 < a.Lq) {   /* 8-byte loads of whole rows */
 #pragma unroll
 			for (int ks = 0; ks < KS; ks++)
 #pragma unroll
@@ -226,7 +227,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 	int *drop = (int *)(fa_smem + y.drop);
 	/* the rows cvr + i CVSTEP (i < NCV) of k and v this thread converts, columns cvc .. cvc + 7 */
 	enum { NCV = DP / 16, CVSTEP = RB * 128 / (DP / 8) };
-	const int cvr = tid / (DP / 8), cvc = tid % (DP / 8) * 8, rope = a.rope != NULL;
+	const int cvr = tid / (DP / 8), cvc = tid % (DP / 8) * 8;
 	if (tid < rb) drop[tid] = 0;   /* (seen after the loop's first barrier) */
 	for (int kt = 0; kt < nkt; kt++) {
 		const int st = kt & 1, j0 = kt * FA_BK;
@@ -242,7 +243,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 			const float *vx = vr + (cvr + i * CVSTEP) * DP + cvc;
 			fa_put8(vb + (cvr + i * CVSTEP) * LDK + cvc, *(const float4 *)vx, *(const float4 *)(vx + 4));
 		}
-		if (!rope) {
+		if (!ROPE) {
 #pragma unroll
 			for (int i = 0; i < NCV; i++) {
 				const float *kx = kr + (cvr + i * CVSTEP) * DP + cvc;
@@ -418,7 +419,7 @@ static int fa_vec(const float *p, int n, int64_t s1, int64_t s2, int64_t s3)
 	return (uintptr_t)p % (4 * n) == 0 && s1 % n == 0 && s2 % n == 0 && s3 % n == 0;
 }
 
-template <int DP, int RB>
+template <int DP, int RB, bool ROPE>
 static int flash_launch(cudaStream_t s, const be_attn_t *a)
 {
 	const int rb = RB;
@@ -437,8 +438,17 @@ static int flash_launch(cudaStream_t s, const be_attn_t *a)
 	    (a->bias && (int64_t)a->Lq * a->bias_sq > lim) || (a->mask && (int64_t)a->B * a->mask_sb > lim))
 		return -EINVAL;
 	CU_LAUNCH(dim3((unsigned)ntiles, (unsigned)a->H, (unsigned)ngroups), 128 * RB, smem, s,
-	          k_flash_attn<DP, RB>)(*a, vec);
+	          k_flash_attn<DP, RB, ROPE>)(*a, vec);
 	return cu_launched();
+}
+
+/* the instance for a's head width and rotary table */
+template <int RB>
+static int flash_pick(cudaStream_t s, const be_attn_t *a)
+{
+	if (a->D <= 16) return a->rope ? flash_launch<16, RB, true>(s, a) : flash_launch<16, RB, false>(s, a);
+	if (a->D <= 32) return a->rope ? flash_launch<32, RB, true>(s, a) : flash_launch<32, RB, false>(s, a);
+	return a->rope ? flash_launch<64, RB, true>(s, a) : flash_launch<64, RB, false>(s, a);
 }
 
 extern "C" int cu_flash_attn(cudaStream_t s, const be_attn_t *a)
@@ -447,24 +457,24 @@ extern "C" int cu_flash_attn(cudaStream_t s, const be_attn_t *a)
 		return -EINVAL;
 	if ((int64_t)a->B * a->H * a->Lq == 0) return 0;
 	/* two batch rows a block where they share the bias (or have none) */
-	if (a->B >= 2 && (!a->bias || !a->bias_sb)) {
-		if (a->D <= 16) return flash_launch<16, 2>(s, a);
-		if (a->D <= 32) return flash_launch<32, 2>(s, a);
-		return flash_launch<64, 2>(s, a);
-	}
-	if (a->D <= 16) return flash_launch<16, 1>(s, a);
-	if (a->D <= 32) return flash_launch<32, 1>(s, a);
-	return flash_launch<64, 1>(s, a);
+	return a->B >= 2 && (!a->bias || !a->bias_sb) ? flash_pick<2>(s, a) : flash_pick<1>(s, a);
 }
 
-/* the instances cu_flash_attn launches */
+/* the instances of RB rows a block, ROPE, cu_flash_attn launches */
+template <int RB, bool ROPE>
+static int fa_allow(int bytes)
+{
+	int rc = cu_smem_allow((const void *)k_flash_attn<16, RB, ROPE>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32, RB, ROPE>, bytes);
+	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64, RB, ROPE>, bytes);
+	return rc;
+}
+
 extern "C" int cu_flash_attn_smem_init(int bytes)
 {
-	int rc = cu_smem_allow((const void *)k_flash_attn<16, 1>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32, 1>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64, 1>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<16, 2>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<32, 2>, bytes);
-	if (!rc) rc = cu_smem_allow((const void *)k_flash_attn<64, 2>, bytes);
+	int rc = fa_allow<1, false>(bytes);
+	if (!rc) rc = fa_allow<2, false>(bytes);
+	if (!rc) rc = fa_allow<1, true>(bytes);
+	if (!rc) rc = fa_allow<2, true>(bytes);
 	return rc;
 }

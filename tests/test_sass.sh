@@ -13,11 +13,14 @@
 # (ldmatrix) and read no global memory (staged operands).  The floors,
 # with the shares measured with nvcc 13.0 (tests/sass_check.py's fast
 # paths):
-#   k_flash_attn, main loop    D 64: 1/8 (0.227); D 32: 1/8 (0.158-
-#     0.160); D 16: 1/12 (0.102-0.103: the online softmax costs some three
+#   k_flash_attn, main loop    D 64: 1/8 (0.231); D 32: 1/8 (0.162-
+#     0.163); D 16: 1/12 (0.105: the online softmax costs some three
 #     instructions per score and lane whatever the width, the tensor-core
-#     work per score is proportional to it).  The WMMA kernel it
-#     replaced: 0.037 at 32, 0.022 at 16, generic memory throughout.
+#     work per score is proportional to it); the rotary instances (<.., ..,
+#     true>: ESM-2's D 64, the others only in tests), k rotated in the
+#     loop: D 64 1/8 (0.137), D 32 1/10 (0.108-0.109), D 16 1/14 (0.080-
+#     0.084).  The WMMA kernel it replaced: 0.037 at 32, 0.022 at 16,
+#     generic memory throughout.
 #   k_ln_linear_bf16 (persistent over row tiles: :inner, every innermost
 #     loop with HMMA is a main loop): 3/8 (0.457: one A fragment for up
 #     to 4 weight tiles); it and k_ln_linear_f32 call no subroutine
@@ -71,7 +74,8 @@ for cu in "$srcdir"/kernels/*.cu; do
 	grep -E 'spill' "$tmp/$n.log" | grep -v ' 0 bytes spill stores, 0 bytes spill loads' | sed "s|^|$n: |"
 	"$CUOBJDUMP" -sass "$tmp/$n.o" >>"$tmp/all.sass" || exit 1
 done
-python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi64=1/8:ldsm' \
+python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi32ELi.ELb1=1/10:ldsm' \
+	--check 'k_flash_attnILi16ELi.ELb1=1/14:ldsm' --check 'k_flash_attnILi64=1/8:ldsm' \
 	--check 'k_flash_attnILi32=1/8:ldsm' --check 'k_flash_attnILi16=1/12:ldsm' \
 	--check 'k_ln_linear_bf16=3/8:inner:nocall:ldsm' --check 'k_ln_linear_f32=0:nocall' \
 	--check 'k_transition_bf16ILi8=1/4:inner:nocall:ldsm' --check 'k_transition_bf16ILi2=1/10:inner:nocall:ldsm' \

@@ -174,6 +174,13 @@ def _shortest(src, dst, succ, size, body, h):
     return list(reversed(path))
 
 
+def hmma_loop(bl, succ, has):
+    """(header, body) of the largest loop holding HMMA (has(block, regex)),
+    or None"""
+    cand = [(h, body) for h, body in natural_loops(bl, succ) if any(has(b, r'^HMMA') for b in body)]
+    return max(cand, key=lambda hb: len(hb[1])) if cand else None
+
+
 def main_loop(ins, via=None):
     """the main loop's fast path (see the top): the instructions of the
     shortest cycle through the header of the loop with HMMA, or [];
@@ -182,10 +189,10 @@ def main_loop(ins, via=None):
     bl, succ = blocks(ins)
     size = [e - s + 1 for s, e in bl]
     has = lambda b, rx: any(re.search(rx, ins[i][1]) for i in range(bl[b][0], bl[b][1] + 1))
-    cand = [(h, body) for h, body in natural_loops(bl, succ) if any(has(b, r'^HMMA') for b in body)]
-    if not cand:
+    hb = hmma_loop(bl, succ, has)
+    if not hb:
         return []
-    h, body = max(cand, key=lambda hb: len(hb[1]))
+    h, body = hb
     stops = sorted(b for b in body if via and b != h and has(b, via)) + [h]
     path, x = [h], h
     for y in stops:

@@ -86,13 +86,14 @@ static __host__ __device__ fa_layout_t fa_layout(int dp, int rb)
 	return y;
 }
 
-/* element c of query row iq: rotated where a.rope is given, 0 past D, Lq */
+/* element c of query row iq: rotated (ROPE: a.rope is given), 0 past D, Lq */
+template <bool ROPE>
 static __device__ __forceinline__ float fa_q(const be_attn_t &a, const float *qb, int ok, int iq,
                                              int qsl, int c)
 {
 	if (!ok || iq >= a.Lq || c >= a.D) return 0.0f;
 	const float *qr = qb + iq * qsl;
-	return a.rope ? cu_rope(qr, c, a.D, a.rope, iq) : qr[c];
+	return ROPE ? cu_rope(qr, c, a.D, a.rope, iq) : qr[c];
 }
 
 /* d[0 .. 7] = (a, b) rounded to bf16, one 16-byte store */
@@ -110,7 +111,6 @@ k_flash_attn(be_attn_t a, unsigned vec)
 {
 	CU_DYN_SHARED(unsigned char, fa_smem);
 	const int LDK = DP + 8, KS = DP / 16, NT = DP / 8;
-	const float L2E = 1.44269504088896341f;
 	const int rb = RB, nthr = RB * 128, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
 	const int g = lane / 4, t = lane % 4;
 	const int tile = blockIdx.x, h = blockIdx.y, bg = blockIdx.z;
@@ -208,8 +208,8 @@ k_flash_attn(be_attn_t a, unsigned vec)
 			for (int ks = 0; ks < KS; ks++)
 				for (int i = 0; i < 4; i++) {
 					int iq = iq0 + 8 * (i % 2), c = 16 * ks + 2 * t + 8 * (i / 2);
-					qf[ks][i] = cu_bf16x2(fa_q(a, qb, ok, iq, qsl, c) * a.scale,
-					                      fa_q(a, qb, ok, iq, qsl, c + 1) * a.scale);
+					qf[ks][i] = cu_bf16x2(fa_q<ROPE>(a, qb, ok, iq, qsl, c) * a.scale,
+					                      fa_q<ROPE>(a, qb, ok, iq, qsl, c + 1) * a.scale);
 				}
 		}
 	}
@@ -326,8 +326,8 @@ k_flash_attn(be_attn_t a, unsigned vec)
 			for (int kk = 0; kk < FA_BK / 16; kk++) {
 				for (int i = 0; i < 4; i++) {
 					const float *sv = s[2 * kk + i / 2] + 2 * (i % 2);
-					pf[kk][i] = cu_bf16x2(cu_exp2(fmaf(sv[0], L2E, nb[i % 2])),
-					                      cu_exp2(fmaf(sv[1], L2E, nb[i % 2])));
+					pf[kk][i] = cu_bf16x2(cu_exp2(fmaf(sv[0], CU_LOG2E, nb[i % 2])),
+					                      cu_exp2(fmaf(sv[1], CU_LOG2E, nb[i % 2])));
 				}
 				cu_mma_16816_bf16(lt, pf[kk], ones, lt);
 			}
@@ -344,7 +344,7 @@ k_flash_attn(be_attn_t a, unsigned vec)
 				for (int n = 1; n < FA_BK / 8; n++) v = fmaxf(v, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
 				v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
 				v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-				float mn = fmaxf(mb[hr], v * L2E), mu = mn == -INFINITY ? 0.0f : mn;
+				float mn = fmaxf(mb[hr], v * CU_LOG2E), mu = mn == -INFINITY ? 0.0f : mn;
 				float corr = cu_exp2(mb[hr] - mu);   /* 0 while the row had no live key */
 				mb[hr] = mn;
 				nb[hr] = -mu;

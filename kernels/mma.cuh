@@ -149,9 +149,11 @@ static inline float cu_rcp(float x)
 }
 #endif
 
+#define CU_LOG2E 1.44269504088896341f   /* log2 e, as a float */
+
 static __device__ __forceinline__ float cu_gate(float v, float u)
 {
-	return v * cu_rcp(1.0f + cu_exp2(u * -1.44269504088896341f));
+	return v * cu_rcp(1.0f + cu_exp2(u * -CU_LOG2E));
 }
 
 static __device__ __forceinline__ void cu_tile_a(uint32_t a[4], const __nv_bfloat16 *A, int lda, int lane)

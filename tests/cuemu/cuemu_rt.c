@@ -17,7 +17,12 @@
  * capture, as on a card; a launched graph runs its nodes in order, as one
  * queued operation), CUEMU_TRACE=1 logs every
  * cudaMalloc, cudaFree and kernel launch (number, size or name, device) on
- * stderr, CUEMU_EXPF_ULP=N moves the kernels' expf N ulp up (cuemu_expf). */
+ * stderr, CUEMU_EXPF_ULP=N moves the kernels' expf N ulp up (cuemu_expf),
+ * cudaStreamWaitEvent (the waiting stream's work after it runs its event's
+ * stream up to that record only), CUEMU_COPIES_EARLY=1 runs copies, markers
+ * and satisfied waits as soon as they reach their stream's head (kernels
+ * stay lazy: a copy that does not wait for a kernel still reading its
+ * destination overwrites it first). */
 
 #include <math.h>
 #include <pthread.h>
@@ -31,11 +36,19 @@
 #define CUEMU_SMEM_DEFAULT (48 << 10)    /* dynamic shared memory without opt-in */
 #define CUEMU_SMEM_OPTIN 232448          /* sm_90's opt-in maximum */
 
+/* what a queued operation is to the early-copies schedule (CUEMU_COPIES_EARLY) */
+typedef enum {
+	CUEMU_OP_LAZY,    /* a kernel, GEMM or graph launch: runs at a synchronising call */
+	CUEMU_OP_EARLY,   /* a copy or an event marker: may also run once at its stream's head */
+	CUEMU_OP_WAIT,    /* a wait (arg: cuemu_mark_t): likewise, once its event reached the record */
+} cuemu_op_kind_t;
+
 /* one queued operation */
 typedef struct cuemu_op {
 	void          (*run)(void *);
 	void          (*drop)(void *);
 	void           *arg;
+	cuemu_op_kind_t kind;
 	struct cuemu_op *next;
 } cuemu_op_t;
 
@@ -59,6 +72,27 @@ struct CUgraph_st {
 struct CUgraphExec_st {
 	struct CUgraph_st *g;
 };
+
+/* an event: each cudaEventRecord outside a capture is a record, numbered
+ * gen, whose marker in the stream's queue raises done_gen to it when run
+ * (or dropped unrun); the event has reached record g once done_gen >= g.
+ * A card tracks each record apart: here the later of two records pending
+ * on two streams at once, run first, also satisfies the earlier's waits
+ * (the backend records an event on one stream). */
+struct CUevent_st {
+	struct CUstream_st *stream;     /* of the last record, or NULL */
+	unsigned long       gen;        /* records so far: the last one's number */
+	unsigned long       done_gen;   /* the highest record whose marker has run */
+	int                 refs;       /* the creator's until cudaEventDestroy, one per queued marker or wait */
+};
+
+/* one record of an event: its marker's argument, and a wait's (bound to
+ * the last record as of cudaStreamWaitEvent) */
+typedef struct {
+	struct CUevent_st  *ev;
+	unsigned long       gen;
+	struct CUstream_st *stream;     /* the record's: a wait runs it up to the marker */
+} cuemu_mark_t;
 
 typedef struct {
 	size_t              mem, used;
@@ -86,10 +120,12 @@ static struct {
 	pthread_mutex_t lock;      /* everything below, and the queues */
 	pthread_mutex_t exec;      /* one host thread runs queued work at a time */
 	int             ndev, reverse, trace, fail_dev, expf_ulp;
+	int             copies_early; /* CUEMU_COPIES_EARLY: the early-copies schedule */
 	long            fail_malloc, fail_launch, nmalloc, nlaunch;
 	long            nsync;        /* cudaStreamSynchronize calls (cuemu_stream_syncs) */
 	long            nsetdev;      /* cudaSetDevice calls (cuemu_set_devices) */
 	long            ngraph;       /* cudaGraphLaunch calls (cuemu_graph_launches) */
+	long            nevent;       /* events not yet freed (cuemu_events_live) */
 	cudaError_t     fail_error;   /* what the failed launch leaves */
 	cuemu_dev_t     dev[CUEMU_MAX_DEVICES];
 	cuemu_alloc_t  *alloc;
@@ -145,6 +181,7 @@ static void rt_init(void)
 	rt.fail_error = (e = getenv("CUEMU_FAIL_ERROR")) ? (cudaError_t)atoi(e) : cudaErrorLaunchFailure;
 	rt.trace = (e = getenv("CUEMU_TRACE")) && atoi(e);
 	rt.expf_ulp = (e = getenv("CUEMU_EXPF_ULP")) ? atoi(e) : 0;
+	rt.copies_early = (e = getenv("CUEMU_COPIES_EARLY")) && atoi(e);
 }
 
 /* e, recorded as the host thread's last error unless it is cudaSuccess */
@@ -178,36 +215,98 @@ static int capture_refuse(struct CUstream_st *s)
 	return g != NULL;
 }
 
-/* run the queued work of s, in order; a device with a sticky error drops
- * the rest.  Takes rt.exec, then rt.lock for each pop. */
-static void stream_flush(struct CUstream_st *s)
+/* 1 when the event of m has reached m's record; rt.lock held */
+static int mark_reached(const cuemu_mark_t *m)
 {
-	pthread_mutex_lock(&rt.exec);
-	for (;;) {
+	return m->ev->done_gen >= m->gen;
+}
+
+/* 1 when op may run at its stream's head before a synchronising call
+ * (CUEMU_COPIES_EARLY): a copy, a marker, a wait whose event reached the
+ * record; rt.lock held */
+static int op_early(const cuemu_op_t *op)
+{
+	return op->kind == CUEMU_OP_EARLY || (op->kind == CUEMU_OP_WAIT && mark_reached(op->arg));
+}
+
+/* the head of s, popped, if stream_run goes on with it: until (if any) not
+ * reached yet (s untouched otherwise), and with early set a head that may
+ * run early; else NULL.  rt.lock held */
+static cuemu_op_t *stream_pop(struct CUstream_st *s, const cuemu_mark_t *until, int early)
+{
+	if (until && mark_reached(until)) return NULL;
+	cuemu_op_t *op = s->head;
+	if (!op || (early && !op_early(op))) return NULL;
+	if (!(s->head = op->next)) s->tail = NULL;
+	return op;
+}
+
+/* run the queued work of s in order (a device with a sticky error drops it
+ * instead) until the queue is empty, until's event has reached its record,
+ * or, with early set, the head may not run early; the number of ops taken.
+ * rt.exec held: a wait runs its event's stream inside another stream's run,
+ * and a wait is only ever bound to a record queued before it, so this
+ * recursion ends.  Takes rt.lock for each pop. */
+static int stream_run(struct CUstream_st *s, const cuemu_mark_t *until, int early)
+{
+	for (int n = 0;; n++) {
 		pthread_mutex_lock(&rt.lock);
-		cuemu_op_t *op = s->head;
-		if (op && !(s->head = op->next)) s->tail = NULL;
-		cudaError_t st = rt.dev[s->dev].sticky;
+		cuemu_op_t *op = stream_pop(s, until, early);
+		cudaError_t st = op ? rt.dev[s->dev].sticky : cudaSuccess;
 		pthread_mutex_unlock(&rt.lock);
-		if (!op) break;
+		if (!op) return n;
 		if (st == cudaSuccess) op->run(op->arg);
 		if (op->drop) op->drop(op->arg);
 		free(op);
 	}
+}
+
+/* the stream after s among device d's, the legacy stream first; rt.exec
+ * held, so none of them is unlinked meanwhile (cudaStreamDestroy) */
+static struct CUstream_st *stream_after(int d, struct CUstream_st *s)
+{
+	pthread_mutex_lock(&rt.lock);
+	struct CUstream_st *n = s == &rt.dev[d].legacy ? rt.dev[d].streams : s->next;
+	pthread_mutex_unlock(&rt.lock);
+	return n;
+}
+
+/* CUEMU_COPIES_EARLY: every stream's head run while it may run early, until
+ * none moves (a marker run may satisfy another stream's wait); nothing in
+ * the lazy schedule.  rt.exec held. */
+static void streams_advance(void)
+{
+	for (int moved = rt.copies_early; moved;) {
+		moved = 0;
+		for (int d = 0; d < rt.ndev; d++)
+			for (struct CUstream_st *s = &rt.dev[d].legacy; s; s = stream_after(d, s))
+				moved |= stream_run(s, NULL, 1) > 0;
+	}
+}
+
+/* run the queued work of s, all of it or up to until's record, then
+ * whatever the early schedule may; takes rt.exec */
+static void stream_flush(struct CUstream_st *s, const cuemu_mark_t *until)
+{
+	pthread_mutex_lock(&rt.exec);
+	stream_run(s, until, 0);
+	streams_advance();
 	pthread_mutex_unlock(&rt.exec);
 }
 
-/* every stream of device d */
+/* every stream of device d; takes rt.exec */
 static void device_flush(int d)
 {
-	stream_flush(&rt.dev[d].legacy);
-	pthread_mutex_lock(&rt.lock);
-	struct CUstream_st *s = rt.dev[d].streams;
-	pthread_mutex_unlock(&rt.lock);
-	for (; s; s = s->next) stream_flush(s);
+	pthread_mutex_lock(&rt.exec);
+	for (struct CUstream_st *s = &rt.dev[d].legacy; s; s = stream_after(d, s)) stream_run(s, NULL, 0);
+	streams_advance();
+	pthread_mutex_unlock(&rt.exec);
 }
 
-cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void *), void *arg)
+/* queue an op of kind on s, or on its graph while it captures; a copy,
+ * marker or wait queued on the stream starts the early schedule */
+static cudaError_t enqueue(cudaStream_t s, cuemu_op_kind_t kind, void (*run)(void *),
+                           void (*drop)(void *), void *arg)
 {
 	cudaError_t e = sticky();
 	cuemu_op_t *op = e == cudaSuccess ? calloc(1, sizeof *op) : NULL;
@@ -216,16 +315,27 @@ cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void
 		if (drop) drop(arg);
 		return e == cudaSuccess ? cudaErrorMemoryAllocation : e;
 	}
-	*op = (cuemu_op_t){ run, drop, arg, NULL };
+	*op = (cuemu_op_t){ run, drop, arg, kind, NULL };
 	struct CUstream_st *st = stream_of(s);
 	pthread_mutex_lock(&rt.lock);
-	cuemu_op_t **head = st->capture ? &st->capture->head : &st->head;
-	cuemu_op_t **tail = st->capture ? &st->capture->tail : &st->tail;
+	int captured = st->capture != NULL;
+	cuemu_op_t **head = captured ? &st->capture->head : &st->head;
+	cuemu_op_t **tail = captured ? &st->capture->tail : &st->tail;
 	if (*tail) (*tail)->next = op;
 	else *head = op;
 	*tail = op;
 	pthread_mutex_unlock(&rt.lock);
+	if (rt.copies_early && kind != CUEMU_OP_LAZY && !captured) {
+		pthread_mutex_lock(&rt.exec);
+		streams_advance();
+		pthread_mutex_unlock(&rt.exec);
+	}
 	return cudaSuccess;
+}
+
+cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void *), void *arg)
+{
+	return enqueue(s, CUEMU_OP_LAZY, run, drop, arg);
 }
 
 int cuemu_stream_device(cudaStream_t s)
@@ -406,6 +516,7 @@ const char *cudaGetErrorString(cudaError_t e)
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
 	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
 	case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+	case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
 	default: return "unrecognized error code";
 	}
 }
@@ -585,7 +696,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
 	cuemu_copy_t *c = malloc(sizeof *c);
 	if (!c) return ret(cudaErrorMemoryAllocation);
 	*c = (cuemu_copy_t){ dst, src, n };
-	return ret(cuemu_enqueue(s, copy_run, free, c));
+	return ret(enqueue(s, CUEMU_OP_EARLY, copy_run, free, c));
 }
 
 /* --- streams --- */
@@ -606,17 +717,21 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 	return cudaSuccess;
 }
 
-/* its queued work still runs (here, now) */
+/* its queued work still runs (here, now); unlinked under rt.exec, so
+ * that no run walking the device's streams meets it freed */
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
 	pthread_once(&rt.once, rt_init);
 	if (!s) return ret(cudaErrorInvalidResourceHandle);
-	stream_flush(s);
+	pthread_mutex_lock(&rt.exec);
+	stream_run(s, NULL, 0);
 	pthread_mutex_lock(&rt.lock);
 	struct CUstream_st **pp = &rt.dev[s->dev].streams;
 	while (*pp && *pp != s) pp = &(*pp)->next;
 	if (*pp) *pp = s->next;
 	pthread_mutex_unlock(&rt.lock);
+	streams_advance();
+	pthread_mutex_unlock(&rt.exec);
 	free(s);
 	return cudaSuccess;
 }
@@ -629,7 +744,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
 	pthread_mutex_lock(&rt.lock);
 	rt.nsync++;
 	pthread_mutex_unlock(&rt.lock);
-	stream_flush(stream_of(s));
+	stream_flush(stream_of(s), NULL);
 	return ret(rt.dev[stream_of(s)->dev].sticky);
 }
 
@@ -662,21 +777,59 @@ cudaError_t cudaFreeHost(void *p)
 	return cudaSuccess;
 }
 
-/* --- events: a marker in a stream's queue, done once the stream ran up
- * to it; synchronising on one runs its stream's queue (all of it: the
- * work after the marker too, which only runs earlier than on a card) --- */
+/* --- events: a record is a marker in a stream's queue, reached once the
+ * stream ran up to it (CUevent_st).  Synchronising on an event runs its
+ * stream up to the marker of its last record, no further; a stream waiting
+ * for an event queues a wait bound to the last record as of the call,
+ * which when run runs the record's stream up to that marker.  So in the
+ * lazy schedule work on the waiting stream runs after the record's work,
+ * and work after the record only once its own stream syncs; the early
+ * schedule also runs copies held back by nothing but reached waits. --- */
 
-struct CUevent_st {
-	struct CUstream_st *stream;   /* of the last record, or NULL */
-	int                 done;     /* the last record's marker has run */
-};
+long cuemu_events_live(void) { return counter(&rt.nevent); }
 
-static void event_run(void *arg)
+static void event_unref(struct CUevent_st *ev)
 {
-	struct CUevent_st *ev = arg;
 	pthread_mutex_lock(&rt.lock);
-	ev->done = 1;
+	int last = --ev->refs == 0;
+	rt.nevent -= last;
 	pthread_mutex_unlock(&rt.lock);
+	if (last) free(ev);
+}
+
+/* a marker: the event has reached its record */
+static void mark_run(void *arg)
+{
+	cuemu_mark_t *m = arg;
+	pthread_mutex_lock(&rt.lock);
+	if (m->ev->done_gen < m->gen) m->ev->done_gen = m->gen;
+	pthread_mutex_unlock(&rt.lock);
+}
+
+/* a marker dropped unrun (a sticky error) counts as reached too, so that
+ * no wait looks for it in a stream perhaps destroyed since */
+static void mark_drop(void *arg)
+{
+	cuemu_mark_t *m = arg;
+	mark_run(m);
+	event_unref(m->ev);
+	free(m);
+}
+
+/* a wait: the record's stream run up to its marker; stream_run looks at
+ * the stream only while the marker has not run, and until then it lives
+ * (cudaStreamDestroy runs its queue first) */
+static void wait_run(void *arg)
+{
+	cuemu_mark_t *m = arg;
+	stream_run(m->stream, m, 0);
+}
+
+static void wait_drop(void *arg)
+{
+	cuemu_mark_t *m = arg;
+	event_unref(m->ev);
+	free(m);
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
@@ -684,30 +837,68 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t *ev, unsigned int flags)
 	(void)flags;
 	pthread_once(&rt.once, rt_init);
 	if (!ev) return ret(cudaErrorInvalidValue);
-	*ev = calloc(1, sizeof **ev);
+	*ev = calloc(1, sizeof **ev);   /* never recorded: reached record 0 */
 	if (!*ev) return ret(cudaErrorMemoryAllocation);
-	(*ev)->done = 1;   /* never recorded: complete */
+	(*ev)->refs = 1;
+	pthread_mutex_lock(&rt.lock);
+	rt.nevent++;
+	pthread_mutex_unlock(&rt.lock);
 	return cudaSuccess;
 }
 
+/* returns at once, as on a card; ev is freed once no queued marker or
+ * wait holds it */
 cudaError_t cudaEventDestroy(cudaEvent_t ev)
 {
 	if (!ev) return ret(cudaErrorInvalidResourceHandle);
-	if (ev->stream) stream_flush(ev->stream);   /* its marker still holds ev */
-	free(ev);
+	event_unref(ev);
 	return cudaSuccess;
 }
 
+/* on a capturing stream the marker is a graph node bound to no record
+ * (gen 0): it leaves ev as it was, since no wait can be captured to use it */
 cudaError_t cudaEventRecord(cudaEvent_t ev, cudaStream_t s)
 {
 	cudaError_t e = sticky();
 	if (e != cudaSuccess) return ret(e);
 	if (!ev) return ret(cudaErrorInvalidResourceHandle);
+	cuemu_mark_t *m = malloc(sizeof *m);
+	if (!m) return ret(cudaErrorMemoryAllocation);
+	struct CUstream_st *st = stream_of(s);
 	pthread_mutex_lock(&rt.lock);
-	ev->stream = stream_of(s);
-	ev->done = 0;
+	if (!st->capture) {
+		ev->stream = st;
+		ev->gen++;
+	}
+	*m = (cuemu_mark_t){ ev, st->capture ? 0 : ev->gen, st };
+	ev->refs++;
 	pthread_mutex_unlock(&rt.lock);
-	return ret(cuemu_enqueue(s, event_run, NULL, ev));
+	return ret(enqueue(s, CUEMU_OP_EARLY, mark_run, mark_drop, m));
+}
+
+/* s waits for ev's last record as of this call; nothing is queued when ev
+ * was never recorded or has reached it.  Refused on a capturing stream, as
+ * a card refuses an event from outside the capture (a record inside one
+ * binds no wait here, cudaEventRecord). */
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t ev, unsigned int flags)
+{
+	cudaError_t e = sticky();
+	if (e != cudaSuccess) return ret(e);
+	if (!ev) return ret(cudaErrorInvalidResourceHandle);
+	if (flags & ~(unsigned)cudaEventWaitExternal) return ret(cudaErrorInvalidValue);
+	if (capture_refuse(stream_of(s))) return ret(cudaErrorStreamCaptureIsolation);
+	cuemu_mark_t *m = malloc(sizeof *m);
+	if (!m) return ret(cudaErrorMemoryAllocation);
+	pthread_mutex_lock(&rt.lock);
+	*m = (cuemu_mark_t){ ev, ev->gen, ev->stream };
+	int pending = !mark_reached(m);
+	ev->refs += pending;
+	pthread_mutex_unlock(&rt.lock);
+	if (!pending) {
+		free(m);
+		return cudaSuccess;
+	}
+	return ret(enqueue(s, CUEMU_OP_WAIT, wait_run, wait_drop, m));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t ev)
@@ -716,11 +907,13 @@ cudaError_t cudaEventSynchronize(cudaEvent_t ev)
 	if (e != cudaSuccess) return ret(e);
 	if (!ev) return ret(cudaErrorInvalidResourceHandle);
 	pthread_mutex_lock(&rt.lock);
-	struct CUstream_st *s = ev->done ? NULL : ev->stream;
+	cuemu_mark_t last = { ev, ev->gen, ev->stream };
+	int pending = !mark_reached(&last);
 	pthread_mutex_unlock(&rt.lock);
-	if (s && capture_refuse(s)) return ret(cudaErrorStreamCaptureUnsupported);
-	if (s) stream_flush(s);
-	return ret(s ? rt.dev[s->dev].sticky : cudaSuccess);
+	if (!pending) return cudaSuccess;
+	if (capture_refuse(last.stream)) return ret(cudaErrorStreamCaptureUnsupported);
+	stream_flush(last.stream, &last);
+	return ret(rt.dev[last.stream->dev].sticky);
 }
 
 /* --- graphs: a capturing stream's work goes to its graph (cuemu_enqueue);

@@ -81,7 +81,9 @@ void *cuemu_dyn_shared(void);
  * host thread's last error (invalid configuration, sticky error) */
 void cuemu_launch(const cuemu_grid_t *g, cudaStream_t s);
 /* queue run(arg) on stream s, drop(arg) afterwards; 0, or a runtime error
- * (invalid stream, sticky error) with drop(arg) called */
+ * (invalid stream, sticky error) with drop(arg) called.  It runs at a
+ * synchronising call, like a kernel, in the early-copies schedule too
+ * (CUEMU_COPIES_EARLY: a copy behind it waits for it) */
 cudaError_t cuemu_enqueue(cudaStream_t s, void (*run)(void *), void (*drop)(void *), void *arg);
 /* the emulated device of stream s (0: the current device's), or -1 */
 int cuemu_stream_device(cudaStream_t s);
@@ -93,6 +95,9 @@ long cuemu_set_devices(void);
  * graph's replayed kernels not counted), of the process so far */
 long cuemu_graph_launches(void);
 long cuemu_kernel_launches(void);
+/* events created and not yet freed (cudaEventDestroy frees one once no
+ * queued marker or wait holds it) */
+long cuemu_events_live(void);
 /* 0 when [p, p + n) lies inside one allocation of device dev, else -1 */
 int cuemu_check_range(const void *p, size_t n, int dev);
 /* 0 when [p, p + n) lies inside one allocation of any device, else -1 (a

@@ -30,7 +30,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	w = n > 5 && !strcmp(path + n - 5, ".json") ? weights_open_manifest(path) : weights_open(path);
-	if (!w || model_load(&m, w, NULL) < 0) return 1;
+	if (!w || model_load(&m, w, NULL, 0) < 0) return 1;
 	if (!(cpu = be_cpu_init(1))) return 1;
 	gemm_only = *cpu;   /* the block as a backend without be->trimul runs it */
 	gemm_only.trimul = NULL;

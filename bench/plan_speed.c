@@ -35,7 +35,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	w = n > 5 && !strcmp(path + n - 5, ".json") ? weights_open_manifest(path) : weights_open(path);
-	if (!w || model_load(&m, w, NULL) < 0 || !(seq = malloc(N + 1))) return 1;
+	if (!w || model_load(&m, w, NULL, 0) < 0 || !(seq = malloc(N + 1))) return 1;
 	for (int i = 0; i < N; i++) seq[i] = "ACDEFGHIKLMNPQRSTVWY"[i % 20];
 	printf("chunk\tlengths\tseconds\tarena_at_%d\tpeak_allocated_at_%d\n", N, N);
 	for (int k = 0; k < nchunk; k++) {

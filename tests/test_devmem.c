@@ -75,8 +75,8 @@ static void run_fixture(const char *fixture)
 	assert_non_null(dbg);
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
-	assert_int_equal(model_load(&mc, w, cpu), 0);
-	assert_int_equal(model_load(&md, w, dbg), 0);
+	assert_int_equal(model_load(&mc, w, cpu, 0), 0);
+	assert_int_equal(model_load(&md, w, dbg, 0), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {

@@ -44,7 +44,7 @@ static void run_fixture(const char *fixture)
 	snprintf(path, sizeof path, "%s/%s/weights.safetensors", TEST_DATA, fixture);
 	assert_non_null(w = weights_open(path));
 	const hparams_t *c = weights_cfg(w);
-	assert_int_equal(esm2_load(&lm, c, w, be), 0);
+	assert_int_equal(esm2_load(&lm, c, w, be, 0), 0);
 	assert_int_equal(golden_open(fixture, &exp, &ej), 0);
 
 	json_array_foreach(json_object_get(ej, "sequences"), i, sj) {
@@ -119,7 +119,7 @@ static void test_lm_config_mismatch(void **state)
 	assert_non_null(w = weights_open(path));
 	snprintf(path, sizeof path, "%s/tiny_b/config.json", TEST_DATA);
 	assert_int_equal(hparams_load(&c, path), 0);
-	assert_true(esm2_load(&lm, &c, w, NULL) < 0);
+	assert_true(esm2_load(&lm, &c, w, NULL, 0) < 0);
 	weights_close(w);
 }
 

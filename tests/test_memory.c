@@ -67,7 +67,7 @@ static void test_memo_exact(void **state)
 		weights_t *w = weights_open(fixtures[f]);
 		model_t m;
 		assert_non_null(w);
-		assert_int_equal(model_load(&m, w, NULL), 0);
+		assert_int_equal(model_load(&m, w, NULL, 0), 0);
 		for (int L = 1; L <= 40; L += 3)
 			for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) plan_both(&m, L, chunks[c]);
 		model_free(&m);
@@ -76,7 +76,7 @@ static void test_memo_exact(void **state)
 	weights_t *w = weights_open_manifest(MANIFEST);
 	model_t m;
 	assert_non_null(w);
-	assert_int_equal(model_load(&m, w, NULL), 0);
+	assert_int_equal(model_load(&m, w, NULL, 0), 0);
 	static const int lens[] = { 1, 17, 100, 257 };
 	for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
 		plan_both(&m, lens[i], 0);
@@ -95,7 +95,7 @@ static void test_exec_matches_plan(void **state)
 	model_t m;
 	assert_non_null(w);
 	assert_non_null(be);
-	assert_int_equal(model_load(&m, w, be), 0);
+	assert_int_equal(model_load(&m, w, be, 0), 0);
 	for (int L = 1; L <= 50; L += 7) {
 		for (int chunk = 0; chunk <= 5; chunk += 5) {
 			char *s = seq_of(L), err[256];
@@ -189,7 +189,7 @@ static void test_random_weights(void **state)
 	be_t *be = be_cpu_init(1);
 	model_t m;
 	assert_non_null(w);
-	assert_int_equal(model_load(&m, w, be), 0);
+	assert_int_equal(model_load(&m, w, be, 0), 0);
 	assert_int_equal(weights_unused(w, NULL), 0);
 	char *s = seq_of(23), err[256];
 	tok_t t;

@@ -56,7 +56,7 @@ static void env_open(fx_env_t *e)
 		sched_dev_t *d = &e->dev[i];
 		assert_non_null(d->spec = strdup("sim:256M"));
 		assert_non_null(d->be = dev_open(d->spec, 1));
-		assert_int_equal(model_load(&d->model, e->w, d->be), 0);
+		assert_int_equal(model_load(&d->model, e->w, d->be, 0), 0);
 		d->loaded = 1;
 		d->workers = NWK;
 		d->budget = dev_budget(d->be, d->spec, 0, 0, 1);

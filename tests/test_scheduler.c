@@ -95,7 +95,7 @@ static void env_open(fx_env_t *e, int ndev, const int64_t *budget)
 		sched_dev_t *d = &e->dev[i];
 		assert_non_null(d->spec = strdup("cpu"));
 		assert_non_null(d->be = dev_open("cpu", 1));
-		assert_int_equal(model_load(&d->model, e->w, d->be), 0);
+		assert_int_equal(model_load(&d->model, e->w, d->be, 0), 0);
 		d->loaded = 1;
 		d->workers = 1;
 		d->budget = budget[i];

@@ -44,7 +44,7 @@ static void test_manifest_accepted(void **state)
 	assert_int_equal(c->c_z, 128);
 	assert_int_equal(c->sm_c_s, 384);
 	assert_int_equal(c->sm_blocks, 8);
-	assert_int_equal(model_load(&m, w, NULL), 0);
+	assert_int_equal(model_load(&m, w, NULL, 0), 0);
 	assert_int_equal(weights_unused(w, contact_head), 0);
 
 	/* planning needs shapes only: the full model at L = 256, chunk 64 */
@@ -100,7 +100,7 @@ static void refused(const char *name, int remove)
 	model_t m;
 
 	assert_non_null(w);
-	assert_true(model_load(&m, w, NULL) < 0);
+	assert_true(model_load(&m, w, NULL, 0) < 0);
 	weights_close(w);
 	unlink(path);
 }
@@ -225,7 +225,7 @@ static void load_refused(const char *dir, const char *name, const char *what)
 	assert_non_null(w = weights_open(path));
 	fflush(stderr);
 	dup2(fileno(cap), 2);
-	int rc = model_load(&m, w, be);
+	int rc = model_load(&m, w, be, 0);
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);

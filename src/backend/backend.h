@@ -322,12 +322,13 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
 #define BE_KERNELS_REV 5
 
 /* what be_supports answers for: every op of BE_OPS, then the optional
- * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*) */
+ * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*,
+ * be_t.host_alloc and fetch) */
 typedef enum {
 #define BE_OP_ENUM(OP, slot, params) BE_OP_##OP,
 	BE_OPS(BE_OP_ENUM)
 #undef BE_OP_ENUM
-	BE_OP_MEM_INFO, BE_OP_WORKER, BE_OP_GRAPH,
+	BE_OP_MEM_INFO, BE_OP_WORKER, BE_OP_GRAPH, BE_OP_FETCH,
 	BE_OP_COUNT
 } be_op_t;
 
@@ -367,6 +368,21 @@ struct be {
 	int  (*graph_end)(be_t *be, void **g);
 	int  (*graph_run)(be_t *be, void *g);
 	void (*graph_free)(be_t *be, void *g);
+	/* optional (all four NULL or none; CUDA): weights held in host memory
+	 * and fetched as a pass reaches them (the language model's host-held
+	 * layers, esm2.h).  host_alloc: n bytes of host memory every device
+	 * of the process copies from at full speed (CUDA: pinned, portable),
+	 * released by host_free.  fetch queues a copy of n bytes from such
+	 * memory (src) into device memory dst on a copy path of its own: it
+	 * starts once the work queued on this backend before it has run (so
+	 * dst may be a buffer that work still reads), and the work queued
+	 * after it runs beside it, not after it, until fetch_wait: what is
+	 * queued after a fetch_wait runs after every fetch queued before it.
+	 * Both are refused while recording a graph. */
+	int  (*host_alloc)(be_t *be, size_t n, void **p);
+	void (*host_free)(be_t *be, void *p);
+	int  (*fetch)(be_t *be, void *dst, const void *src, size_t n);
+	int  (*fetch_wait)(be_t *be);
 	/* bytes the backend holds per worker outside the arenas (e.g. a
 	 * cuBLAS workspace); counted in a job's peak reserved */
 	size_t      workspace;
@@ -403,7 +419,7 @@ struct be {
 };
 
 /* 1 when be has the entry op (BE_OPS' ops, BE_OP_MEM_INFO, BE_OP_WORKER,
- * BE_OP_GRAPH),
+ * BE_OP_GRAPH, BE_OP_FETCH),
  * 0 when it is NULL there (or be is NULL): model code asks this instead
  * of testing slots or naming a backend */
 static inline int be_supports(const be_t *be, be_op_t op)
@@ -416,6 +432,7 @@ static inline int be_supports(const be_t *be, be_op_t op)
 	case BE_OP_MEM_INFO: return be->mem_info != NULL;
 	case BE_OP_WORKER:   return be->worker != NULL;
 	case BE_OP_GRAPH:    return be->graph_begin != NULL;
+	case BE_OP_FETCH:    return be->fetch != NULL;
 	default:             return 0;
 	}
 }

@@ -17,6 +17,11 @@
  * indices are copied into a half on the host and queued from there, so
  * the caller has its buffer back at once and the host never waits for the
  * stream, only, when both halves are in flight, for the older copy.
+ * Weights held in host memory (be->host_alloc: pinned, portable) are
+ * fetched on a copy stream of the backend's own: a fetch waits, by an
+ * event recorded on the stream, for the work queued before it, and the
+ * stream waits for the fetches, by an event recorded after the last
+ * copy, only at fetch_wait.
  * Workers may share a backend: their work then runs in turn on
  * its one stream, and the staging halves, the index buffer and the stage
  * are each taken by one op at a time.  Every CUDA and cuBLAS error becomes a
@@ -69,6 +74,9 @@ typedef struct {
 	char                numerics[320]; /* be->numerics: arch, card, kernels'
 	                                      revision, runtime, cuBLAS */
 	cudaStream_t        stream;
+	cudaStream_t        copy;         /* fetches (be->fetch) */
+	cudaEvent_t         fetch_from;   /* on stream: where the last fetch starts */
+	cudaEvent_t         fetched;      /* on copy: after the last fetch */
 	cublasHandle_t      blas;
 	void               *ws;           /* [be->workspace] bytes: cuBLAS's, idx, stage */
 	int32_t            *idx;          /* [BE_CUDA_IDX_ROWS] gather indices, in ws */
@@ -252,6 +260,45 @@ static int be_cuda_download(be_t *be, void *dst, const void *src, size_t n)
 	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "download");
 }
 
+/* n bytes of pinned host memory, portable: every device fetches from it */
+static int be_cuda_host_alloc(be_t *be, size_t n, void **p)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	int rc = be_cuda_rt(c, cudaHostAlloc(p, n ? n : 1, cudaHostAllocPortable), "pinned host memory");
+
+	if (rc) *p = NULL;
+	return rc;
+}
+
+static void be_cuda_host_free(be_t *be, void *p)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	if (p) be_cuda_rt(c, cudaFreeHost(p), "cudaFreeHost");
+}
+
+/* n bytes of pinned host src into device dst on the copy stream, after
+ * the work queued on the stream so far */
+static int be_cuda_fetch(be_t *be, void *dst, const void *src, size_t n)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	int rc = be_cuda_idle(c, "fetch");
+
+	if (rc || (rc = be_cuda_rt(c, cudaEventRecord(c->fetch_from, c->stream), "fetch")) ||
+	    (rc = be_cuda_rt(c, cudaStreamWaitEvent(c->copy, c->fetch_from, 0), "fetch")) ||
+	    (rc = be_cuda_rt(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->copy), "fetch")))
+		return rc;
+	return be_cuda_rt(c, cudaEventRecord(c->fetched, c->copy), "fetch");
+}
+
+/* the stream's later work after every fetch so far (the copy stream runs
+ * them in order: the last one's event covers them all) */
+static int be_cuda_fetch_wait(be_t *be)
+{
+	be_cuda_ctx_t *c = be_cuda_ctx(be);
+	int rc = be_cuda_idle(c, "fetch_wait");
+	return rc ? rc : be_cuda_rt(c, cudaStreamWaitEvent(c->stream, c->fetched, 0), "fetch_wait");
+}
+
 /* the device's free and total bytes, as the driver reports them */
 static int be_cuda_mem_info(be_t *be, size_t *fr, size_t *total)
 {
@@ -259,10 +306,13 @@ static int be_cuda_mem_info(be_t *be, size_t *fr, size_t *total)
 	return be_cuda_rt(c, cudaMemGetInfo(fr, total), "cudaMemGetInfo");
 }
 
+/* the stream's work and the fetches done (a pass that failed between a
+ * fetch and its fetch_wait leaves no copy writing into its arena) */
 static int be_cuda_sync(be_t *be)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
-	return be_cuda_idle(c, "sync") ? -EBUSY : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
+	int rc = be_cuda_idle(c, "sync") ? -EBUSY : be_cuda_rt(c, cudaStreamSynchronize(c->stream), "sync");
+	return rc ? rc : be_cuda_rt(c, cudaStreamSynchronize(c->copy), "sync");
 }
 
 /* *ct = the cuBLAS compute type of a GEMM asking for prec (BE_PREC_AUTO:
@@ -546,12 +596,16 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 {
 	be_cuda_use(c->device);
 	if (c->stream) cudaStreamSynchronize(c->stream);
+	if (c->copy) cudaStreamSynchronize(c->copy);
+	if (c->fetch_from) cudaEventDestroy(c->fetch_from);
+	if (c->fetched) cudaEventDestroy(c->fetched);
 	for (int i = 0; i < 2; i++) {
 		if (c->pin[i].done) cudaEventDestroy(c->pin[i].done);
 		if (c->pin[i].buf) cudaFreeHost(c->pin[i].buf);
 	}
 	if (c->blas) cublasDestroy(c->blas);
 	if (c->ws) cudaFree(c->ws);
+	if (c->copy) cudaStreamDestroy(c->copy);
 	if (c->stream) cudaStreamDestroy(c->stream);
 	cudaGetLastError();
 	pthread_mutex_destroy(&c->idx_lock);
@@ -688,6 +742,15 @@ int be_cuda_count(void)
 /* the backend of device `device` at precision prec, its workspace made
  * for it (its properties in *prop when prop is not NULL); NULL after one
  * logged line */
+/* c's copy stream and the events ordering it against the stream */
+static int be_cuda_copy_stream(be_cuda_ctx_t *c)
+{
+	int rc = be_cuda_rt(c, cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking), "copy stream");
+
+	if (!rc) rc = be_cuda_rt(c, cudaEventCreateWithFlags(&c->fetch_from, cudaEventDisableTiming), "fetch event");
+	return rc ? rc : be_cuda_rt(c, cudaEventCreateWithFlags(&c->fetched, cudaEventDisableTiming), "fetch event");
+}
+
 /* c's two pinned staging halves and their events */
 static int be_cuda_pins(be_cuda_ctx_t *c)
 {
@@ -734,6 +797,8 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 		.worker = be_cuda_worker,
 		.alloc = be_cuda_alloc, .free = be_cuda_free, .upload = be_cuda_upload,
 		.download = be_cuda_download, .sync = be_cuda_sync, .mem_info = be_cuda_mem_info,
+		.host_alloc = be_cuda_host_alloc, .host_free = be_cuda_host_free,
+		.fetch = be_cuda_fetch, .fetch_wait = be_cuda_fetch_wait,
 		/* every op of the list, be_cuda_<slot> each (trimul: NULL, above) */
 #define BE_CUDA_SLOT(OP, slot, params) .slot = be_cuda_##slot,
 		BE_OPS(BE_CUDA_SLOT)
@@ -752,7 +817,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 	if (be_cuda_rt(c, be_cuda_use(device), "cudaSetDevice") ||
 	    (prop && be_cuda_rt(c, cudaGetDeviceProperties(prop, device), "cudaGetDeviceProperties")) ||
 	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
-	    be_cuda_pins(c) ||
+	    be_cuda_copy_stream(c) || be_cuda_pins(c) ||
 	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
 	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
 	    /* after cublasSetStream, which resets the workspace */

@@ -257,7 +257,7 @@ static int calib_open(calib_t *c, const opt_t *o)
 	if (dev_precision(c->be, o->precision) < 0) return -1;
 	c->context = calib_used(c->be, &c->total);
 	if (!(c->w = weights_open(o->weights))) return -1;
-	if (model_load(&c->m, c->w, c->be) < 0) return -1;
+	if (model_load(&c->m, c->w, c->be, 0) < 0) return -1;
 	c->loaded = 1;
 	c->after_weights = calib_used(c->be, NULL);
 	return 0;

@@ -34,6 +34,7 @@ void opt_init(opt_t *o)
 	o->verbosity = LOG_INFO;
 	o->no_split = 0;
 	o->no_dedup = 0;
+	o->stream_lm = 0;
 	o->threads = 0;
 	o->workers = 0;   /* auto */
 	o->cache = (cache && *cache) ? strdup(cache) : NULL;
@@ -145,6 +146,10 @@ static const char opt_help_options[] =
 "      --workers N|auto    fold workers per device; auto: as many as the\n"
 "                          quotas of the input's commonest bucket allow\n"
 "                          (at most 4 on a card, 1 on the CPU) (default auto)\n"
+"      --stream-lm N       hold N of the language model's layers in host memory\n"
+"                          and copy each to the card as a fold reaches it:\n"
+"                          less device memory (157 MB a layer for esmfold_v1\n"
+"                          at bf16), slower folds (CUDA; default 0)\n"
 "      --cpu-memory SIZE   memory of the cpu device, weights included, e.g.\n"
 "                          64G (default: 90% of the available memory)\n"
 "      --cache DIR         a store of finished structures shared by runs (and\n"
@@ -182,7 +187,7 @@ enum {
 	O_NAMES = 256, O_STRICT, O_CHUNK, O_RECYCLES, O_PREC, O_DEVICES,
 	O_DUMP, O_PAE, O_QUOTA, O_NOSPLIT, O_LENGTHS, O_EXCLUSIVE, O_FORCE, O_WORKERS,
 	O_CPUMEM, O_LMWEIGHTS, O_FORMAT, O_KEEPNUM, O_SHARD, O_SHARDS, O_CACHE, O_CACHEMAX,
-	O_NODEDUP
+	O_NODEDUP, O_STREAMLM
 };
 
 static const struct option long_opts[] = {
@@ -203,6 +208,7 @@ static const struct option long_opts[] = {
 	{ "quota-table",  required_argument, NULL, O_QUOTA },
 	{ "no-split",     no_argument,       NULL, O_NOSPLIT },
 	{ "no-dedup",     no_argument,       NULL, O_NODEDUP },
+	{ "stream-lm",    required_argument, NULL, O_STREAMLM },
 	{ "threads",      required_argument, NULL, 't' },
 	{ "lengths",      required_argument, NULL, O_LENGTHS },
 	{ "exclusive",    no_argument,       NULL, O_EXCLUSIVE },
@@ -347,6 +353,7 @@ static int opt_one(opt_t *o, int c, const char *on, int *vdelta)
 	case O_SHARD: if (set_str(&o->shard, "--shard", optarg)) return -1; break;
 	case O_CACHE: if (set_str(&o->cache, "--cache", optarg)) return -1; break;
 	case O_NODEDUP: o->no_dedup = 1; break;
+	case O_STREAMLM: if (parse_int("--stream-lm", optarg, 0, 1 << 16, &o->stream_lm)) return -1; break;
 	case O_CACHEMAX: if (parse_size("--cache-max", optarg, "10G", &o->cache_max)) return -1; break;
 	case O_SHARDS:
 		if (parse_int("--shards", optarg, 1, SHARD_MAX, &o->shards)) return -1;

@@ -75,6 +75,9 @@ typedef struct {
 	                             of another device or weights */
 	int        workers;       /* --workers: fold workers per device, 0 = auto
 	                             (default; sched_auto_workers) */
+	int        stream_lm;     /* --stream-lm: language-model layers held in
+	                             host memory, fetched as a fold needs them
+	                             (esm2.h); 0 = none (default) */
 	char      *shard;         /* --shard K/N or auto (shard.h); NULL: all */
 	int        shards;        /* --shards N: plan's partition; 0 = none */
 	int64_t    cpu_memory;    /* --cpu-memory: bytes the CPU device may hold,

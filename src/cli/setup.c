@@ -26,12 +26,22 @@ int setup_devs_open(const opt_t *o, weights_t *w, const quota_table_t *qt, int l
 		spec[i] = NULL;
 		if (!(d->be = dev_open(d->spec, o->threads))) goto fail;
 		if (dev_precision(d->be, o->precision) < 0) goto fail;
-		if (model_load(&d->model, w, load ? d->be : NULL) < 0) goto fail;
+		/* --stream-lm where the device fetches (CUDA; the CPU's weights
+		 * are in host memory already) */
+		int lm_host = be_supports(d->be, BE_OP_FETCH) ? o->stream_lm : 0;
+		if (o->stream_lm && !lm_host)
+			log_info("device %s: --stream-lm does not apply (its weights are in host memory)", d->be->name);
+		if (model_load(&d->model, w, load ? d->be : NULL, lm_host) < 0) goto fail;
 		d->model.be = d->be;   /* shapes only: still planned for this device's ops */
 		d->loaded = 1;
 		d->workers = o->dump_tensors ? 1 : o->workers;
+		/* its weights less the layers it fetches from host memory */
 		d->budget = dev_budget(d->be, d->spec, cpu_total,
-		                       weights_bytes(w, d->be), load);
+		                       weights_bytes(w, d->be) - esm2_host_bytes(&d->model.lm, d->be), load);
+		if (d->model.lm.nhost)
+			log_info("device %s: %d of the language model's %d layers in host memory (%.1f MB), "
+			         "fetched as folds reach them", d->be->name, d->model.lm.nhost, d->model.lm.nlayers,
+			         esm2_host_bytes(&d->model.lm, d->be) / 1e6);
 		if (qt && quota_get(qt, "worker_overhead"))
 			d->overhead = strtoll(quota_get(qt, "worker_overhead"), NULL, 10);
 		if (d->workers > 0)

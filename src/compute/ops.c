@@ -122,6 +122,28 @@ void op_softmax(fwd_t *fx, tensor_t x)
 	}), "softmax");
 }
 
+/* 1 where fx's backend fetches (be_t.fetch), or while planning (a shapes-only
+ * model plans for a backend's form, with or without its entries) */
+static int op_fetches(const fwd_t *fx)
+{
+	return be_supports(fx->be, BE_OP_FETCH) || fx->planning;
+}
+
+void op_fetch(fwd_t *fx, tensor_t dst, const void *src, size_t n)
+{
+	if (!op_check(fx, n <= sizeof(float) * (size_t)tensor_numel(dst) && op_fetches(fx),
+	              "fetch", "n bytes within dst; a backend that fetches"))
+		return;
+	if (!op_run(fx) || !n) return;
+	op_status(fx, fx->be->fetch(fx->be, dst.d, src, n), "fetch");
+}
+
+void op_fetch_wait(fwd_t *fx)
+{
+	if (!op_check(fx, op_fetches(fx), "fetch_wait", "a backend that fetches") || !op_run(fx)) return;
+	op_status(fx, fx->be->fetch_wait(fx->be), "fetch_wait");
+}
+
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale)
 {
 	if (!op_check(fx, y.nd >= 2, "gather", "y [rows, d]")) return;

@@ -35,6 +35,14 @@ void op_axpby(fwd_t *fx, tensor_t y, tensor_t x, float alpha, float beta);
 void op_fill(fwd_t *fx, tensor_t x, float value);
 /* x: [..., d] softmax over d in place */
 void op_softmax(fwd_t *fx, tensor_t x);
+/* n bytes of weights held in host memory (be->host_alloc) into the
+ * pass's tensor dst (at its start), on the backend's copy path: after the
+ * ops so far (dst may be a buffer they still read), beside the ops that
+ * follow until op_fetch_wait (be_t.fetch); needs be_supports(be,
+ * BE_OP_FETCH) */
+void op_fetch(fwd_t *fx, tensor_t dst, const void *src, size_t n);
+/* the ops that follow run after every op_fetch before */
+void op_fetch_wait(fwd_t *fx);
 /* y: [rows, d] = scale * table[idx[r]] ; table: [*, d] weights; idx host */
 void op_gather(fwd_t *fx, tensor_t y, const float *table, const int32_t *idx, float scale);
 /* y: [B, A, ...] = x: [A, B, ...] */

@@ -6,30 +6,82 @@
 #include <string.h>
 
 #include "util/log.h"
+#include "compute/placement.h"
 
 #define LM_AA_TYPES 23   /* ESMFold's amino-acid embedding: 20 + X + pad + mask */
 
-/* *inv_freq: the layer's own rotary frequencies [hd/2] in backend memory, or NULL */
+/* *inv_freq: the layer's own rotary frequencies [hd/2] in backend memory,
+ * or NULL; l->host set: its matrices go to host memory */
 static int esm2_load_layer(esm2_layer_t *l, const hparams_t *c, weights_t *w, be_t *be, int i,
                            float **inv_freq)
 {
 	const char *p = "esm.encoder.layer";
 	int D = c->lm_dim, hd = c->lm_dim / c->lm_heads, rc = 0;
+	/* the six matrices as a plain GEMM multiplies them, or held in host memory */
+	int (*mat)(weights_t *, be_t *, lin_t *, int, int, int, const char *, ...) =
+		l->host && be ? weights_lin_host : weights_lin_f16;
 
 	rc |= weights_ln(w, be, &l->attn_ln, D, c->lm_ln_eps, "%s.%d.attention.LayerNorm", p, i);
-	rc |= weights_lin_f16(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
-	rc |= weights_lin_f16(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
-	rc |= weights_lin_f16(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
+	rc |= mat(w, be, &l->q, D, D, 1, "%s.%d.attention.self.query", p, i);
+	rc |= mat(w, be, &l->k, D, D, 1, "%s.%d.attention.self.key", p, i);
+	rc |= mat(w, be, &l->v, D, D, 1, "%s.%d.attention.self.value", p, i);
 	rc |= weights_get(w, be, inv_freq, 1, 1, (int64_t[]){ hd / 2 },
 	             "%s.%d.attention.self.rotary_embeddings.inv_freq", p, i);
-	rc |= weights_lin_f16(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
+	rc |= mat(w, be, &l->o, D, D, 1, "%s.%d.attention.output.dense", p, i);
 	rc |= weights_ln(w, be, &l->ffn_ln, D, c->lm_ln_eps, "%s.%d.LayerNorm", p, i);
-	rc |= weights_lin_f16(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
-	rc |= weights_lin_f16(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
+	rc |= mat(w, be, &l->fc1, c->lm_ffn, D, 1, "%s.%d.intermediate.dense", p, i);
+	rc |= mat(w, be, &l->fc2, D, c->lm_ffn, 1, "%s.%d.output.dense", p, i);
 	return rc ? -1 : 0;
 }
 
-int esm2_load(esm2_t *lm, const hparams_t *c, weights_t *w, be_t *be)
+/* the matrices of a host-held layer, in their order in a ring slot */
+#define ESM2_HOST_MATS 6
+static const lin_t *esm2_mat(const esm2_layer_t *l, int m)
+{
+	const lin_t *mats[ESM2_HOST_MATS] = { &l->q, &l->k, &l->v, &l->o, &l->fc1, &l->fc2 };
+	return mats[m];
+}
+
+/* bytes of matrix l on the device: bf16 (or binary16) 2 an element, else
+ * 4; rounded up to PLACE_ALIGN, its offset's step in a slot */
+static size_t esm2_mat_bytes(const lin_t *l, int half)
+{
+	size_t n = (size_t)l->out * l->in * (half ? 2 : 4);
+	return (n + PLACE_ALIGN - 1) / PLACE_ALIGN * PLACE_ALIGN;
+}
+
+/* bytes of one ring slot: a layer's matrices, each at an aligned offset */
+static size_t esm2_slot_bytes(const esm2_layer_t *l, int half)
+{
+	size_t n = 0;
+	for (int m = 0; m < ESM2_HOST_MATS; m++) n += esm2_mat_bytes(esm2_mat(l, m), half);
+	return n;
+}
+
+int64_t esm2_host_bytes(const esm2_t *lm, const be_t *be)
+{
+	int64_t n = 0;
+	for (int i = 0; i < lm->nlayers; i++)
+		if (lm->layers[i].host)
+			for (int m = 0; m < ESM2_HOST_MATS; m++) {
+				const lin_t *l = esm2_mat(&lm->layers[i], m);
+				n += (int64_t)l->out * l->in * (be && be->weights_bf16 ? 2 : 4);
+			}
+	return n;
+}
+
+/* lm->layers[].host for nhost of the n layers, spread evenly: layer i
+ * where (i + 1) nhost / n passes a whole number, the last one always */
+static void esm2_pick_host(esm2_t *lm, int nhost)
+{
+	int n = lm->nlayers;
+
+	lm->nhost = nhost < 0 ? 0 : nhost > n ? n : nhost;
+	for (int i = 0; i < n; i++)
+		lm->layers[i].host = (int64_t)(i + 1) * lm->nhost / n != (int64_t)i * lm->nhost / n;
+}
+
+int esm2_load(esm2_t *lm, const hparams_t *c, weights_t *w, be_t *be, int nhost)
 {
 	int D = c->lm_dim, n = c->lm_layers, half = D / c->lm_heads / 2, rc = 0;
 	float *comb = NULL, *shared_freq = NULL, **own_freq = NULL;
@@ -39,6 +91,12 @@ int esm2_load(esm2_t *lm, const hparams_t *c, weights_t *w, be_t *be)
 	if (!(lm->layers = calloc(n, sizeof *lm->layers)) || !(lm->combine = malloc(sizeof(float) * (n + 1))) ||
 	    !(lm->freq = calloc((size_t)n * half, sizeof *lm->freq)) || !(own_freq = calloc(n, sizeof *own_freq)))
 		goto fail;
+	if (nhost > 0 && be && !be_supports(be, BE_OP_FETCH)) {
+		log_info("%s: the language model's layers stay in its own memory (it fetches no host memory)",
+		         be->name);
+		nhost = 0;
+	}
+	esm2_pick_host(lm, nhost);
 	for (int i = 0; i < n; i++) rc |= esm2_load_layer(&lm->layers[i], c, w, be, i, &own_freq[i]);
 	rc |= weights_get(w, be, (float **)&lm->embed, 0, 2, (int64_t[]){ c->vocab, D },
 	             "esm.embeddings.word_embeddings.weight");
@@ -135,6 +193,48 @@ static void esm2_layer(fwd_t *fx, const esm2_layer_t *l, const hparams_t *c, ten
 	fwd_drop(fx, &h);
 }
 
+/* 1: the pass's matrices are bf16 (2 bytes an element): its backend's
+ * say, or planned without one, CUDA's at its default precision */
+static int esm2_half(const fwd_t *fx)
+{
+	return fx->be ? fx->be->weights_bf16 : 1;
+}
+
+/* the host-held layer l's matrices queued into slot: [slot bytes / 4] */
+static void esm2_fetch(fwd_t *fx, const esm2_layer_t *l, tensor_t slot)
+{
+	int half = esm2_half(fx);
+	size_t off = 0;
+
+	for (int m = 0; m < ESM2_HOST_MATS; m++) {
+		const lin_t *x = esm2_mat(l, m);
+		size_t n = esm2_mat_bytes(x, half);
+		op_fetch(fx, tensor_rows(slot, (int64_t)(off / sizeof(float)), (int64_t)(n / sizeof(float))), x->w,
+		         (size_t)x->out * x->in * (half ? 2 : 4));
+		off += n;
+	}
+}
+
+/* *v = the host-held layer l with its matrices in slot (esm2_fetch's) */
+static void esm2_in_slot(const fwd_t *fx, const esm2_layer_t *l, tensor_t slot, esm2_layer_t *v)
+{
+	lin_t *mats[ESM2_HOST_MATS] = { &v->q, &v->k, &v->v, &v->o, &v->fc1, &v->fc2 };
+	size_t off = 0;
+
+	*v = *l;
+	for (int m = 0; m < ESM2_HOST_MATS; m++) {
+		mats[m]->w = (const float *)((const char *)slot.d + off);
+		off += esm2_mat_bytes(mats[m], esm2_half(fx));
+	}
+}
+
+/* the first host-held layer from i on, or -1 */
+static int esm2_next_host(const esm2_t *lm, int i)
+{
+	while (i < lm->nlayers && !lm->layers[i].host) i++;
+	return i < lm->nlayers ? i : -1;
+}
+
 /* acc: [L, D] += w * rows 1..L of x: [L+2, D]; also copy x out for a dump */
 static void esm2_collect(fwd_t *fx, tensor_t acc, tensor_t x, float w, float *hidden)
 {
@@ -153,6 +253,13 @@ void esm2_forward(fwd_t *fx, const esm2_t *lm, const hparams_t *c, const int32_t
 	float scale = c->token_dropout ? (float)(1.0 - 0.15 * 0.8) : 1.0f;
 	tensor_t x = fwd_new2(fx, T, D), acc = fwd_new2(fx, L, D), rope = fwd_new2(fx, T, hd);
 	float *tab = fwd_host(fx, sizeof *tab * T * hd);
+	/* the host-held layers' two slots (one where one layer is host-held);
+	 * the first one's matrices fetched at once */
+	int next = esm2_next_host(lm, 0), nslot = lm->nhost < 2 ? lm->nhost : 2, fetched = 0;
+	tensor_t slot[2] = { { 0 } };
+	for (int k = 0; k < nslot; k++)
+		slot[k] = fwd_new1(fx, (int64_t)(esm2_slot_bytes(&lm->layers[next], esm2_half(fx)) / sizeof(float)));
+	if (nslot) esm2_fetch(fx, &lm->layers[next], slot[0]);
 
 	op_gather(fx, x, lm->embed, tokens, scale);
 	op_fill(fx, acc, 0.0f);
@@ -163,13 +270,23 @@ void esm2_forward(fwd_t *fx, const esm2_t *lm, const hparams_t *c, const int32_t
 	for (int i = 0; i < lm->nlayers; i++) {
 		const float *f = lm->freq + (size_t)i * (hd / 2);
 		if (i == 0 || memcmp(f - hd / 2, f, sizeof *f * (hd / 2))) esm2_rope(fx, rope, tab, f);
+		const esm2_layer_t *l = &lm->layers[i];
+		esm2_layer_t in_slot;
+		if (l->host) {   /* its matrices in, the next host-held one's queued */
+			op_fetch_wait(fx);
+			if ((next = esm2_next_host(lm, i + 1)) >= 0)
+				esm2_fetch(fx, &lm->layers[next], slot[(fetched + 1) % 2]);
+			esm2_in_slot(fx, l, slot[fetched++ % 2], &in_slot);
+			l = &in_slot;
+		}
 		if (fwd_memo_begin(fx, &memo)) continue;
-		esm2_layer(fx, &lm->layers[i], c, x, rope);
+		esm2_layer(fx, l, c, x, rope);
 		fwd_memo_end(fx, &memo);
 		if (i == lm->nlayers - 1) op_layernorm(fx, x, x, &lm->final_ln);
 		esm2_collect(fx, acc, x, lm->combine[i + 1], hidden ? hidden + (i + 1) * hs : NULL);
 	}
 	fwd_memo_free(&memo);
+	for (int k = nslot - 1; k >= 0; k--) fwd_drop(fx, &slot[k]);
 	fwd_host_drop(fx, tab, sizeof *tab * T * hd);
 	fwd_drop(fx, &rope);
 	fwd_drop(fx, &x);

@@ -22,7 +22,7 @@
 #define MODEL_RECYCLE_MIN  3.375f
 #define MODEL_RECYCLE_MAX  21.375f
 
-int model_load(model_t *m, weights_t *w, be_t *be)
+int model_load(model_t *m, weights_t *w, be_t *be, int lm_host)
 {
 	const hparams_t *c = weights_cfg(w);
 	static const char *const unused_ok[] = {
@@ -34,7 +34,7 @@ int model_load(model_t *m, weights_t *w, be_t *be)
 	memset(m, 0, sizeof *m);
 	m->cfg = c;
 	m->be = be;
-	rc |= esm2_load(&m->lm, c, w, be);
+	rc |= esm2_load(&m->lm, c, w, be, lm_host);
 	rc |= trunk_load(&m->trunk, c, w, be);
 	rc |= structure_load(&m->sm, c, w, be);
 	rc |= heads_load(&m->heads, c, w, be);

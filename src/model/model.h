@@ -95,8 +95,10 @@ typedef struct {
 	                          (be->mem_info); -1 without one */
 } model_out_t;
 
-/* be == NULL only checks names and shapes (e.g. against a manifest). */
-int  model_load(model_t *m, weights_t *w, be_t *be);
+/* be == NULL only checks names and shapes (e.g. against a manifest).
+ * lm_host: the language model's layers held in host memory and fetched
+ * as a pass reaches them (esm2_load's nhost; --stream-lm), 0: none. */
+int  model_load(model_t *m, weights_t *w, be_t *be, int lm_host);
 void model_free(model_t *m);
 
 /* Plan one fold of t as r runs it on m's backend (a planning pass).  0, or

@@ -73,7 +73,7 @@ int random_weights_write(const char *cfg_json, const char *what, const char *pat
 		return -1;
 	}
 	if (!(w = weights_open_record(cfg_json, what))) return -1;
-	if (model_load(&m, w, NULL) < 0) goto done;
+	if (model_load(&m, w, NULL, 0) < 0) goto done;
 	model_free(&m);
 	if (!(sw = safetensors_writer_init())) goto oom;
 	for (int i = 0; i < weights_count(w); i++) {

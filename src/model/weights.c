@@ -23,6 +23,7 @@
 #include "util/sysmem.h"
 #include "io/safetensors.h"
 #include "io/torch_zip.h"
+#include "model/ckpt_names.h"
 
 /* at most this many files make one weights_t (esmfold + its language model) */
 #define WEIGHTS_MAX_FILES 2
@@ -61,7 +62,7 @@ struct wt {
 	int64_t     f32_bytes; /* float32 bytes of the tensors asked for */
 	int64_t     mat_elems; /* of which elements of Linear matrices */
 	int64_t     half_elems;  /* of which binary16 ones that may stay so (weights_lin_f16) */
-	struct { be_t *be; void *p; } *buf;
+	struct { be_t *be; void *p; int host; } *buf;   /* host: be->host_alloc's */
 	int         nbuf;
 	size_t      capbuf;
 	int         widen_logged;   /* the widening path's log line written */
@@ -73,74 +74,6 @@ uint64_t weights_fnv(uint64_t h, const void *data, size_t n)
 {
 	for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)data)[i]) * 1099511628211ull;
 	return h;
-}
-
-/* fair-esm's names of the language model's tensors and the model's (Hugging
- * Face) names: the one table of the mapping (the role of HF's
- * convert_esm.py).  %d is a layer number.  fair-esm's folding tensors
- * (esm_s_combine, trunk.*, heads, af2_to_esm, ...) have the model's names. */
-static const struct { const char *fair, *hf; } weights_fair_esm[] = {
-	{ "esm.embed_tokens.weight", "esm.embeddings.word_embeddings.weight" },
-	{ "esm.layers.%d.self_attn.q_proj.weight", "esm.encoder.layer.%d.attention.self.query.weight" },
-	{ "esm.layers.%d.self_attn.q_proj.bias", "esm.encoder.layer.%d.attention.self.query.bias" },
-	{ "esm.layers.%d.self_attn.k_proj.weight", "esm.encoder.layer.%d.attention.self.key.weight" },
-	{ "esm.layers.%d.self_attn.k_proj.bias", "esm.encoder.layer.%d.attention.self.key.bias" },
-	{ "esm.layers.%d.self_attn.v_proj.weight", "esm.encoder.layer.%d.attention.self.value.weight" },
-	{ "esm.layers.%d.self_attn.v_proj.bias", "esm.encoder.layer.%d.attention.self.value.bias" },
-	{ "esm.layers.%d.self_attn.rot_emb.inv_freq", "esm.encoder.layer.%d.attention.self.rotary_embeddings.inv_freq" },
-	{ "esm.layers.%d.self_attn.out_proj.weight", "esm.encoder.layer.%d.attention.output.dense.weight" },
-	{ "esm.layers.%d.self_attn.out_proj.bias", "esm.encoder.layer.%d.attention.output.dense.bias" },
-	{ "esm.layers.%d.self_attn_layer_norm.weight", "esm.encoder.layer.%d.attention.LayerNorm.weight" },
-	{ "esm.layers.%d.self_attn_layer_norm.bias", "esm.encoder.layer.%d.attention.LayerNorm.bias" },
-	{ "esm.layers.%d.fc1.weight", "esm.encoder.layer.%d.intermediate.dense.weight" },
-	{ "esm.layers.%d.fc1.bias", "esm.encoder.layer.%d.intermediate.dense.bias" },
-	{ "esm.layers.%d.fc2.weight", "esm.encoder.layer.%d.output.dense.weight" },
-	{ "esm.layers.%d.fc2.bias", "esm.encoder.layer.%d.output.dense.bias" },
-	{ "esm.layers.%d.final_layer_norm.weight", "esm.encoder.layer.%d.LayerNorm.weight" },
-	{ "esm.layers.%d.final_layer_norm.bias", "esm.encoder.layer.%d.LayerNorm.bias" },
-	{ "esm.emb_layer_norm_after.weight", "esm.encoder.emb_layer_norm_after.weight" },
-	{ "esm.emb_layer_norm_after.bias", "esm.encoder.emb_layer_norm_after.bias" },
-};
-
-/* prefixes of a fair-esm language-model file's names (fairseq's), dropped
- * as fair-esm's loader drops them; then "esm." is prepended */
-static const char *const weights_lm_prefixes[] = { "encoder.sentence_encoder.", "encoder.", NULL };
-
-/* name matches pattern (one %d = a decimal number)?  *num gets it */
-static int weights_match(const char *pat, const char *name, long *num)
-{
-	const char *d = strstr(pat, "%d");
-	size_t n;
-	char *end;
-
-	if (!d) return !strcmp(pat, name);
-	n = (size_t)(d - pat);
-	if (strncmp(pat, name, n) || name[n] < '0' || name[n] > '9') return 0;
-	*num = strtol(name + n, &end, 10);
-	return !strcmp(d + 2, end);
-}
-
-/* the model's name for a checkpoint's tensor NAME: a new string.  lm: the
- * file is fair-esm's language model (its names carry no "esm.") */
-static char *weights_canonical(const char *name, int lm)
-{
-	char *full = NULL, *out = NULL;
-	long num = 0;
-
-	if (lm) {
-		for (const char *const *p = weights_lm_prefixes; *p; p++)
-			if (!strncmp(name, *p, strlen(*p))) { name += strlen(*p); break; }
-		if (asprintf(&full, "esm.%s", name) < 0) return NULL;
-	} else if (!(full = strdup(name))) {
-		return NULL;
-	}
-	for (size_t i = 0; i < sizeof weights_fair_esm / sizeof *weights_fair_esm; i++)
-		if (weights_match(weights_fair_esm[i].fair, full, &num)) {
-			if (asprintf(&out, weights_fair_esm[i].hf, (int)num) < 0) out = NULL;
-			free(full);
-			return out;
-		}
-	return full;
 }
 
 static int weights_cmp_tensor(const void *a, const void *b)
@@ -167,7 +100,7 @@ static int weights_add_file(weights_t *w, int file, int count, const safetensors
 		memset(x, 0, sizeof *x);
 		x->t = at(src, i);
 		x->file = file;
-		if (!(x->name = weights_canonical(x->t->name, lm))) return -1;
+		if (!(x->name = ckpt_canonical(x->t->name, lm))) return -1;
 		w->ntt++;
 	}
 	return 0;
@@ -575,7 +508,8 @@ void weights_close(weights_t *w)
 	if (!w) return;
 	if (w->recording)
 		for (int i = 0; i < w->ne; i++) free((char *)w->e[i].name);
-	for (int i = 0; i < w->nbuf; i++) w->buf[i].be->free(w->buf[i].be, w->buf[i].p);
+	for (int i = 0; i < w->nbuf; i++)
+		(w->buf[i].host ? w->buf[i].be->host_free : w->buf[i].be->free)(w->buf[i].be, w->buf[i].p);
 	free(w->buf);
 	safetensors_close(w->st);
 	for (int i = 0; i < WEIGHTS_MAX_FILES; i++) torch_zip_close(w->tz[i]);
@@ -614,12 +548,14 @@ static void weights_shape_str(char *buf, size_t n, int nd, const int64_t *shape)
 	if (o < n) snprintf(buf + o, n - o, "]");
 }
 
-/* w->buf += p (of be), freed at weights_close; -1 when out of memory */
-static int weights_keep(weights_t *w, be_t *be, void *p)
+/* w->buf += p (of be; host: be->host_alloc's), freed at weights_close;
+ * -1 when out of memory */
+static int weights_keep(weights_t *w, be_t *be, void *p, int host)
 {
 	if (grow_array(&w->buf, &w->capbuf, (size_t)w->nbuf + 1, sizeof *w->buf) < 0) return -1;
 	w->buf[w->nbuf].be = be;
 	w->buf[w->nbuf].p = p;
+	w->buf[w->nbuf].host = host;
 	w->nbuf++;
 	return 0;
 }
@@ -672,9 +608,13 @@ static int64_t weights_widen(weights_t *w, const be_t *be, const safetensors_ten
 	return widen_tensor(t, dst, convert, path);
 }
 
-/* *p (into, or an allocation of be's kept by w) = host's numel floats
- * uploaded, as bf16 where mat and be->weights_bf16; frees host where
- * staged (a malloc); -1 when out of memory */
+/* any, Linear (bf16?), kept binary16 too, or held in host memory (bf16?) */
+enum { WEIGHTS_ANY, WEIGHTS_MAT, WEIGHTS_MAT_F16, WEIGHTS_MAT_HOST };
+
+/* *p (into, or an allocation of be's kept by w: in host memory where mat
+ * is WEIGHTS_MAT_HOST) = host's numel floats uploaded (copied), as bf16
+ * where mat and be->weights_bf16; frees host where staged (a malloc); -1
+ * when out of memory */
 static int weights_place(weights_t *w, be_t *be, void **p, void *into, int mat, float *host, int staged,
                          int64_t numel)
 {
@@ -693,10 +633,16 @@ static int weights_place(weights_t *w, be_t *be, void **p, void *into, int mat, 
 		esize = sizeof *h16;
 	}
 	*p = into;
-	if (!into && be->alloc(be, esize * (numel ? numel : 1), p) < 0) goto done;
-	if (be->upload(be, *p, host, esize * numel) < 0 || (!into && weights_keep(w, be, *p) < 0)) {
-		if (!into) be->free(be, *p);
-		goto done;
+	if (mat == WEIGHTS_MAT_HOST) {
+		if (be->host_alloc(be, esize * (numel ? numel : 1), p) < 0) goto done;
+		memcpy(*p, host, esize * numel);
+		if (weights_keep(w, be, *p, 1) < 0) { be->host_free(be, *p); goto done; }
+	} else {
+		if (!into && be->alloc(be, esize * (numel ? numel : 1), p) < 0) goto done;
+		if (be->upload(be, *p, host, esize * numel) < 0 || (!into && weights_keep(w, be, *p, 0) < 0)) {
+			if (!into) be->free(be, *p);
+			goto done;
+		}
 	}
 	rc = 0;
 done:
@@ -721,7 +667,7 @@ static int weights_get_f16(weights_t *w, be_t *be, float **dst, int *half, const
 		be->free(be, p);
 		return -1;
 	}
-	if (weights_keep(w, be, p) < 0) { be->free(be, p); goto oom; }
+	if (weights_keep(w, be, p, 0) < 0) { be->free(be, p); goto oom; }
 	weights_release(w, x);
 	if (w->drop_cache) safetensors_drop_cache(w->st, t);
 	*dst = p;
@@ -732,8 +678,6 @@ oom:
 	          (long long)t->numel, be->name);
 	return -1;
 }
-
-enum { WEIGHTS_ANY, WEIGHTS_MAT, WEIGHTS_MAT_F16 };   /* any, Linear (bf16?), or kept binary16 too */
 
 /* mat: WEIGHTS_*; into: where its data goes in backend memory (inside a
  * group's allocation, owned by w), NULL: an allocation of its own (the
@@ -801,6 +745,10 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int opti
 	}
 	if (mat == WEIGHTS_MAT_F16 && be->weights_f16 && t->dtype == SAFETENSORS_F16 && !into)
 		return weights_get_f16(w, be, dst, half, t, x, name);
+	if (mat == WEIGHTS_MAT_HOST && (into || !be_supports(be, BE_OP_FETCH))) {
+		log_error("%s: tensor '%s': %s holds no weights in host memory", w->path, name, be->name);
+		return -1;
+	}
 	/* on the CPU (backend memory is host memory) straight into the final
 	 * buffer; elsewhere, and for matrices held as bf16, staged on the host */
 	int direct = be->host_mem && !(mat && be->weights_bf16);
@@ -825,7 +773,7 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int opti
 		return -1;
 	}
 	if (direct) {
-		if (!into && weights_keep(w, be, p) < 0) { be->free(be, p); goto oom; }
+		if (!into && weights_keep(w, be, p, 0) < 0) { be->free(be, p); goto oom; }
 	} else if (weights_place(w, be, &p, into, mat, host, staged, numel) < 0) {
 		goto oom;
 	}
@@ -908,6 +856,7 @@ static int weights_vlin(weights_t *w, be_t *be, lin_t *l, int mat, int out, int 
 	}
 WEIGHTS_LIN_FN(weights_lin, WEIGHTS_MAT)
 WEIGHTS_LIN_FN(weights_lin_f16, WEIGHTS_MAT_F16)
+WEIGHTS_LIN_FN(weights_lin_host, WEIGHTS_MAT_HOST)
 
 int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *parts, int n, int in,
                       const char *fmt, ...)
@@ -934,7 +883,7 @@ int weights_lin_group(weights_t *w, be_t *be, lin_t *all, const weights_part_t *
 			          prefix, be->name);
 			return -1;
 		}
-		if (weights_keep(w, be, p) < 0) {
+		if (weights_keep(w, be, p, 0) < 0) {
 			be->free(be, p);
 			log_error("%s: out of memory placing '%s'", w->path, prefix);
 			return -1;

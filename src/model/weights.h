@@ -104,6 +104,12 @@ int weights_lin(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
  * widens it exactly) */
 int weights_lin_f16(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* weights_lin of a matrix held in host memory (be->host_alloc; bf16 where
+ * be->weights_bf16), which a pass copies to the device as it needs it
+ * (op_fetch); its bias in backend memory.  Only on a backend that
+ * fetches (be_supports(be, BE_OP_FETCH)). */
+int weights_lin_host(weights_t *w, be_t *be, lin_t *l, int out, int in, int bias,
+                const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* One member of weights_lin_group: PREFIX.NAME.weight [out, in] and, if
  * bias, PREFIX.NAME.bias [out], loaded into *l. */
 typedef struct { lin_t *l; const char *name; int out, bias; } weights_part_t;

@@ -7,7 +7,11 @@
  * at replay), and the recorded ops run at each replay, not at recording.  The
  * emulator runs queued work only when the host synchronises, so a copy
  * queued straight from the caller's buffer (or a staging half reused too
- * early) would carry what the buffer holds at that later time. */
+ * early) would carry what the buffer holds at that later time.  A fetch
+ * (weights in pinned host memory copied in on the copy stream) waits for
+ * the work queued before it, which still reads the old contents, and the
+ * work queued after fetch_wait reads the new ones; a fetch while recording
+ * is refused. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,6 +90,35 @@ static void check_fwd_graph(be_t *be)
 	fwd_end(&fx);
 }
 
+/* be->fetch into w: [4] device floats, read by an axpby queued before it */
+static void check_fetch(be_t *be, float *w, float *out)
+{
+	float old[4] = { 1, 2, 3, 4 }, got[4], got_w[4], *pin = NULL;
+	be_axpby_t a = { .y = out, .x = w, .n = 4, .alpha = 1.0f, .beta = 0.0f };
+	void *g = NULL;
+
+	expect(be_supports(be, BE_OP_FETCH), "the CUDA backend fetches");
+	if (be->host_alloc(be, sizeof old, (void **)&pin) || !pin) exit(99);
+	for (int i = 0; i < 4; i++) pin[i] = 10.0f + i;
+	expect(be->upload(be, w, old, sizeof old) == 0 && be->axpby(be, &a) == 0 &&
+	       be->fetch(be, w, pin, sizeof old) == 0 && be->fetch_wait(be) == 0, "an axpby, then a fetch over its input");
+	expect(be->download(be, got, out, sizeof got) == 0 && be->download(be, got_w, w, sizeof got_w) == 0 &&
+	       got[0] == 1.0f && got[3] == 4.0f && got_w[0] == 10.0f && got_w[3] == 13.0f,
+	       "the axpby read the old contents, the fetch left the new ones");
+	a.y = w;
+	a.x = out;
+	a.alpha = 0.0f;
+	a.beta = 2.0f;   /* w = 2 w */
+	for (int i = 0; i < 4; i++) pin[i] = 20.0f + i;
+	expect(be->fetch(be, w, pin, sizeof old) == 0 && be->fetch_wait(be) == 0 && be->axpby(be, &a) == 0 &&
+	       be->download(be, got_w, w, sizeof got_w) == 0 && got_w[0] == 40.0f && got_w[3] == 46.0f,
+	       "an axpby after fetch_wait reads what the fetch brought");
+	expect(be->graph_begin(be) == 0 && be->fetch(be, w, pin, sizeof old) == -EBUSY &&
+	       be->fetch_wait(be) == -EBUSY && be->graph_end(be, &g) == 0, "a fetch while recording refused");
+	be->graph_free(be, g);
+	be->host_free(be, pin);
+}
+
 int main(void)
 {
 	/* 5 MiB and a few floats: more than both staging halves together */
@@ -132,6 +165,7 @@ int main(void)
 	expect(ok, "the gather used the indices as they were when it was called");
 
 	check_graph(be, y, tab);
+	check_fetch(be, y, x);
 	check_fwd_graph(be);
 	be->free(be, x);
 	be->free(be, y);

@@ -745,10 +745,8 @@ static int weights_vget(weights_t *w, be_t *be, float **dst, int *half, int opti
 	}
 	if (mat == WEIGHTS_MAT_F16 && be->weights_f16 && t->dtype == SAFETENSORS_F16 && !into)
 		return weights_get_f16(w, be, dst, half, t, x, name);
-	if (mat == WEIGHTS_MAT_HOST && (into || !be_supports(be, BE_OP_FETCH))) {
-		log_error("%s: tensor '%s': %s holds no weights in host memory", w->path, name, be->name);
-		return -1;
-	}
+	if (mat == WEIGHTS_MAT_HOST && (into || !be_supports(be, BE_OP_FETCH)))
+		return log_error("%s: tensor '%s': %s holds no weights in host memory", w->path, name, be->name), -1;
 	/* on the CPU (backend memory is host memory) straight into the final
 	 * buffer; elsewhere, and for matrices held as bf16, staged on the host */
 	int direct = be->host_mem && !(mat && be->weights_bf16);

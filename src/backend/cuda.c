@@ -739,9 +739,6 @@ int be_cuda_count(void)
 	return n;
 }
 
-/* the backend of device `device` at precision prec, its workspace made
- * for it (its properties in *prop when prop is not NULL); NULL after one
- * logged line */
 /* c's copy stream and the events ordering it against the stream */
 static int be_cuda_copy_stream(be_cuda_ctx_t *c)
 {
@@ -764,6 +761,9 @@ static int be_cuda_pins(be_cuda_ctx_t *c)
 	return 0;
 }
 
+/* the backend of device `device` at precision prec, its workspace made
+ * for it (its properties in *prop when prop is not NULL); NULL after one
+ * logged line */
 static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t prec)
 {
 	int n = 0;

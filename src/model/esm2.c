@@ -43,11 +43,11 @@ static const lin_t *esm2_mat(const esm2_layer_t *l, int m)
 }
 
 /* bytes of matrix l on the device: bf16 (or binary16) 2 an element, else
- * 4; rounded up to PLACE_ALIGN, its offset's step in a slot */
+ * 4; rounded up as the planner places (place_round), its offset's step in
+ * a slot */
 static size_t esm2_mat_bytes(const lin_t *l, int half)
 {
-	size_t n = (size_t)l->out * l->in * (half ? 2 : 4);
-	return (n + PLACE_ALIGN - 1) / PLACE_ALIGN * PLACE_ALIGN;
+	return place_round((size_t)l->out * l->in * (half ? 2 : 4));
 }
 
 /* bytes of one ring slot: a layer's matrices, each at an aligned offset */
@@ -218,13 +218,13 @@ static void esm2_fetch(fwd_t *fx, const esm2_layer_t *l, tensor_t slot)
 /* *v = the host-held layer l with its matrices in slot (esm2_fetch's) */
 static void esm2_in_slot(const fwd_t *fx, const esm2_layer_t *l, tensor_t slot, esm2_layer_t *v)
 {
-	lin_t *mats[ESM2_HOST_MATS] = { &v->q, &v->k, &v->v, &v->o, &v->fc1, &v->fc2 };
 	size_t off = 0;
 
 	*v = *l;
 	for (int m = 0; m < ESM2_HOST_MATS; m++) {
-		mats[m]->w = (const float *)((const char *)slot.d + off);
-		off += esm2_mat_bytes(mats[m], esm2_half(fx));
+		lin_t *x = (lin_t *)esm2_mat(v, m);   /* one of *v's own: not const */
+		x->w = (const float *)((const char *)slot.d + off);
+		off += esm2_mat_bytes(x, esm2_half(fx));
 	}
 }
 

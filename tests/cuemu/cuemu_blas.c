@@ -29,16 +29,25 @@ struct cublasContext {
 	size_t       ws_size;
 };
 
-cublasStatus_t cublasCreate(cublasHandle_t *h)
+int cuemu_handle_new(void **h, size_t size)
 {
 	int n = 0;
-	if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+	*h = NULL;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || !n) {
 		cudaGetLastError();
 		return CUBLAS_STATUS_NOT_INITIALIZED;
 	}
-	if (!(*h = calloc(1, sizeof **h))) return CUBLAS_STATUS_ALLOC_FAILED;
+	if (!(*h = calloc(1, size))) return CUBLAS_STATUS_ALLOC_FAILED;
 	return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasCreate(cublasHandle_t *h)
+{
+	void *p;
+	if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+	cublasStatus_t st = (cublasStatus_t)cuemu_handle_new(&p, sizeof **h);
+	*h = p;
+	return st;
 }
 
 cublasStatus_t cublasDestroy(cublasHandle_t h)
@@ -197,8 +206,7 @@ static int operand_ok(const void *x, size_t esize, int rows, int cols, int ld, l
 	return cuemu_check_range(x, one + esize * (size_t)stride * (size_t)(batch - 1), dev);
 }
 
-/* one line "m n k batch inputs operands lda ldb" on CUEMU_GEMM_LOG, where it is set */
-static void gemm_log(int m, int n, int k, int batch, int bf16, cublasComputeType_t compute, int lda, int ldb)
+void cuemu_gemm_log(int m, int n, int k, int batch, int bf16, int compute, int lda, int ldb)
 {
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	const char *path = getenv("CUEMU_GEMM_LOG");
@@ -248,7 +256,7 @@ static cublasStatus_t gemm_enqueue(cublasHandle_t h, cublasOperation_t ta, cubla
 		fprintf(stderr, "cuemu: %s: an operand is not memory of device %d\n", who, dev);
 		return CUBLAS_STATUS_EXECUTION_FAILED;
 	}
-	gemm_log(m, n, k, batch, bf16, compute, lda, ldb);
+	cuemu_gemm_log(m, n, k, batch, bf16, compute, lda, ldb);
 	cuemu_gemm_t *g = malloc(sizeof *g);
 	if (!g) return CUBLAS_STATUS_ALLOC_FAILED;
 	*g = (cuemu_gemm_t){ ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc,

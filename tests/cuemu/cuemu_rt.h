@@ -1,7 +1,7 @@
 /* cuemu_rt.h - the emulator's internal C interface: one kernel launch as
  * the runtime queues it, the fiber scheduler that runs it, and the hooks
- * the cuBLAS subset uses to queue work on a stream.  Test-only (see
- * tests/cuemu/README). */
+ * the cuBLAS and cuBLASLt subsets use to queue work on a stream.
+ * Test-only (see tests/cuemu/README). */
 #ifndef CUEMU_RT_H
 #define CUEMU_RT_H
 
@@ -107,6 +107,16 @@ int cuemu_in_alloc(const void *p, size_t n);
  * (default 0), to show that a test holds a card's expf (within 2 ulp) to
  * a bound rather than to the host's bits */
 float cuemu_expf(float x);
+
+/* --- cuemu_blas.c --- */
+/* *h a new zeroed handle of size bytes (cublasCreate, cublasLtCreate), or
+ * NULL; the cublasStatus_t: NOT_INITIALIZED without a device, ALLOC_FAILED */
+int cuemu_handle_new(void **h, size_t size);
+/* one line "m n k batch inputs operands lda ldb" appended to the file
+ * CUEMU_GEMM_LOG names, where it is set (see cuemu_blas.c); bf16: A and B
+ * are bfloat16; compute: the cublasComputeType_t (an int here, so that
+ * this header needs no cuBLAS header) */
+void cuemu_gemm_log(int m, int n, int k, int batch, int bf16, int compute, int lda, int ldb);
 
 /* --- cuemu_wmma.c (the scheduler's side of cuemu_mma.h) --- */
 /* bfloat16 / float16 bits of f rounded to nearest even (NaN stays a quiet

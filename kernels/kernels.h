@@ -100,23 +100,23 @@ int cu_ipa_out(cudaStream_t s, float *cat, int64_t ldc, const float *op, const f
 int cu_ipa_rigid(cudaStream_t s, float *state, float *frame, const float *upd, int L, float scale);
 
 /* --- transition.cu --- */
-/* the transition of be_transition_t: x: [rows, d] read once and written
- * once.  t->bf16: on the tensor cores (bf16 mma.sync, fp32 accumulation)
- * where d and h are multiples of 16 and d <= 1024: at d 16, 32 and 128
- * (h a multiple of 32) in one kernel, the hidden layer in shared memory
- * only; otherwise (the sequence transition) in three, the normed rows
- * and the hidden layer through hidden: [hidden_elems] bf16 on 16 bytes,
- * a chunk of rows (hidden_elems / (d + h), down to a multiple of 64; at
- * least 64) at a time
- * (-EINVAL where too small or NULL; hidden_elems and d h under 2^31:
- * 32-bit indices); the second product split over k where part (on 16
- * bytes, or NULL: no split) holds the slices' fp32 partial sums
- * ([part_elems] floats; up to 16 slices of a chunk's [rows, d]), reduced
- * in slice order; elsewhere with the same bf16 rounding on the CUDA
- * cores; fp32 weights: in fp32 on the CUDA cores (hidden and part
- * unused, may be NULL).  d up to about 5000 */
-int cu_transition(cudaStream_t s, const be_transition_t *t, void *hidden, int64_t hidden_elems, float *part,
-                  int64_t part_elems);
+/* the transition of be_transition_t in one kernel: x: [rows, d] read once
+ * and written once.  t->bf16: on the tensor cores (bf16 mma.sync, fp32
+ * accumulation) at d 16, 32 and 128 with h a multiple of 32 (the pair
+ * transition), the hidden layer in shared memory only; elsewhere with the
+ * same bf16 rounding on the CUDA cores; fp32 weights: in fp32 on the CUDA
+ * cores.  d up to about 5000.  The sequence transition (cu_seqtr_fits)
+ * is the caller's: cu_seqtr_ln, then two GEMMs; cu_transition does it on
+ * the CUDA cores where those cannot run. */
+int cu_transition(cudaStream_t s, const be_transition_t *t);
+/* the widest d of cu_seqtr_ln */
+#define CU_SEQTR_DMAX 1024
+/* 1 where t is a sequence transition: bf16, d and h multiples of 16, d
+ * <= CU_SEQTR_DMAX, not one of the pair kernel's shapes */
+int cu_seqtr_fits(const be_transition_t *t);
+/* xn: [rows, d] bf16 on 16 bytes = LN(x) of t's rows (t as cu_seqtr_fits
+ * takes it, rows d < 2^31; -EINVAL otherwise) */
+int cu_seqtr_ln(cudaStream_t s, const be_transition_t *t, uint16_t *xn);
 
 /* --- ln_linear.cu --- */
 /* the largest k (input features) cu_ln_linear accepts */

@@ -20,6 +20,7 @@
 #include "backend/cuda.h"
 #include "io/safetensors.h"
 #include "xorshift.h"
+#include "../kernels/kernels.h"
 
 static be_t *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -1149,12 +1150,14 @@ static uint16_t *trans_weight(float *w, int64_t n, int ofs)
  * rounded to bf16 (u |t_k|); hidden j then errs by
  *   e_j = u S_j (1 + u) + (d + 64) v (S_j + |b1_j|) + u |h_j|,
  *   S_j = sum_k |w1_jk| (|t_k| + |dt_k|),
- * the last term its own rounding to bf16 (ReLU is 1-Lipschitz); output c
- * by sum_j |w2_cj| e_j + (h + 64) v (|x_c| + |b2_c| + sum_j |w2_cj h_j|).
+ * the last term its own rounding to bf16 (ReLU is 1-Lipschitz), plus u
+ * |b1_j| where the bias is rounded to bf16 before it is added (the
+ * sequence transition's cuBLASLt epilogue, cu_seqtr_fits: b1_bf16); output
+ * c by sum_j |w2_cj| e_j + (h + 64) v (|x_c| + |b2_c| + sum_j |w2_cj h_j|).
  * t, h: the row's normed values and hidden layer in double. */
 static double trans_bf16_bound(const be_transition_t *t, const float *w1, const float *w2, const float *lw,
                                const float *lb, const float *b1, const float *b2, const double *tn,
-                               const double *hd, float x, int c, double *e)
+                               const double *hd, float x, int c, int b1_bf16, double *e)
 {
 	const double u = 0x1p-8, v = 0x1p-24;
 	double out = 0.0, m = fabs(x) + (b2 ? fabs(b2[c]) : 0.0);
@@ -1166,7 +1169,8 @@ static double trans_bf16_bound(const be_transition_t *t, const float *w1, const 
 				double dt = (t->d + 64) * v * (fabs(tn[k]) + fabs(lw[k]) + fabs(lb[k]));
 				S += fabs(w1[(int64_t)j * t->d + k]) * (fabs(tn[k]) + dt);
 			}
-			e[j] = u * S * (1.0 + u) + (t->d + 64) * v * (S + (b1 ? fabs(b1[j]) : 0.0)) + u * fabs(hd[j]);
+			e[j] = u * S * (1.0 + u) + (t->d + 64) * v * (S + (b1 ? fabs(b1[j]) : 0.0)) + u * fabs(hd[j]) +
+			       (b1 && b1_bf16 ? u * fabs(b1[j]) : 0.0);
 		}
 	for (int j = 0; j < t->h; j++) {
 		double w = fabs(w2[(int64_t)c * t->h + j]);
@@ -1235,7 +1239,7 @@ static void trans_case(int64_t R, int d, int h, int biases, int wofs)
 		for (int c = 0; c < d; c++) {
 			double err = fabs((double)got[r * d + c] - x.c[r * d + c]);
 			double bound = trans_bf16_bound(&t, w1.c, w2.c, lw.c, lb.c, biases ? b1.c : NULL,
-			                                biases ? b2.c : NULL, tn, hd, xr[c], c, e);
+			                                biases ? b2.c : NULL, tn, hd, xr[c], c, cu_seqtr_fits(&t), e);
 			double ratio = err == 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
 			if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
 			num += err * err;
@@ -1275,22 +1279,16 @@ static void test_transition(void **state)
 	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
-/* The sequence transition's kernels (kernels/transition.cu: k_seqtr_ln,
- * k_seqtr_hidden, k_seqtr_out; bf16, d a multiple of 16 other than 16,
- * 32 and 128, or h no multiple of 32) at awkward shapes, each as
- * trans_case checks it: L 1, odd L not a multiple of 16 (37: two row
- * tiles, the second part rows), L 129 (past the 64-row tiles), at
+/* The sequence transition (cu_seqtr_fits: bf16, d a multiple of 16
+ * other than 16, 32 and 128, or h no multiple of 32: kernels/transition.cu's
+ * k_seqtr_ln, then the CUDA backend's two cuBLASLt products) at awkward
+ * shapes, each as trans_case checks it: L 1, odd L (37), L 129, at
  * esmfold_v1's c_s 1024 and the test model's 64 (tiny_a), h = 4 d,
- * without the biases once, the weights on 4 bytes once (4-byte
- * cp.async); h 48 (a slice of 128 hidden units only part full, d 16 <
- * one k stage) at 16,901 rows (both products on 64-row tiles: over
- * TR_GRID blocks); h 65,536 at d 48 (the buffer, the stage's 8 Mi
- * elements, holds 64 rows: 200 rows in four chunks, the last of 8 rows;
- * k_seqtr_out split into 16 k slices of 4096 each, reduced in slice
- * order); 150 rows at c_s 1024 (over 64 rows: both products on 128 x
- * 256 tiles, the second row tile 22 rows; the output product split into
- * 16 slices of 256 k) and at d 256, h 1024 without the biases (8
- * slices) */
+ * without the biases once (the ReLU and default epilogues), the weights
+ * on 4 bytes once; h 48 at d 16 and 16,901 rows; h 65,536 at d 48 (the
+ * stage, 8 Mi elements less the bf16 bias, holds 120 rows: 200 rows in
+ * two chunks, the second of 80); 150 rows at c_s 1024 and at d 256, h
+ * 1024 without the biases */
 static void test_seq_transition(void **state)
 {
 	static const struct { int64_t R; int d, h, biases, wofs; } cs[] = {

@@ -30,15 +30,8 @@
 #     units 64 HMMA, 34 LDSM, the bias-ReLU epilogue; the kernel before
 #     it 0.158); the test models' <2> 1/10 (0.128), <1> 1/16 (0.074);
 #     no calls (before: 4-8, IEEE divisions in the layer norm).
-#   the sequence transition's products (k_seqtr_hidden, k_seqtr_out;
-#     both operands staged by cp.async; :inner, :ldsm, no calls; its
-#     k_seqtr_ln and the split product's k_seqtr_reduce call none
-#     either): at 128 x 256 block tiles, 64 x 64 a warp (<4, 2>) 1/2
-#     (0.598-0.615: 64 HMMA, 16 LDSM per 32-k stage), at 32-row warp
-#     tiles (<2, 1>) 1/4 (0.320-0.340: 16 HMMA, 8 LDSM), at 16-row ones
-#     (<1, 1>) 1/8 (0.174-0.216); the kernel before them,
-#     k_transition_wide, fails these rules (4-8 calls, 32-144 LDG of
-#     weight fragments in its product loops).
+#   the sequence transition's layer norm, k_seqtr_ln, calls none (its
+#     products are cuBLASLt's).
 #   k_trimul_out_bf16 (:inner): <32> (c <= 128) 1/3 (0.364: one A
 #     fragment for 4 weight tiles, two 16-k steps unrolled), <64> (c <=
 #     256) 1/4 (0.267: one step, its row of 64 registers leaves no room
@@ -80,7 +73,5 @@ python3 "$srcdir/tests/sass_check.py" "$tmp/all.sass" --check 'k_flash_attnILi32
 	--check 'k_ln_linear_bf16=3/8:inner:nocall:ldsm' --check 'k_ln_linear_f32=0:nocall' \
 	--check 'k_transition_bf16ILi8=1/4:inner:nocall:ldsm' --check 'k_transition_bf16ILi2=1/10:inner:nocall:ldsm' \
 	--check 'k_transition_bf16ILi1=1/16:inner:nocall:ldsm' --check 'k_seqtr_ln=0:nocall' \
-	--check 'k_seqtr_reduce=0:nocall' --check 'k_seqtr_(hidden|out)ILi4ELi2=1/2:inner:nocall:ldsm' \
-	--check 'k_seqtr_(hidden|out)ILi2=1/4:inner:nocall:ldsm' --check 'k_seqtr=1/8:inner:nocall:ldsm' \
 	--check 'k_trimul_out_bf16ILi64=1/4:inner:nocall:ldsm' --check 'k_trimul_out_bf16=1/3:inner:nocall:ldsm' \
 	--check 'k_trimul_out_f32=0:nocall' --check '.=0'

@@ -318,8 +318,9 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
  * product split over k, the slices summed in slice order; 4: the CPU's
  * fused layer norm + linear gates by avx512_gate (was libm's expf); 5:
  * CUDA's bf16 attention renews its stabiliser lazily and gates by ex2
- * and an approximate reciprocal */
-#define BE_KERNELS_REV 5
+ * and an approximate reciprocal; 6: CUDA's bf16 sequence transition by
+ * cuBLASLt, its hidden bias rounded to bf16 */
+#define BE_KERNELS_REV 6
 
 /* what be_supports answers for: every op of BE_OPS, then the optional
  * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*,

@@ -1,14 +1,16 @@
-/* cuda.c - the CUDA backend: host side in C over the runtime API, cuBLAS
- * and the kernels of kernels/.
+/* cuda.c - the CUDA backend: host side in C over the runtime API, cuBLAS,
+ * cuBLASLt (the sequence transition's products) and the kernels of
+ * kernels/.
  *
- * One backend = one device, one non-blocking stream, one cuBLAS handle bound
- * to it, and one workspace allocation (be->workspace, counted in every
- * quota): the cuBLAS workspace, a fixed device buffer for gather indices
- * and, at bf16, the stage a GEMM rounds its activation operand into when
- * the other is a bf16 weight (be->weights_bf16: the Linear matrices are
- * held in bf16, shared by the device's workers), which the bf16
- * sequence transition also holds its normed rows and hidden layer in.  Every entry makes the
- * device current first (workers may live on other host threads; a host
+ * One backend = one device, one non-blocking stream, one cuBLAS handle
+ * bound to it, one cuBLASLt handle, and one workspace allocation
+ * (be->workspace, counted in every quota): the cuBLAS workspace (cuBLASLt's
+ * too), a fixed device buffer for gather indices and, at bf16, the stage a
+ * GEMM rounds its activation operand into when the other is a bf16 weight
+ * (be->weights_bf16: the Linear matrices are held in bf16, shared by the
+ * device's workers), which the bf16 sequence transition also holds its
+ * bias, normed rows and hidden layer in.  Every entry makes the device
+ * current first (workers may live on other host threads; a host
  * thread remembers its current device, so that this costs a runtime call
  * only when the thread changes devices) and queues its work on the
  * stream; only download and sync wait for it.  Host data travels through
@@ -44,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -78,6 +81,8 @@ typedef struct {
 	cudaEvent_t         fetch_from;   /* on stream: where the last fetch starts */
 	cudaEvent_t         fetched;      /* on copy: after the last fetch */
 	cublasHandle_t      blas;
+	cublasLtHandle_t    lt;           /* the sequence transition's products */
+	atomic_int          lt_refused;   /* 1: cuBLASLt refused them once (logged) */
 	void               *ws;           /* [be->workspace] bytes: cuBLAS's, idx, stage */
 	int32_t            *idx;          /* [BE_CUDA_IDX_ROWS] gather indices, in ws */
 	pthread_mutex_t     idx_lock;     /* held by the gather using idx */
@@ -456,24 +461,117 @@ static int be_cuda_attn(be_t *be, const be_attn_t *a)
 	return be_cuda_k(c, cu_attn(c->stream, a), "attention");
 }
 
-/* at bf16 the sequence transition's normed rows and hidden layer,
- * [rows, d + h] bf16 a chunk of rows at a time, live in the stage
- * (BE_CUDA_STAGE elements: 1600 rows at c_s 1024, h 4096; 13.8 MB at L
- * 1344; be->workspace, counted in every quota), taken as a GEMM takes it;
- * the partial sums of its split second product ([slices, rows, d] fp32,
- * 22 MB at L 1344) in the cuBLAS workspace, which only cuBLAS calls on
- * the same stream use (stream-ordered: never at once) */
+/* the largest power of two up to 256 that p's address is a multiple of */
+static uint32_t be_cuda_align(const void *p)
+{
+	uint32_t a = 256;
+	while (a > 1 && (uintptr_t)p % a) a /= 2;
+	return a;
+}
+
+/* D: [m, n] (column-major, ldd; type dt: bf16 or fp32) = epi(op(A) B +
+ * beta D + bias) by cuBLASLt on the stream, A: [k, m] bf16 (lda) taken
+ * transposed, B: [k, n] bf16 (ldb); epi: ReLU or not, bias (of D's type,
+ * [m]) or NULL; the algo its heuristic picks for the operands' alignments
+ * (what the pointers are on, up to 256 bytes) and the cuBLAS workspace.
+ * A cuBLAS status: NOT_SUPPORTED where the heuristic finds none. */
+static cublasStatus_t be_cuda_lt(be_cuda_ctx_t *c, int m, int n, int k, const void *A, int lda, const void *B,
+                                 int ldb, void *D, cudaDataType_t dt, int ldd, float beta, int relu,
+                                 const void *bias)
+{
+	const cublasOperation_t ta = CUBLAS_OP_T;
+	const cublasLtEpilogue_t epi = relu ? (bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU) :
+	                               bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+	const uint32_t al[4] = { be_cuda_align(A), be_cuda_align(B), be_cuda_align(D), be_cuda_align(D) };
+	const uint64_t wsb = BE_CUDA_BLAS_WS;
+	const float one = 1.0f;
+	cublasLtMatmulDesc_t op = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasLtMatmulHeuristicResult_t res;
+	cublasStatus_t st;
+	int found = 0;
+
+	if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
+	    (st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta)) ||
+	    (st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi)) ||
+	    (bias && (st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+	                                                  sizeof bias))) ||
+	    (st = cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, (uint64_t)k, (uint64_t)m, lda)) ||
+	    (st = cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, (uint64_t)k, (uint64_t)n, ldb)) ||
+	    (st = cublasLtMatrixLayoutCreate(&ld, dt, (uint64_t)m, (uint64_t)n, ldd)) ||
+	    (st = cublasLtMatmulPreferenceCreate(&pref)) ||
+	    (st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb,
+	                                               sizeof wsb)))
+		goto out;
+	for (int i = 0; i < 4 && !st; i++)
+		st = cublasLtMatmulPreferenceSetAttribute(
+			pref, (cublasLtMatmulPreferenceAttributes_t)(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i), &al[i],
+			sizeof al[i]);
+	if (st || (st = cublasLtMatmulAlgoGetHeuristic(c->lt, op, la, lb, ld, ld, pref, 1, &res, &found)))
+		goto out;
+	st = found ? cublasLtMatmul(c->lt, op, &one, A, la, B, lb, &beta, D, ld, D, ld, &res.algo, c->ws,
+	                            BE_CUDA_BLAS_WS, c->stream)
+	           : CUBLAS_STATUS_NOT_SUPPORTED;
+out:
+	if (pref) cublasLtMatmulPreferenceDestroy(pref);
+	if (ld) cublasLtMatrixLayoutDestroy(ld);
+	if (lb) cublasLtMatrixLayoutDestroy(lb);
+	if (la) cublasLtMatrixLayoutDestroy(la);
+	if (op) cublasLtMatmulDescDestroy(op);
+	return st;
+}
+
+/* the sequence transition t (cu_seqtr_fits) at bf16 in chunks of rows,
+ * each: xn = LN(x) (cu_seqtr_ln), hid = bf16(relu(xn w1^T + bf16(b1))),
+ * x = x + hid w2^T + b2, the products cuBLASLt's (be_cuda_lt).  In the
+ * stage (BE_CUDA_STAGE elements, taken as a GEMM takes it): b1 in bf16
+ * ([h], on 16 bytes), then xn: [chunk, d] and hid: [chunk, h] (1,632 rows
+ * at c_s 1024, h 4096: 13.8 MB at L 1344).  Where cuBLASLt refuses the
+ * products (logged once per backend) the rows not yet done go to
+ * cu_transition on the CUDA cores.  0 or negative, logged. */
+static int be_cuda_seqtr(be_cuda_ctx_t *c, const be_transition_t *t)
+{
+	const int d = t->d, h = t->h, hb = (h + 7) / 8 * 8;
+	const int64_t chunk = (BE_CUDA_STAGE - hb) / (d + h) / 8 * 8;
+	uint16_t *b1 = t->b1 ? c->stage : NULL, *xn = c->stage + hb, *hid = xn + chunk * d;
+	cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+	int rc = 0;
+
+	if (chunk < 8 || !c->stage) return be_cuda_k(c, -EINVAL, "sequence transition");
+	if (b1 && (rc = be_cuda_k(c, cu_to_bf16(c->stream, b1, t->b1, 1, h, h), "sequence transition bias")))
+		return rc;
+	for (int64_t r0 = 0; r0 < t->rows; r0 += chunk) {
+		be_transition_t ch = *t;
+		ch.x = t->x + r0 * d;
+		ch.rows = t->rows - r0 < chunk ? t->rows - r0 : chunk;
+		if ((rc = be_cuda_k(c, cu_seqtr_ln(c->stream, &ch, xn), "sequence transition layer norm"))) return rc;
+		if ((st = be_cuda_lt(c, h, (int)ch.rows, d, t->w1, d, xn, d, hid, CUDA_R_16BF, h, 0.0f, 1, b1)) ||
+		    (st = be_cuda_lt(c, d, (int)ch.rows, h, t->w2, h, hid, h, ch.x, CUDA_R_32F, d, 1.0f, 0, t->b2))) {
+			if (st != CUBLAS_STATUS_NOT_SUPPORTED) return be_cuda_blas(c, st, "sequence transition");
+			if (!atomic_exchange(&c->lt_refused, 1))
+				log_warn("cuda:%d: cuBLASLt does not run the sequence transition's products (d %d, h %d):"
+				         " on the CUDA cores instead", c->device, d, h);
+			ch.rows = t->rows - r0;
+			return be_cuda_k(c, cu_transition(c->stream, &ch), "transition");
+		}
+	}
+	return 0;
+}
+
+/* at bf16 the sequence transition by be_cuda_seqtr, every other one by
+ * cu_transition */
 static int be_cuda_transition(be_t *be, const be_transition_t *t)
 {
 	be_cuda_ctx_t *c = be_cuda_ctx(be);
 	int rc;
 
-	if (!t->bf16) return be_cuda_k(c, cu_transition(c->stream, t, NULL, 0, NULL, 0), "transition");
+	if (t->rows < 0 || t->d <= 0 || t->h <= 0) return be_cuda_k(c, -EINVAL, "transition");
+	if (!cu_seqtr_fits(t)) return be_cuda_k(c, cu_transition(c->stream, t), "transition");
 	pthread_mutex_lock(&c->stage_lock);
-	rc = cu_transition(c->stream, t, c->stage, c->stage ? BE_CUDA_STAGE : 0, (float *)c->ws,
-	                   (int64_t)(BE_CUDA_BLAS_WS / sizeof(float)));
+	rc = be_cuda_seqtr(c, t);
 	pthread_mutex_unlock(&c->stage_lock);
-	return be_cuda_k(c, rc, "transition (bf16)");
+	return rc;
 }
 
 /* on the tensor cores at bf16, in fp32 otherwise */
@@ -604,6 +702,7 @@ static void be_cuda_release(be_cuda_ctx_t *c)
 		if (c->pin[i].buf) cudaFreeHost(c->pin[i].buf);
 	}
 	if (c->blas) cublasDestroy(c->blas);
+	if (c->lt) cublasLtDestroy(c->lt);
 	if (c->ws) cudaFree(c->ws);
 	if (c->copy) cudaStreamDestroy(c->copy);
 	if (c->stream) cudaStreamDestroy(c->stream);
@@ -819,6 +918,7 @@ static be_t *be_cuda_open(int device, struct cudaDeviceProp *prop, be_prec_t pre
 	    be_cuda_rt(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "stream") ||
 	    be_cuda_copy_stream(c) || be_cuda_pins(c) ||
 	    be_cuda_blas(c, cublasCreate(&c->blas), "cublasCreate") ||
+	    be_cuda_blas(c, cublasLtCreate(&c->lt), "cublasLtCreate") ||
 	    be_cuda_blas(c, cublasSetStream(c->blas, c->stream), "cublasSetStream") ||
 	    /* after cublasSetStream, which resets the workspace */
 	    be_cuda_prec_set(be, prec)) {

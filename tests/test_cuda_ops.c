@@ -20,7 +20,6 @@
 #include "backend/cuda.h"
 #include "io/safetensors.h"
 #include "xorshift.h"
-#include "../kernels/kernels.h"
 
 static be_t *cpu, *gpu;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -1152,7 +1151,7 @@ static uint16_t *trans_weight(float *w, int64_t n, int ofs)
  *   S_j = sum_k |w1_jk| (|t_k| + |dt_k|),
  * the last term its own rounding to bf16 (ReLU is 1-Lipschitz), plus u
  * |b1_j| where the bias is rounded to bf16 before it is added (the
- * sequence transition's cuBLASLt epilogue, cu_seqtr_fits: b1_bf16); output
+ * sequence transition's cuBLASLt epilogue, be_cuda_seqtr_fits: b1_bf16); output
  * c by sum_j |w2_cj| e_j + (h + 64) v (|x_c| + |b2_c| + sum_j |w2_cj h_j|).
  * t, h: the row's normed values and hidden layer in double. */
 static double trans_bf16_bound(const be_transition_t *t, const float *w1, const float *w2, const float *lw,
@@ -1239,7 +1238,7 @@ static void trans_case(int64_t R, int d, int h, int biases, int wofs)
 		for (int c = 0; c < d; c++) {
 			double err = fabs((double)got[r * d + c] - x.c[r * d + c]);
 			double bound = trans_bf16_bound(&t, w1.c, w2.c, lw.c, lb.c, biases ? b1.c : NULL,
-			                                biases ? b2.c : NULL, tn, hd, xr[c], c, cu_seqtr_fits(&t), e);
+			                                biases ? b2.c : NULL, tn, hd, xr[c], c, be_cuda_seqtr_fits(&t), e);
 			double ratio = err == 0.0 ? 0.0 : err / bound;   /* NaN: NaN */
 			if (!(ratio <= worst)) worst = isnan(ratio) ? INFINITY : ratio;
 			num += err * err;
@@ -1279,7 +1278,7 @@ static void test_transition(void **state)
 	for (size_t i = 0; i < sizeof cs / sizeof *cs; i++) trans_case(cs[i].R, cs[i].d, cs[i].h, cs[i].biases, cs[i].wofs);
 }
 
-/* The sequence transition (cu_seqtr_fits: bf16, d a multiple of 16
+/* The sequence transition (be_cuda_seqtr_fits: bf16, d a multiple of 16
  * other than 16, 32 and 128, or h no multiple of 32: kernels/transition.cu's
  * k_seqtr_ln, then the CUDA backend's two cuBLASLt products) at awkward
  * shapes, each as trans_case checks it: L 1, odd L (37), L 129, at

@@ -827,6 +827,11 @@ int be_cuda_check_arch(int device)
 	return -1;
 }
 
+int be_cuda_seqtr_fits(const be_transition_t *t)
+{
+	return cu_seqtr_fits(t);
+}
+
 int be_cuda_count(void)
 {
 	int n = 0;

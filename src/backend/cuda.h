@@ -18,6 +18,11 @@ int be_cuda_count(void);
  * a build without CUDA). */
 int be_cuda_set_precision(be_t *be, be_prec_t prec);
 
+/* 1 when this backend's transition op runs t as the sequence transition,
+ * its two products on cuBLASLt, whose bias epilogue takes b1 rounded to
+ * bf16 first; 0 otherwise (and in a build without CUDA). */
+int be_cuda_seqtr_fits(const be_transition_t *t);
+
 /* 0 when this binary's kernels run on CUDA device `device` (or there is no
  * such device: be_cuda_init reports that); -1, with one log line naming the
  * device and the configure option to rebuild with, when its compute

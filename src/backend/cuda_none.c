@@ -21,6 +21,12 @@ int be_cuda_set_precision(be_t *be, be_prec_t prec)
 	return -EINVAL;
 }
 
+int be_cuda_seqtr_fits(const be_transition_t *t)
+{
+	(void)t;
+	return 0;
+}
+
 int be_cuda_check_arch(int device)
 {
 	(void)device;

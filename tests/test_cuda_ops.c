@@ -170,8 +170,9 @@ static float bf16_round(float x)
 
 /* one GEMM with a bf16 weight operand (a when wa, else b) against the CPU
  * on the same operands rounded to bf16: the GPU stages the fp32 operand as
- * bf16 and accumulates in fp32, so only the summation order differs */
-static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias, float beta)
+ * bf16 and accumulates in fp32, so only the summation order differs; relu:
+ * the ReLU epilogue (beta 0) */
+static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias, float beta, int relu)
 {
 	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
 	int64_t lda = ca + 3, ldb = cb + 1, ldc = n + 2, nw = wa ? ra * lda : rb * ldb;
@@ -179,7 +180,7 @@ static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias
 	pair_t *W = wa ? &A : &B, *X = wa ? &B : &A;
 	uint16_t *w16 = malloc(sizeof *w16 * (size_t)nw), *g16;
 	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
-	                .beta = beta, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1 };
+	                .beta = beta, .lda = lda, .ldb = ldb, .ldc = ldc, .batch = 1, .relu = relu };
 	char what[128];
 
 	assert_non_null(w16);
@@ -195,8 +196,8 @@ static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias
 	g.a = wa ? (const float *)g16 : A.g; g.b = wa ? B.g : (const float *)g16;
 	g.a_bf16 = wa; g.b_bf16 = !wa; g.c = C.g; g.bias = bias ? bi.g : NULL;
 	assert_int_equal(gpu->gemm(gpu, &g), 0);
-	snprintf(what, sizeof what, "gemm bf16 %s %c%c m%d n%d k%d%s beta%g", wa ? "A" : "B",
-	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, bias ? " bias" : "", beta);
+	snprintf(what, sizeof what, "gemm bf16 %s %c%c m%d n%d k%d%s%s beta%g", wa ? "A" : "B",
+	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, bias ? " bias" : "", relu ? " relu" : "", beta);
 	pair_check(&C, 1e-10, what);
 	gpu->free(gpu, g16);
 	free(w16);
@@ -204,8 +205,11 @@ static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias
 }
 
 /* bf16 weights (be->weights_bf16, at bf16): a weight as A or B, every
- * transpose, bias and beta, and a product larger than the bf16 stage
- * (sliced); refused with batch > 1 and on an fp32 device (no stage) */
+ * transpose, bias and beta, the ReLU, and products larger than the bf16
+ * stage (sliced by rows, and by columns with a bias: each slice its part
+ * of it); refused with batch > 1 and on an fp32 device (no stage).  The
+ * bias and ReLU are cuBLASLt's epilogue, or (tests/cuemu/test_lt_refused.sh,
+ * cuBLASLt finding no algo) passes of their own */
 static void test_gemm_bf16_weight(void **state)
 {
 	assert_int_equal(be_cuda_set_precision(gpu, BE_PREC_BF16), 0);
@@ -213,9 +217,13 @@ static void test_gemm_bf16_weight(void **state)
 	for (int wa = 0; wa < 2; wa++)
 		for (int ta = 0; ta < 2; ta++)
 			for (int tb = 0; tb < 2; tb++)
-				gemm_bf16_case(wa, ta, tb, 37, 53, 29, (ta + tb) & 1, ta ? 0.5f : 0.0f);
-	gemm_bf16_case(0, 0, 1, 2100, 9, 4096, 1, 0.0f);   /* 2100 x 4096 > the 8 Mi stage */
-	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 0, 1.0f);
+				gemm_bf16_case(wa, ta, tb, 37, 53, 29, (ta + tb) & 1, ta ? 0.5f : 0.0f, 0);
+	gemm_bf16_case(0, 0, 1, 37, 53, 29, 1, 0.0f, 1);
+	gemm_bf16_case(1, 1, 0, 37, 53, 29, 0, 0.0f, 1);
+	gemm_bf16_case(0, 0, 1, 2100, 9, 4096, 1, 0.0f, 0);   /* 2100 x 4096 > the 8 Mi stage */
+	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 0, 1.0f, 0);
+	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 1, 1.0f, 0);
+	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 1, 0.0f, 1);
 
 	pair_t A = pair_new(64), C = pair_new(64);
 	be_gemm_t g = { .transb = 1, .m = 4, .n = 4, .k = 4, .alpha = 1.0f, .a = A.g, .lda = 4,

@@ -319,8 +319,9 @@ typedef struct { float *z; const float *table, *residx; int i0, ni, L, c, bins; 
  * fused layer norm + linear gates by avx512_gate (was libm's expf); 5:
  * CUDA's bf16 attention renews its stabiliser lazily and gates by ex2
  * and an approximate reciprocal; 6: CUDA's bf16 sequence transition by
- * cuBLASLt, its hidden bias rounded to bf16 */
-#define BE_KERNELS_REV 6
+ * cuBLASLt, its hidden bias rounded to bf16; 7: CUDA's bf16-weight GEMMs
+ * add bias (after a residual) in cuBLASLt's epilogue */
+#define BE_KERNELS_REV 7
 
 /* what be_supports answers for: every op of BE_OPS, then the optional
  * entries that are no op (be_t.mem_info, be_t.worker, be_t.graph_*,

@@ -82,7 +82,7 @@ static double gemm_case(int ta, int tb, int m, int n, int k, int batch, int shar
 	char what[128];
 	double nmse;
 
-	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c + (bias == 2) : NULL;
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	g.a = A.g; g.b = B.g; g.c = C.g; g.bias = bias ? bi.g : NULL;
 	assert_int_equal(gpu->gemm(gpu, &g), 0);
@@ -170,13 +170,14 @@ static float bf16_round(float x)
 
 /* one GEMM with a bf16 weight operand (a when wa, else b) against the CPU
  * on the same operands rounded to bf16: the GPU stages the fp32 operand as
- * bf16 and accumulates in fp32, so only the summation order differs; relu:
- * the ReLU epilogue (beta 0) */
+ * bf16 and accumulates in fp32, so only the summation order differs; bias
+ * 2: one whose pointer is 4 bytes off 16 (no cuBLASLt epilogue takes it);
+ * relu: the ReLU epilogue (beta 0) */
 static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias, float beta, int relu)
 {
 	int ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
 	int64_t lda = ca + 3, ldb = cb + 1, ldc = n + 2, nw = wa ? ra * lda : rb * ldb;
-	pair_t A = pair_new(ra * lda), B = pair_new(rb * ldb), C = pair_new(m * ldc), bi = pair_new(n);
+	pair_t A = pair_new(ra * lda), B = pair_new(rb * ldb), C = pair_new(m * ldc), bi = pair_new(n + 1);
 	pair_t *W = wa ? &A : &B, *X = wa ? &B : &A;
 	uint16_t *w16 = malloc(sizeof *w16 * (size_t)nw), *g16;
 	be_gemm_t g = { .transa = ta, .transb = tb, .m = m, .n = n, .k = k, .alpha = 0.75f,
@@ -191,13 +192,13 @@ static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias
 	assert_int_equal(gpu->alloc(gpu, sizeof *g16 * (size_t)nw, (void **)&g16), 0);
 	assert_int_equal(gpu->upload(gpu, g16, w16, sizeof *g16 * (size_t)nw), 0);
 	for (int64_t i = 0; i < X->n; i++) X->c[i] = bf16_round(X->c[i]);   /* the GPU keeps fp32 */
-	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c + (bias == 2) : NULL;
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	g.a = wa ? (const float *)g16 : A.g; g.b = wa ? B.g : (const float *)g16;
-	g.a_bf16 = wa; g.b_bf16 = !wa; g.c = C.g; g.bias = bias ? bi.g : NULL;
+	g.a_bf16 = wa; g.b_bf16 = !wa; g.c = C.g; g.bias = bias ? bi.g + (bias == 2) : NULL;
 	assert_int_equal(gpu->gemm(gpu, &g), 0);
 	snprintf(what, sizeof what, "gemm bf16 %s %c%c m%d n%d k%d%s%s beta%g", wa ? "A" : "B",
-	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, bias ? " bias" : "", relu ? " relu" : "", beta);
+	         ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, bias ? bias == 2 ? " bias+4B" : " bias" : "", relu ? " relu" : "", beta);
 	pair_check(&C, 1e-10, what);
 	gpu->free(gpu, g16);
 	free(w16);
@@ -207,7 +208,7 @@ static void gemm_bf16_case(int wa, int ta, int tb, int m, int n, int k, int bias
 /* bf16 weights (be->weights_bf16, at bf16): a weight as A or B, every
  * transpose, bias and beta, the ReLU, and products larger than the bf16
  * stage (sliced by rows, and by columns with a bias: each slice its part
- * of it); refused with batch > 1 and on an fp32 device (no stage).  The
+ * of it, on 16 bytes), a bias off 16 bytes; refused with batch > 1 and on an fp32 device (no stage).  The
  * bias and ReLU are cuBLASLt's epilogue, or (tests/cuemu/test_lt_refused.sh,
  * cuBLASLt finding no algo) passes of their own */
 static void test_gemm_bf16_weight(void **state)
@@ -224,6 +225,9 @@ static void test_gemm_bf16_weight(void **state)
 	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 0, 1.0f, 0);
 	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 1, 1.0f, 0);
 	gemm_bf16_case(1, 0, 1, 9, 2100, 4096, 1, 0.0f, 1);
+	gemm_bf16_case(1, 0, 1, 9, 2800, 3001, 1, 0.0f, 1);   /* slices of 2792 columns, not 2795 */
+	gemm_bf16_case(1, 1, 0, 37, 53, 29, 2, 0.0f, 1);
+	gemm_bf16_case(0, 0, 0, 37, 53, 29, 2, 0.5f, 0);
 
 	pair_t A = pair_new(64), C = pair_new(64);
 	be_gemm_t g = { .transb = 1, .m = 4, .n = 4, .k = 4, .alpha = 1.0f, .a = A.g, .lda = 4,
@@ -1537,7 +1541,7 @@ static void gemm_bf16x2_case(int ta, int tb, int m, int n, int k, int batch, int
 	assert_int_equal(cpu->alloc(cpu, sizeof(float) * (size_t)(sb * batch), (void **)&B.c), 0);
 	memcpy(A.c, wa, sizeof(float) * (size_t)(sa * batch));
 	memcpy(B.c, wb, sizeof(float) * (size_t)(sb * batch));
-	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c : NULL;
+	g.a = A.c; g.b = B.c; g.c = C.c; g.bias = bias ? bi.c + (bias == 2) : NULL;
 	assert_int_equal(cpu->gemm(cpu, &g), 0);
 	g.a = (const float *)da; g.b = (const float *)db; g.c = C.g; g.bias = bias ? bi.g : NULL;
 	g.a_bf16 = g.b_bf16 = 1;

@@ -347,7 +347,9 @@ static uint32_t be_cuda_align(const void *p)
  * (of D's type, [m]) or NULL; the algo its heuristic picks for the
  * operands' alignments (what the pointers are on, up to 256 bytes) and the
  * cuBLAS workspace.  A cuBLAS status: NOT_SUPPORTED where the heuristic
- * finds none (logged once per backend: the caller then does without). */
+ * finds none, or the bias is off 16 bytes (the alignment preferences do
+ * not cover it and the epilogue's kernels may assume 16), logged once per
+ * backend: the caller then does without. */
 static cublasStatus_t be_cuda_lt(be_cuda_ctx_t *c, int ta, int tb, int m, int n, int k, const void *A, int lda,
                                  const void *B, int ldb, void *D, cudaDataType_t dt, int ldd, float alpha,
                                  float beta, int relu, const void *bias)
@@ -364,6 +366,10 @@ static cublasStatus_t be_cuda_lt(be_cuda_ctx_t *c, int ta, int tb, int m, int n,
 	cublasStatus_t st;
 	int found = 0;
 
+	if ((uintptr_t)bias % 16) {
+		st = CUBLAS_STATUS_NOT_SUPPORTED;
+		goto out;
+	}
 	if ((st = cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F)) ||
 	    (st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa)) ||
 	    (st = cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb)) ||
@@ -388,8 +394,8 @@ static cublasStatus_t be_cuda_lt(be_cuda_ctx_t *c, int ta, int tb, int m, int n,
 	           : CUBLAS_STATUS_NOT_SUPPORTED;
 out:
 	if (st == CUBLAS_STATUS_NOT_SUPPORTED && !atomic_exchange(&c->lt_refused, 1))
-		log_warn("cuda:%d: cuBLASLt has no algo for a %d x %d x %d product with an epilogue: such products"
-		         " take a slower path", c->device, m, n, k);
+		log_warn("cuda:%d: cuBLASLt cannot run a %d x %d x %d product with an epilogue (no algo, or a bias"
+		         " off 16 bytes): such products take a slower path", c->device, m, n, k);
 	if (pref) cublasLtMatmulPreferenceDestroy(pref);
 	if (ld) cublasLtMatrixLayoutDestroy(ld);
 	if (lb) cublasLtMatrixLayoutDestroy(lb);
@@ -440,6 +446,8 @@ static int be_cuda_gemm_bf16(be_cuda_ctx_t *c, const be_gemm_t *g)
 {
 	int64_t span = g->a_bf16 ? g->n : g->m, step = BE_CUDA_STAGE / (g->k > 0 ? g->k : 1);
 	int rc = 0;
+
+	if (step >= 8) step = step / 8 * 8;   /* each slice's bias and stage rows on 16 bytes */
 
 	if (!c->stage || g->batch != 1 || step < 1) {
 		log_error("cuda:%d: gemm: a bf16 weight needs bf16 weights, batch 1 and k <= %d",

@@ -35,7 +35,9 @@
  * attribute other than the six above; a size other than the attribute's
  * type's; a transpose other than N, T, C or CONJG, a pointer mode outside
  * cublasLtPointerMode_t; a layout's ld below max(1, rows); layouts whose
- * sizes disagree; a *_BIAS epilogue without a bias pointer; C and D
+ * sizes disagree; a *_BIAS epilogue without a bias pointer, or its bias
+ * off 16 bytes (said on stderr: the alignment preferences do not cover
+ * the bias, and a card's epilogue kernel can fault on one); C and D
  * overlapping but not the same matrix; a workspace NULL with a size > 0,
  * or non-NULL and off 256 bytes or not memory of the stream's device.
  * CUBLAS_STATUS_NOT_SUPPORTED (a valid value this subset does not take):
@@ -504,6 +506,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
 	if (!lt_workspace_ok(workspace, ws_size, dev)) {
 		fprintf(stderr, "cuemu: cublasLtMatmul: a workspace of %zu bytes must be memory of device %d "
 		        "on 256 bytes\n", ws_size, dev);
+		return CUBLAS_STATUS_INVALID_VALUE;
+	}
+	if ((uintptr_t)g.bias % 16) {
+		fprintf(stderr, "cuemu: cublasLtMatmul: the epilogue's bias off 16 bytes\n");
 		return CUBLAS_STATUS_INVALID_VALUE;
 	}
 	const void *const ptrs[4] = { A, B, C, D };

@@ -402,6 +402,8 @@ static void check_refusals(void)
 	expect(run_case(&t, x.da, x.db, x.dc, x.dd, NULL, NULL, NULL, 0) == CUBLAS_STATUS_INVALID_VALUE,
 	       "RELU_BIAS without a bias pointer: INVALID_VALUE");
 	t.no_bias = 0;
+	expect(run_case(&t, x.da, x.db, x.dc, x.dd, (char *)x.dbias + 8, NULL, NULL, 0) ==
+	       CUBLAS_STATUS_INVALID_VALUE, "a bias on 8 bytes, not 16: INVALID_VALUE");
 	t.bias_type = CUDA_R_32F;
 	expect(run_case(&t, x.da, x.db, x.dc, x.dd, x.dbias, NULL, NULL, 0) == CUBLAS_STATUS_NOT_SUPPORTED,
 	       "a CUDA_R_32F bias with a bf16 D: NOT_SUPPORTED");

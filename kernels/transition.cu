@@ -32,7 +32,7 @@
  * transition, c_s 1024, and the test models' c_s 64; h a multiple of 16):
  * only its layer norm is here, k_seqtr_ln<NV>: xn = LN(x), a warp per row
  * (tr_ln_reg: the pair kernel's formula, one read of x), into a buffer of
- * the caller's; the two products are cuBLASLt's (src/backend/cuda.c:
+ * the caller's; the two products are cuBLASLt's (src/backend/cuda_blas.c:
  * hid = bf16(relu(xn w1^T + b1)) by its RELU_BIAS epilogue, b1 rounded to
  * bf16 first as that epilogue takes it, then x += hid w2^T + b2 by beta 1
  * and its BIAS epilogue, in place).  Not our own kernels

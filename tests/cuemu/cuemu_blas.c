@@ -1,7 +1,7 @@
-/* cuemu_blas.c - the cuBLAS subset src/backend/cuda.c calls, on the CPU:
- * handles bound to a stream and a workspace, and cublasGemmStridedBatchedEx
- * and cublasGemmEx on column-major matrices, queued on the handle's stream
- * and run with CBLAS.  Arguments are checked as cuBLAS documents.  A and B
+/* cuemu_blas.c - the cuBLAS subset src/backend/cuda.c and cuda_blas.c
+ * call, on the CPU: handles bound to a stream and a workspace, and
+ * cublasGemmStridedBatchedEx and cublasGemmEx on column-major matrices,
+ * queued on the handle's stream and run with CBLAS.  Arguments are checked as cuBLAS documents.  A and B
  * are both float32 or both bfloat16 (CUDA_R_16BF, with CUBLAS_COMPUTE_32F:
  * each bf16 value widened exactly, products accumulated in float32), C is
  * float32.  For float32 operands with the CUBLAS_COMPUTE_32F_FAST_16BF /

@@ -1,4 +1,4 @@
-/* cuemu_blaslt.c - the cuBLASLt subset src/backend/cuda.c calls, on the
+/* cuemu_blaslt.c - the cuBLASLt subset src/backend/cuda_blas.c calls, on the
  * CPU: handles, matmul descriptors, column-major matrix layouts, search
  * preferences, cublasLtMatmulAlgoGetHeuristic and cublasLtMatmul, queued on its stream with cuemu_enqueue (run at a
  * synchronising call in stream order, appended to the graph while the

@@ -7,8 +7,6 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
-#include "backend/cuda.h"
-
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -21,6 +19,7 @@
 #include "../kernels/kernels.h"
 #include "util/log.h"
 #include "backend/backend.h"
+#include "backend/cuda.h"
 #include "backend/cuda_ctx.h"
 
 /* *ct = the cuBLAS compute type of a GEMM asking for prec (BE_PREC_AUTO:
